@@ -1,0 +1,12 @@
+"""truepeak: what a GPU really does, how close a workload comes to it, and what holds an MoE model back at decode.
+
+The core (``truepeak.formats``, ``truepeak.hardware``, ``truepeak.roofline``) is pure Python and imports without torch.
+Measuring (``truepeak.bench``) imports torch, triton and NVML lazily, only when it runs.
+"""
+
+__version__ = "0.1.0"
+
+#: Version of the JSON Lines record layout; bump when a field changes meaning or is removed.
+SCHEMA_VERSION = 1
+#: Version of the measurement method; bump when timing, warm-up, rotation or statistics change.
+METHODOLOGY_VERSION = 1

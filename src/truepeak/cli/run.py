@@ -1,0 +1,3 @@
+"""`truepeak run` (being written)."""
+
+from truepeak.cli.app import app  # noqa: F401

@@ -1,0 +1,61 @@
+"""Errors truepeak raises for bad input and impossible measurements.
+
+Every error the user can cause is a :class:`TruepeakError`. Its message is one line that names the bad value and what
+would be accepted (or the command that fixes it). The CLI prints it as ``error: <message>`` and exits with status 2,
+without a traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class TruepeakError(ValueError):
+    """Base class: bad input or an impossible value. The message is complete and user-facing."""
+
+    exit_code = 2
+
+
+class UnknownNameError(TruepeakError, KeyError):
+    """A name (GPU, format, op, ...) that truepeak does not know."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsupportedError(TruepeakError):
+    """A valid request that this accelerator, format or installation cannot serve."""
+
+
+class MeasurementError(TruepeakError):
+    """A value that cannot be a real measurement (for example a throughput above the peak, or a zero time)."""
+
+
+class MissingDependencyError(TruepeakError):
+    """An optional package is needed for this action; the message carries the install command."""
+
+
+def closest(name: str, choices: Iterable[str], n: int = 5) -> list[str]:
+    """Return up to ``n`` of ``choices`` closest to ``name`` (case-insensitive), best first."""
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.3)
+    return [lowered[h] for h in hits]
+
+
+def require(module: str, purpose: str, install: str | None = None):
+    """Import ``module`` lazily or raise :class:`MissingDependencyError` with the install command.
+
+    Args:
+        module: dotted module name, e.g. ``"torch"``.
+        purpose: what it is needed for, e.g. ``"measuring on a GPU"``.
+        install: the pip command to suggest; default ``pip install 'truepeak[measure]'``.
+    """
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        cmd = install or "pip install 'truepeak[measure]'"
+        raise MissingDependencyError(f"{module} is needed for {purpose} but is not installed ({exc}); install it with: {cmd}") from exc

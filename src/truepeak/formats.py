@@ -1,0 +1,177 @@
+"""Number formats: bits per value *including* block-scale overhead, and the byte count of a matrix.
+
+Pure Python. Each :class:`Format` knows its payload width, its block scale (for MX / NV block-scaled formats), which
+catalog peak applies to it (``rate``), its default accumulator, and the format a GEMM on it usually writes.
+
+Sources:
+    - OCP Microscaling (MX) Formats Specification v1.0: MXFP8/MXFP6/MXFP4 share one E8M0 (8-bit) scale per 32 values.
+    - NVIDIA NVFP4 (Blackwell): E2M1 values with one E4M3 (8-bit) scale per 16 values, plus one FP32 per-tensor scale.
+      The per-tensor FP32 scale is 4 bytes per tensor and is *not* counted here (0.00005 % of a 7168 x 2048 weight);
+      ../shared/cases.md C13 counts 4 + 8/16 = 4.5 bits = 0.5625 B per value.
+    - TF32 is a compute mode: values are stored as FP32 (32 bits) and rounded to a 10-bit mantissa inside the tensor core.
+    - FP8 scales (tensorwise, rowwise, 128-blockwise as in DeepSeek-V3) are FP32 (4 bytes) each, as torch._scaled_mm and
+      DeepGEMM take them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from truepeak.errors import UnknownNameError, closest
+
+
+@dataclass(frozen=True)
+class Format:
+    """One number format.
+
+    Attributes:
+        name: canonical name (``"nvfp4"``).
+        element_bits: payload bits per value (4 for nvfp4, 32 for tf32 because it is stored as fp32).
+        rate: the catalog peak that governs its throughput: fp32, tf32, bf16, fp16, fp8, fp6, fp4 or int8.
+        accumulate: default accumulator precision (``"fp32"`` for floats, ``"int32"`` for int8).
+        output: name of the format a GEMM on these inputs writes by default.
+        block_size: values sharing one scale (16 for nvfp4, 32 for MX formats), or ``None`` without block scales.
+        scale_bits: bits of one block scale (8 for E8M0 and E4M3 scales).
+        torch_dtype: name of the torch dtype holding the payload, if torch has one.
+        aliases: other spellings accepted by :func:`get_format`.
+        description: one line for tables and ``--help``.
+    """
+
+    name: str
+    element_bits: int
+    rate: str
+    accumulate: str
+    output: str
+    block_size: int | None = None
+    scale_bits: int = 0
+    torch_dtype: str | None = None
+    aliases: tuple[str, ...] = field(default=())
+    description: str = ""
+
+    @property
+    def bits_per_value(self) -> float:
+        """Average bits per value including block scales: element_bits + scale_bits / block_size."""
+        if self.block_size:
+            return self.element_bits + self.scale_bits / self.block_size
+        return float(self.element_bits)
+
+    @property
+    def bytes_per_value(self) -> float:
+        """Average bytes per value including block scales (nvfp4: 0.5625, mxfp4: 0.53125)."""
+        return self.bits_per_value / 8
+
+    @property
+    def is_block_scaled(self) -> bool:
+        return self.block_size is not None
+
+    def values_bytes(self, count: int | float) -> float:
+        """Bytes of ``count`` values, block scales included (assumes whole blocks). 70e9 nvfp4 values = 39.375e9 B."""
+        return count * self.bytes_per_value
+
+    def matrix_bytes(self, outer: int, inner: int, scaling: str | None = None, *, weight: bool = False) -> int:
+        """Bytes of an ``outer x inner`` matrix whose block scales run along ``inner`` (the GEMM's K).
+
+        Args:
+            outer: rows (M for A, N for a weight stored N x K).
+            inner: the reduction dimension K; block scales group values along it.
+            scaling: for fp8 and int8 only: ``"tensor"`` (one fp32 scale), ``"row"`` (one fp32 scale per outer index),
+                ``"block128"`` (DeepSeek-V3 style: 1 x 128 blocks for activations, 128 x 128 for weights). ``None``
+                counts no scale. Block-scaled formats carry their own scales and reject this argument.
+            weight: with ``scaling="block128"``, use 128 x 128 blocks (weights) instead of 1 x 128 (activations).
+
+        Returns:
+            Bytes, rounded up to a whole byte. A partial last block still stores a whole scale.
+
+        Raises:
+            TruepeakError: non-positive dimensions, or a scaling this format does not take.
+        """
+        _check_dims(outer=outer, inner=inner)
+        payload = outer * inner * self.element_bits
+        if self.block_size:
+            if scaling not in (None, "block"):
+                raise UnknownNameError(f"{self.name} carries its own block scales; scaling={scaling!r} does not apply")
+            payload += outer * math.ceil(inner / self.block_size) * self.scale_bits
+            return math.ceil(payload / 8)
+        data = math.ceil(payload / 8)
+        return data + 4 * _scale_count(scaling, outer, inner, weight)
+
+
+def _check_dims(**dims: int) -> None:
+    for key, value in dims.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise UnknownNameError(f"{key}={value!r} is not a positive whole number")
+
+
+SCALINGS = ("tensor", "row", "block128")
+
+
+def _scale_count(scaling: str | None, outer: int, inner: int, weight: bool) -> int:
+    if scaling is None:
+        return 0
+    if scaling == "tensor":
+        return 1
+    if scaling == "row":
+        return outer
+    if scaling == "block128":
+        return (math.ceil(outer / 128) if weight else outer) * math.ceil(inner / 128)
+    raise UnknownNameError(f"unknown scaling {scaling!r}; known: {', '.join(SCALINGS)}")
+
+
+_FORMATS: tuple[Format, ...] = (
+    Format("fp32", 32, "fp32", "fp32", "fp32", torch_dtype="float32", aliases=("float32", "float", "f32"),
+           description="IEEE single precision on the CUDA cores (no TF32)"),
+    Format("tf32", 32, "tf32", "fp32", "fp32", torch_dtype="float32", aliases=("tensorfloat32",),
+           description="fp32 storage, 10-bit-mantissa tensor-core math"),
+    Format("bf16", 16, "bf16", "fp32", "bf16", torch_dtype="bfloat16", aliases=("bfloat16",),
+           description="bfloat16, fp32 accumulate"),
+    Format("fp16", 16, "fp16", "fp32", "fp16", torch_dtype="float16", aliases=("float16", "half"),
+           description="IEEE half, fp32 accumulate"),
+    Format("fp8_e4m3", 8, "fp8", "fp32", "bf16", torch_dtype="float8_e4m3fn",
+           aliases=("fp8", "e4m3", "float8_e4m3fn", "fp8e4m3"), description="fp8 E4M3 (fp32 scales: tensor, row or 128-block)"),
+    Format("fp8_e5m2", 8, "fp8", "fp32", "bf16", torch_dtype="float8_e5m2",
+           aliases=("e5m2", "float8_e5m2", "fp8e5m2"), description="fp8 E5M2 (fp32 scales: tensor, row or 128-block)"),
+    Format("mxfp8", 8, "fp8", "fp32", "bf16", block_size=32, scale_bits=8, torch_dtype="float8_e4m3fn",
+           aliases=("mxfp8_e4m3",), description="OCP MX fp8 E4M3, one E8M0 scale per 32 values"),
+    Format("mxfp6", 6, "fp6", "fp32", "bf16", block_size=32, scale_bits=8,
+           aliases=("mxfp6_e3m2", "mxfp6_e2m3"), description="OCP MX fp6, one E8M0 scale per 32 values"),
+    Format("mxfp4", 4, "fp4", "fp32", "bf16", block_size=32, scale_bits=8, torch_dtype="float4_e2m1fn_x2",
+           aliases=("mxfp4_e2m1",), description="OCP MX fp4 E2M1, one E8M0 scale per 32 values"),
+    Format("nvfp4", 4, "fp4", "fp32", "bf16", block_size=16, scale_bits=8, torch_dtype="float4_e2m1fn_x2",
+           aliases=("fp4", "nvfp4_e2m1"), description="NVIDIA fp4 E2M1, one E4M3 scale per 16 values"),
+    Format("int8", 8, "int8", "int32", "int32", torch_dtype="int8", aliases=("i8",),
+           description="8-bit integer, int32 accumulate (rates in TOPS)"),
+    Format("int32", 32, "int32", "int32", "int32", torch_dtype="int32", description="32-bit integer (GEMM output only)"),
+)
+
+#: Formats a user can measure or ask about (int32 exists only as an int8 GEMM's output).
+FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in _FORMATS if f.name != "int32")
+#: Peak keys in the spec catalog, in display order.
+RATES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8")
+
+_BY_NAME: dict[str, Format] = {}
+for _f in _FORMATS:
+    for _n in (_f.name, *_f.aliases):
+        _BY_NAME[_n.lower().replace("-", "_")] = _f
+
+
+def get_format(name: str | Format) -> Format:
+    """Look up a format by name or alias (case-insensitive; ``-`` and ``_`` are the same).
+
+    Raises:
+        UnknownNameError: the name is unknown; the message lists the closest names and all known formats.
+    """
+    if isinstance(name, Format):
+        return name
+    key = str(name).strip().lower().replace("-", "_")
+    try:
+        return _BY_NAME[key]
+    except KeyError:
+        near = closest(key, _BY_NAME)
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        raise UnknownNameError(f"unknown number format {name!r}{hint}; known: {', '.join(FORMAT_NAMES)}") from None
+
+
+def all_formats() -> tuple[Format, ...]:
+    """Every user-facing format, in display order."""
+    return tuple(get_format(n) for n in FORMAT_NAMES)

@@ -1,0 +1,301 @@
+"""The accelerator spec catalog: every number with its source, dense and sparse peaks kept apart.
+
+The data lives in ``hardware/data/accelerators.toml`` (human units: TFLOPS, TB/s, MHz, GB); this module loads it into
+frozen dataclasses in SI units (FLOP/s, B/s, Hz, bytes).
+
+Rules the catalog keeps (tested over every entry in tests/hardware/test_catalog.py):
+    - Efficiency denominators are *dense* peaks. A sparse value (2:4 structured sparsity) is stored beside its dense
+      value and equals 2 x dense within vendor rounding (1.5 %).
+    - For every NVIDIA entry, FLOP/clk/SM (per architecture, from ``[architectures]``) x SM count x the peak's clock basis
+      reproduces the dense peak within 2 %, unless the peak carries a ``why_not`` note saying why it cannot.
+    - Values we derived rather than found published carry ``derived = true``.
+
+Sources: see the ``[sources]`` table of the data file and ../shared/data/accelerators.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from truepeak.errors import UnknownNameError, UnsupportedError
+from truepeak.formats import RATES, Format, get_format
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TERA = 1e12
+MEGA = 1e6
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """A catalog value with its provenance.
+
+    Attributes:
+        value: the number (SI units once loaded) or text.
+        source: where it comes from (a key of the ``[sources]`` table and/or a locator).
+        derived: True if we computed it rather than found it published.
+        note: caveats in words.
+    """
+
+    value: Any
+    source: str
+    derived: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One peak rate of an accelerator.
+
+    Attributes:
+        rate: catalog rate key (fp32, tf32, bf16, fp16, fp8, fp6, fp4, int8); see ``Format.rate``.
+        accumulate: accumulator precision this rate applies to (``"fp32"``, ``"fp16"``, ``"int32"``).
+        dense: dense peak in FLOP/s (ops/s for int8). The efficiency denominator.
+        sparse: the 2:4-sparse peak in FLOP/s if the vendor lists one, else None. Display only.
+        source: provenance of the values.
+        derived: True if the dense value was computed (for example sparse / 2, or from an implied clock).
+        clock_hz: clock basis of this peak if it differs from the accelerator's spec boost clock, else None.
+        why_not: why FLOP/clk/SM x SMs x clock cannot reproduce this peak (empty if it can).
+        note: other caveats.
+    """
+
+    rate: str
+    accumulate: str
+    dense: float
+    sparse: float | None
+    source: str
+    derived: bool = False
+    clock_hz: float | None = None
+    why_not: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Per-SM (per-CU on AMD) dense FLOP per clock, keyed ``rate`` or ``rate@accumulate`` (e.g. ``fp16@fp16``)."""
+
+    key: str
+    name: str
+    flop_per_clk_per_sm: dict[str, int]
+    source: str
+
+    def rate_per_clk(self, rate: str, accumulate: str | None = None) -> int | None:
+        """FLOP/clk/SM for a rate and accumulator, or None if the architecture has no such path."""
+        if accumulate and accumulate not in ("fp32", "int32"):
+            return self.flop_per_clk_per_sm.get(f"{rate}@{accumulate}")
+        return self.flop_per_clk_per_sm.get(rate)
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One SKU. Numbers are in SI units; each is a :class:`Sourced` with its provenance.
+
+    Attributes:
+        key: stable short id (``"h200-sxm"``).
+        name: marketing name.
+        vendor: ``"nvidia"`` or ``"amd"``.
+        architecture: key into the ``[architectures]`` table (FLOP/clk/SM).
+        compute_capability: ``"9.0"`` for NVIDIA parts, None for AMD.
+        device_names: exact strings that ``torch.cuda.get_device_name()`` / NVML report for this SKU.
+        aliases: other names users type (``"h200"``).
+        peaks: every (rate, accumulate) peak.
+        memory_bytes, memory_bandwidth (B/s), sm_count (SMs or CUs), boost_clock_hz (the clock basis of the spec
+        peaks), max_clock_hz, l2_bytes, smem_per_block_bytes (opt-in maximum per block), tdp_w, interconnect:
+        each a :class:`Sourced` or None where no public source gives it.
+        memory_type: e.g. ``"HBM3e"``.
+        headline: the figure the vendor prints most prominently, and what it is.
+        notes: caveats in words.
+    """
+
+    key: str
+    name: str
+    vendor: str
+    architecture: Architecture
+    compute_capability: str | None
+    device_names: tuple[str, ...]
+    aliases: tuple[str, ...]
+    peaks: tuple[Peak, ...]
+    memory_bytes: Sourced | None
+    memory_bandwidth: Sourced | None
+    sm_count: Sourced | None
+    boost_clock_hz: Sourced | None
+    max_clock_hz: Sourced | None
+    l2_bytes: Sourced | None
+    smem_per_block_bytes: Sourced | None
+    tdp_w: Sourced | None
+    interconnect: Sourced | None
+    memory_type: str = ""
+    headline: str = ""
+    notes: tuple[str, ...] = field(default=())
+
+    def peak(self, fmt: str | Format, accumulate: str | None = None) -> Peak:
+        """The catalog peak that governs ``fmt`` (by its ``rate``) with the given accumulator.
+
+        Args:
+            fmt: a format name or :class:`~truepeak.formats.Format`.
+            accumulate: ``None`` for the format's default (fp32 for floats, int32 for int8), or ``"fp16"`` for the
+                GeForce fp16-accumulate rates.
+
+        Raises:
+            UnknownNameError: unknown format.
+            UnsupportedError: this accelerator has no published rate for that format/accumulator; the message lists
+                the rates it has.
+        """
+        f = get_format(fmt)
+        acc = accumulate or f.accumulate
+        for p in self.peaks:
+            if p.rate == f.rate and p.accumulate == acc:
+                return p
+        have = ", ".join(f"{p.rate}" + (f" ({p.accumulate} accumulate)" if p.accumulate not in ("fp32", "int32") else "")
+                         for p in self.peaks)
+        raise UnsupportedError(
+            f"{self.name} has no published {f.rate} peak with {acc} accumulate (needed for {f.name}); it has: {have}"
+        )
+
+    def has_rate(self, fmt: str | Format, accumulate: str | None = None) -> bool:
+        """True if :meth:`peak` would succeed."""
+        try:
+            self.peak(fmt, accumulate)
+            return True
+        except UnsupportedError:
+            return False
+
+    def dense_flops(self, fmt: str | Format, accumulate: str | None = None) -> float:
+        """Dense peak in FLOP/s for ``fmt`` (the efficiency denominator). Raises like :meth:`peak`."""
+        return self.peak(fmt, accumulate).dense
+
+    def flop_per_clk_per_sm(self, fmt: str | Format, accumulate: str | None = None) -> int | None:
+        """Dense FLOP per clock per SM for ``fmt`` on this architecture, or None if unknown."""
+        f = get_format(fmt)
+        return self.architecture.rate_per_clk(f.rate, accumulate or f.accumulate)
+
+    def peak_at_clock(self, fmt: str | Format, clock_hz: float, sm_count: int | None = None,
+                      accumulate: str | None = None) -> float | None:
+        """Dense peak at a given (measured) SM clock: FLOP/clk/SM x SMs x clock, in FLOP/s.
+
+        ``sm_count`` defaults to the catalog's (pass the device-reported count when measuring). Returns None when the
+        per-SM rate or the SM count is unknown. Source: accelerators.md section 5 and DESIGN.md "Conventions".
+        """
+        per_clk = self.flop_per_clk_per_sm(fmt, accumulate)
+        sms = sm_count if sm_count is not None else (self.sm_count.value if self.sm_count else None)
+        if per_clk is None or sms is None:
+            return None
+        return float(per_clk) * sms * clock_hz
+
+    @property
+    def ridge_bf16(self) -> float | None:
+        """Ridge point (FLOP/byte) for bf16: dense bf16 peak / memory bandwidth, or None if either is missing."""
+        if not self.memory_bandwidth or not self.has_rate("bf16"):
+            return None
+        return self.dense_flops("bf16") / self.memory_bandwidth.value
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Loading
+
+_SCALE = {  # data-file key -> (attribute, factor to SI)
+    "memory_gb": ("memory_bytes", 1e9),
+    "memory_bandwidth_tbps": ("memory_bandwidth", TERA),
+    "sm_count": ("sm_count", 1),
+    "boost_clock_mhz": ("boost_clock_hz", MEGA),
+    "max_clock_mhz": ("max_clock_hz", MEGA),
+    "l2_bytes": ("l2_bytes", 1),
+    "smem_per_block_bytes": ("smem_per_block_bytes", 1),
+    "tdp_w": ("tdp_w", 1),
+    "interconnect": ("interconnect", None),
+}
+
+
+def _sourced(raw: Any, factor: float | None, where: str) -> Sourced:
+    if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
+        raise ValueError(f"catalog: {where} must be a table with 'value' and 'source', got {raw!r}")
+    value = raw["value"] if factor is None else raw["value"] * factor
+    if factor == 1 and isinstance(raw["value"], int):
+        value = int(raw["value"])
+    return Sourced(value, raw["source"], bool(raw.get("derived", False)), raw.get("note", ""))
+
+
+def _peak(raw: dict, default_clock_hz: float | None, where: str) -> Peak:
+    rate = raw["rate"]
+    if rate not in RATES:
+        raise ValueError(f"catalog: {where}: unknown rate {rate!r}; known: {RATES}")
+    sparse = raw.get("sparse_tflops")
+    clock = raw.get("clock_mhz")
+    return Peak(
+        rate=rate,
+        accumulate=raw.get("accumulate", "int32" if rate == "int8" else "fp32"),
+        dense=raw["dense_tflops"] * TERA,
+        sparse=None if sparse is None else sparse * TERA,
+        source=raw["source"],
+        derived=bool(raw.get("derived", False)),
+        clock_hz=None if clock is None else clock * MEGA,
+        why_not=raw.get("why_not", ""),
+        note=raw.get("note", ""),
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """Load and validate the packaged catalog (cached). Raises ValueError on a malformed data file."""
+    text = resources.files("truepeak.hardware").joinpath("data/accelerators.toml").read_text(encoding="utf-8")
+    return Catalog.from_toml(text)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """All accelerators, architectures and source keys of the data file."""
+
+    accelerators: tuple[Accelerator, ...]
+    architectures: dict[str, Architecture]
+    sources: dict[str, str]
+    schema_version: int
+
+    @classmethod
+    def from_toml(cls, text: str) -> Catalog:
+        data = tomllib.loads(text)
+        archs = {
+            key: Architecture(key, a["name"], dict(a["flop_per_clk_per_sm"]), a["source"])
+            for key, a in data["architectures"].items()
+        }
+        accs = []
+        for raw in data["accelerators"]:
+            where = raw.get("key", "?")
+            if raw["architecture"] not in archs:
+                raise ValueError(f"catalog: {where}: unknown architecture {raw['architecture']!r}")
+            kw = {}
+            for key, (attr, factor) in _SCALE.items():
+                kw[attr] = _sourced(raw[key], factor, f"{where}.{key}") if key in raw else None
+            clock = kw["boost_clock_hz"].value if kw["boost_clock_hz"] else None
+            accs.append(Accelerator(
+                key=raw["key"],
+                name=raw["name"],
+                vendor=raw["vendor"],
+                architecture=archs[raw["architecture"]],
+                compute_capability=raw.get("compute_capability"),
+                device_names=tuple(raw.get("device_names", ())),
+                aliases=tuple(raw.get("aliases", ())),
+                peaks=tuple(_peak(p, clock, f"{where}.peaks") for p in raw.get("peaks", ())),
+                memory_type=raw.get("memory_type", ""),
+                headline=raw.get("headline", ""),
+                notes=tuple(raw.get("notes", ())),
+                **kw,
+            ))
+        keys = [a.key for a in accs]
+        dupes = {k for k in keys if keys.count(k) > 1}
+        if dupes:
+            raise ValueError(f"catalog: duplicate keys {sorted(dupes)}")
+        return cls(tuple(accs), archs, dict(data.get("sources", {})), int(data["schema_version"]))
+
+    def by_key(self, key: str) -> Accelerator:
+        """Exact lookup by catalog key. For any user- or device-reported name use :func:`truepeak.hardware.get_accelerator`."""
+        for a in self.accelerators:
+            if a.key == key:
+                return a
+        raise UnknownNameError(f"no catalog entry with key {key!r}")
