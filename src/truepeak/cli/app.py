@@ -14,16 +14,32 @@ from truepeak.errors import TruepeakError
 
 app = typer.Typer(
     name="truepeak",
-    help=(
-        "Measured, correctly normalised GPU peaks for LLM inference engineers.\n\n"
-        "Efficiency is always against DENSE peaks (datasheets since Hopper print 2:4-sparse tensor rates). "
-        "Units: TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal, as vendors and nccl-tests use)."
-    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from truepeak import __version__
+
+        typer.echo(f"truepeak {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Measured, correctly normalised GPU peaks for LLM inference engineers.
+
+    Efficiency is always against DENSE peaks (datasheets since Hopper print 2:4-sparse tensor rates).
+    Units: TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal, as vendors and nccl-tests use).
+
+    Start with: truepeak run (measure this device), truepeak specs NAME, truepeak efficiency --help.
+    """
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

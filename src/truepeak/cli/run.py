@@ -1,3 +1,105 @@
-"""`truepeak run` (being written)."""
+"""`truepeak run`: measure this device (copy bandwidth, GEMM TFLOPS per format) and place every result on its roofline.
 
-from truepeak.cli.app import app  # noqa: F401
+Thin adapter: parse and validate the options → :func:`truepeak.bench.run.run_main_job` (writes results.jsonl and
+summary.md) → print the table (or the records as JSON) on stdout; the paths, progress and notes go to stderr.
+Bad input (unknown format or device, missing torch) prints ``error: <one line>`` and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from truepeak.cli.app import app
+from truepeak.errors import MissingDependencyError, TruepeakError
+from truepeak.formats import FORMAT_NAMES, get_format
+
+HELP = "\n\n".join([
+    "Measure this device: copy bandwidth, then GEMM throughput per number format at decode shapes "
+    "(M = 1..256 at DeepSeek-V3 expert N, K) and large squares, each checked for correctness and placed on the "
+    "roofline (% of DENSE peak, % of roofline, bound).",
+    "Writes results.jsonl (one record per case, written as it finishes; --resume continues it) and summary.md "
+    "under --out, prints the table on stdout.",
+    "Examples:",
+    "  truepeak run    (the default sweep: ~1.5 min on an H200, ~1 min on a 2-core CPU)",
+    "  truepeak run --formats bf16,fp8 --out h200-run",
+    "  truepeak run --quick --device cpu    (a few small cases, seconds)",
+    "Mode: sustained (back-to-back launches, as a serving GPU runs). Units: TFLOPS = 1e12 FLOP/s, "
+    "GB/s = 1e9 B/s (decimal).",
+])
+
+
+def _formats(text: Optional[str]) -> Optional[list[str]]:
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise TruepeakError(f"--formats is empty; give comma-separated names from: {', '.join(FORMAT_NAMES)}")
+    return [get_format(n).name for n in names]  # UnknownNameError lists the known names
+
+
+def _argv(out, device, formats, quick, resume, as_json, no_progress) -> list[str]:
+    """The command line as given options, recorded in every record (canonical, so a run can be repeated)."""
+    argv = ["truepeak", "run"]
+    if out is not None:
+        argv += ["--out", out]
+    if device != "auto":
+        argv += ["--device", device]
+    if formats is not None:
+        argv += ["--formats", formats]
+    argv += [flag for flag, on in (("--quick", quick), ("--resume", resume), ("--json", as_json),
+                                   ("--no-progress", no_progress)) if on]
+    return argv
+
+
+@app.command("run", help=HELP)
+def run_command(
+    out: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                      help="Output folder (default ./truepeak-run-YYYYmmdd-HHMMSS)."),
+    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, cuda or cuda:N."),
+    formats: Optional[str] = typer.Option(None, "--formats", "-f", metavar="LIST",
+                                          help="Comma-separated formats, e.g. bf16,fp8 (default: all this device runs)."),
+    quick: bool = typer.Option(False, "--quick", help="A handful of small cases with tiny budgets (tests, smoke runs)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue results.jsonl in --out, skipping finished cases."),
+    as_json: bool = typer.Option(False, "--json", help="Print the records as JSON on stdout instead of the table."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar on stderr."),
+) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError(
+            "truepeak run needs torch, which is not installed; install it with: pip install torch  "
+            "(or: pip install 'truepeak[measure]')") from None
+    from truepeak.hardware.detect import parse_device
+
+    parse_device(device)  # validate before any work
+    fmts = _formats(formats)
+    if resume and out is None:
+        raise TruepeakError("--resume needs --out DIR naming the run to continue")
+
+    from truepeak.bench.run import run_main_job
+
+    result = run_main_job(out, device=device, formats=fmts, quick=quick, resume=resume,
+                          progress=False if no_progress else None,
+                          argv=_argv(out, device, formats, quick, resume, as_json, no_progress))
+    from truepeak.bench.run import latest_records
+
+    records = latest_records(result.records)
+    if as_json:
+        typer.echo(json.dumps(records, indent=1, ensure_ascii=False))
+    else:
+        from truepeak.report.table import render_table
+
+        render_table(records, title=f"truepeak run: {result.device.name} ({result.device.kind})")
+    for note in result.device.notes:
+        typer.echo(f"note: {note}", err=True)
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    counts = {s: sum(1 for r in records if r.get("status") == s) for s in ("ok", "skipped", "failed")}
+    typer.echo(f"{counts['ok']} ok, {counts['skipped']} skipped, {counts['failed']} failed in "
+               f"{result.elapsed_s:.1f} s", err=True)
+    typer.echo(f"records: {result.records_path}", err=True)
+    if result.summary_path is not None:
+        typer.echo(f"summary: {result.summary_path}", err=True)

@@ -1,3 +1,306 @@
-"""`truepeak specs` (being written)."""
+"""`truepeak specs`: the spec catalog, one accelerator's dense and sparse peaks, and headline-claim checks.
 
-from truepeak.cli.app import app  # noqa: F401
+Thin adapter over :mod:`truepeak.hardware`: look up (``get_accelerator``), check a claim (``check_claim``), render with
+rich tables or as JSON. Bad input raises a :class:`~truepeak.errors.TruepeakError`; the entry point prints
+``error: <one line>`` and exits with status 2.
+
+JSON (``--json``, SI units): ``{"schema": "truepeak.specs/1", "units": {...}, "accelerators": [...]}`` for the list,
+``{"schema", "units", "accelerator": {...}}`` for one accelerator, plus ``"claim": {...}`` with ``--claim``. The
+accelerator keys are documented in :func:`truepeak.hardware.catalog.accelerator_to_dict`, the claim keys in
+:class:`truepeak.hardware.claims.ClaimVerdict`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from truepeak.cli.app import app
+from truepeak.errors import TruepeakError
+from truepeak.hardware.catalog import Accelerator, Sourced, accelerator_to_dict, load_catalog
+from truepeak.hardware.claims import ClaimVerdict, check_claim
+from truepeak.hardware.lookup import get_accelerator
+
+FOOTER = "TFLOPS = 1e12 FLOP/s, dense unless labelled sparse; TB/s decimal"
+DERIVED_MARK = "*"
+JSON_SCHEMA = "truepeak.specs/1"
+JSON_UNITS = {
+    "flops": "FLOP/s (ops/s for int8); dense unless the key says sparse",
+    "bandwidth": "B/s (decimal)",
+    "clock": "Hz",
+    "memory": "bytes",
+    "power": "W",
+    "fractions": "deviation and tolerance are fractions (0.05 = 5 %)",
+}
+
+HELP = "\n\n".join([
+    "Spec catalog: DENSE and 2:4-sparse peaks per number format, memory, clocks, caches and power, every number "
+    "with its source.",
+    "Datasheets since Hopper print tensor rates WITH sparsity, and 'AI TOPS' is sparse FP4: use the dense column for "
+    "efficiency. --claim says which one a headline figure is.",
+    "Examples:",
+    "  truepeak specs    (one row per accelerator)",
+    "  truepeak specs h200    (peaks, memory, clocks, L2, smem, TDP)",
+    "  truepeak specs \"NVIDIA H100 80GB HBM3\" --sources",
+    "  truepeak specs rtx-pro-6000-ws --claim \"4 PFLOPS FP4\"",
+    "  → sparse (2:4); use the dense 2015.2 TFLOPS",
+    "  truepeak specs 5090 --json > rtx5090.json",
+    "NAME is a marketing name, a torch.cuda.get_device_name() / NVML string or an alias (case, spaces and hyphens "
+    "do not matter).",
+    f"Units: {FOOTER}. Values marked {DERIVED_MARK} are derived (computed from other published numbers).",
+])
+
+
+@app.command("specs", help=HELP)
+def specs_command(
+    name: Optional[str] = typer.Argument(
+        None, metavar="NAME", help="Accelerator: marketing name, device string or alias (e.g. h200, 'NVIDIA L40S', 5090). "
+        "Omit to list all."),
+    sources: bool = typer.Option(
+        False, "--sources", help="Show where each number comes from (without NAME: the source keys)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print machine-readable JSON (SI units) to stdout instead of tables."),
+    claim: Optional[str] = typer.Option(
+        None, "--claim", metavar="TEXT", help="Check a headline figure against NAME, e.g. '4 PFLOPS FP4', '4000 AI TOPS', "
+        "'1979 TFLOPS BF16': is it dense or sparse, and which dense peak to use."),
+) -> None:
+    """Print the catalog, one accelerator, or a claim verdict."""
+    if claim is not None and name is None:
+        raise TruepeakError("--claim needs an accelerator NAME, e.g. truepeak specs rtx-pro-6000-ws --claim '4 PFLOPS FP4'")
+    if name is None:
+        catalog = load_catalog()
+        if as_json:
+            _print_json({"schema": JSON_SCHEMA, "units": JSON_UNITS,
+                         "accelerators": [accelerator_to_dict(a) for a in catalog.accelerators],
+                         "sources": dict(catalog.sources)})
+            return
+        console = _console()
+        _line(console, "truepeak spec catalog: dense peaks (efficiency denominators)")
+        console.print(list_table(catalog.accelerators))
+        if sources:
+            _line(console, "sources")
+            console.print(sources_table(catalog.sources))
+        _line(console, f"{FOOTER}. {DERIVED_MARK} derived. `truepeak specs NAME` shows one accelerator.")
+        return
+
+    acc = get_accelerator(name)
+    verdict = check_claim(acc, claim) if claim is not None else None
+    if as_json:
+        doc = {"schema": JSON_SCHEMA, "units": JSON_UNITS, "accelerator": accelerator_to_dict(acc)}
+        if verdict is not None:
+            doc["claim"] = verdict.to_dict()
+        _print_json(doc)
+        return
+    if verdict is not None:
+        for line in claim_lines(verdict):
+            typer.echo(line)
+        return
+    console = _console()
+    for renderable in accelerator_view(acc, sources=sources):
+        if isinstance(renderable, Text):
+            _line(console, renderable)
+        else:
+            console.print(renderable)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Rendering (no lookups, no arithmetic beyond unit conversion)
+
+
+def _console() -> Console:
+    # Wide when piped (tests, files) so tables are not squeezed; the terminal width otherwise.
+    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+
+
+def _line(console: Console, text: str | Text) -> None:
+    """One line of text, never wrapped (so it can be grepped)."""
+    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=True)
+
+
+def _print_json(doc: dict) -> None:
+    typer.echo(json.dumps(doc, indent=2))
+
+
+def _num(x: float, digits: int = 2, min_digits: int = 0) -> str:
+    """A number with at most ``digits`` and at least ``min_digits`` decimals (989.4, 2015.2, 364.25, 67, 8.0)."""
+    text = f"{x:.{digits}f}"
+    if "." in text:
+        head, tail = text.split(".")
+        tail = tail.rstrip("0").ljust(min_digits, "0")
+        text = f"{head}.{tail}" if tail else head
+    return text
+
+
+def _tflops(flops: float | None) -> str:
+    return "—" if flops is None else _num(flops / 1e12)
+
+
+def _mark(derived: bool) -> str:
+    return f" {DERIVED_MARK}" if derived else ""
+
+
+def list_table(accs) -> Table:
+    """One row per accelerator: memory, bandwidth, SMs, dense bf16 / fp8 / fp4 TFLOPS, TDP."""
+    t = Table()
+    for col, just in (("name", "left"), ("key", "left"), ("memory GB", "right"), ("BW TB/s", "right"),
+                      ("SMs/CUs", "right"), ("bf16 TFLOPS", "right"), ("fp8 TFLOPS", "right"),
+                      ("fp4 TFLOPS", "right"), ("TDP W", "right")):
+        t.add_column(col, justify=just, no_wrap=True)
+    for a in accs:
+        row = [a.name, a.key, _sourced_num(a.memory_bytes, 1e9, 0), _sourced_num(a.memory_bandwidth, 1e12, 3, 1),
+               _sourced_num(a.sm_count, 1, 0)]
+        for fmt in ("bf16", "fp8_e4m3", "nvfp4"):
+            if a.has_rate(fmt):
+                p = a.peak(fmt)
+                row.append(_tflops(p.dense) + _mark(p.derived))
+            else:
+                row.append("—")
+        row.append(_sourced_num(a.tdp_w, 1, 0))
+        t.add_row(*(Text(c) for c in row))
+    return t
+
+
+def _sourced_num(s: Sourced | None, scale: float, digits: int, min_digits: int = 0) -> str:
+    if s is None:
+        return "—"
+    return _num(s.value / scale, digits, min_digits) + _mark(s.derived)
+
+
+def sources_table(sources: dict[str, str]) -> Table:
+    """The source keys used in the catalog and what each is."""
+    t = Table()
+    t.add_column("key", no_wrap=True)
+    t.add_column("source")
+    for k, v in sources.items():
+        t.add_row(Text(k), Text(v))
+    return t
+
+
+def peaks_table(acc: Accelerator, *, sources: bool = False) -> tuple[Table, list[str]]:
+    """The peaks of one accelerator, dense and 2:4-sparse in separate, labelled columns; plus numbered notes."""
+    t = Table()
+    t.add_column("format", no_wrap=True)
+    t.add_column("accumulate", no_wrap=True)
+    t.add_column("dense TFLOPS", justify="right", no_wrap=True)
+    t.add_column("sparse (2:4) TFLOPS", justify="right", no_wrap=True)
+    t.add_column("derived", justify="center", no_wrap=True)
+    t.add_column("FLOP/clk/CU" if acc.vendor == "amd" else "FLOP/clk/SM", justify="right", no_wrap=True)
+    t.add_column("clock MHz", justify="right", no_wrap=True)
+    t.add_column("notes", no_wrap=True)
+    if sources:
+        t.add_column("source")
+    notes: list[str] = []
+    boost = acc.boost_clock_hz.value if acc.boost_clock_hz else None
+    max_clock = acc.max_clock_hz.value if acc.max_clock_hz else None
+    for p in acc.peaks:
+        refs = []
+        for text in (p.why_not and f"does not reproduce from FLOP/clk/SM x SMs x clock: {p.why_not}", p.note):
+            if text:
+                acc_text = f" ({p.accumulate} acc)" if p.accumulate not in ("fp32", "int32") else ""
+                notes.append(f"[{len(notes) + 1}] {p.rate}{acc_text}: {text}")
+                refs.append(str(len(notes)))
+        clock = p.clock_hz if p.clock_hz is not None else boost
+        clock_text = "—" if clock is None else _num(clock / 1e6, 0)
+        if p.clock_hz is not None and max_clock is not None and abs(p.clock_hz - max_clock) < 1:
+            clock_text += " (max)"
+        per_clk = acc.architecture.rate_per_clk(p.rate, p.accumulate)
+        label = "int8 (TOPS)" if p.rate == "int8" else p.rate
+        row = [label, p.accumulate, _tflops(p.dense), _tflops(p.sparse), DERIVED_MARK if p.derived else "",
+               "—" if per_clk is None else str(per_clk), clock_text, ",".join(refs)]
+        if sources:
+            row.append(p.source)
+        t.add_row(*(Text(c) for c in row))
+    return t, notes
+
+
+def properties_table(acc: Accelerator, *, sources: bool = False) -> Table:
+    """Memory, bandwidth, SMs, clocks, L2, shared memory per block, TDP, interconnect, with sources on request."""
+    t = Table()
+    t.add_column("property", no_wrap=True)
+    t.add_column("value")
+    if sources:
+        t.add_column("source")
+    sm_label = "CUs" if acc.vendor == "amd" else "SMs"
+    rows = [
+        ("memory", acc.memory_bytes, lambda v: f"{_num(v / 1e9, 1)} GB {acc.memory_type}".rstrip()),
+        ("memory bandwidth", acc.memory_bandwidth, lambda v: f"{_num(v / 1e12, 3, 1)} TB/s"),
+        (sm_label, acc.sm_count, lambda v: f"{v}"),
+        ("boost clock (peak basis)", acc.boost_clock_hz, lambda v: f"{_num(v / 1e6, 0)} MHz"),
+        ("max clock", acc.max_clock_hz, lambda v: f"{_num(v / 1e6, 0)} MHz"),
+        ("L2 cache", acc.l2_bytes, lambda v: f"{v:,} B ({_num(v / 2**20, 1)} MiB)"),
+        ("shared memory per block (opt-in)", acc.smem_per_block_bytes, lambda v: f"{v:,} B ({_num(v / 1024, 1)} KiB)"),
+        ("TDP", acc.tdp_w, lambda v: f"{v} W"),
+        ("interconnect", acc.interconnect, lambda v: str(v)),
+    ]
+    for label, s, fmt in rows:
+        if s is None:
+            row = [label, "not published in our sources"] + (["—"] if sources else [])
+        else:
+            value = fmt(s.value) + _mark(s.derived) + (f" ({s.note})" if s.note else "")
+            row = [label, value] + ([s.source] if sources else [])
+        t.add_row(*(Text(c) for c in row))
+    arch = acc.architecture
+    cc = f"compute capability {acc.compute_capability}, " if acc.compute_capability else ""
+    extra = [("architecture", f"{arch.key}: {arch.name} ({cc}FLOP/clk per {sm_label[:-1]})", arch.source),
+             ("device names", ", ".join(acc.device_names) or "—", ""),
+             ("aliases", ", ".join(acc.aliases) or "—", "")]
+    for label, value, src in extra:
+        t.add_row(*(Text(c) for c in ([label, value] + ([src] if sources else []))))
+    return t
+
+
+def accelerator_view(acc: Accelerator, *, sources: bool = False) -> list:
+    """Everything ``truepeak specs NAME`` prints, as rich renderables in order."""
+    out: list = [Text(f"{acc.name}  ({acc.key})", style="bold")]
+    if acc.headline:
+        out.append(Text(f"headline: {acc.headline}"))
+    if acc.sparse_headlines:
+        figures = "; ".join(acc.sparse_headlines)
+        out.append(Text(f"sparse (2:4) headline figures, never efficiency denominators: {figures}"))
+    peaks, notes = peaks_table(acc, sources=sources)
+    out.append(Text("peaks (dense = efficiency denominator; sparse = 2:4 structured sparsity, display only)"))
+    out.append(peaks)
+    out.extend(Text(n) for n in notes)
+    out.append(Text("memory, clocks, caches, power"))
+    out.append(properties_table(acc, sources=sources))
+    for note in acc.notes:
+        out.append(Text(f"note: {note}"))
+    if acc.architecture.note:
+        out.append(Text(f"architecture note: {acc.architecture.note}"))
+    out.append(Text(f"{FOOTER}. {DERIVED_MARK} derived (computed from other published numbers, not published itself)."))
+    return out
+
+
+_KIND_WORDS = {
+    "dense": "DENSE — use it as the efficiency denominator",
+    "sparse": "SPARSE (2:4) — not an efficiency denominator; use the dense value below",
+    "neither": "NEITHER the dense nor the sparse peak",
+    "ambiguous": "AMBIGUOUS — name the format to decide",
+}
+
+
+def claim_lines(v: ClaimVerdict) -> list[str]:
+    """The lines ``truepeak specs NAME --claim TEXT`` prints."""
+    unit = "TOPS" if v.rate == "int8" else "TFLOPS"
+    lines = [
+        f"claim:       {v.text}  ({v.accelerator})",
+        f"verdict:     {_KIND_WORDS[v.kind]}",
+    ]
+    if v.rate:
+        acc = f", {v.accumulate} accumulate" if v.accumulate else ""
+        lines.append(f"format:      {v.rate}{acc}")
+    if v.dense is not None:
+        lines.append(f"dense peak:  {_tflops(v.dense)} {unit}{_mark(v.derived)}  <- use this for efficiency")
+    if v.sparse is not None:
+        pub = "" if v.sparse_published else " (2 x dense; not published for this SKU)"
+        lines.append(f"sparse peak: {_tflops(v.sparse)} {unit}{pub}")
+    lines.append(f"tolerance:   ±{v.tolerance * 100:g} % (marketing rounding)")
+    lines.append(v.explanation)
+    lines.append(FOOTER)
+    return lines

@@ -79,12 +79,16 @@ class Peak:
 
 @dataclass(frozen=True)
 class Architecture:
-    """Per-SM (per-CU on AMD) dense FLOP per clock, keyed ``rate`` or ``rate@accumulate`` (e.g. ``fp16@fp16``)."""
+    """Per-SM (per-CU on AMD) dense FLOP per clock, keyed ``rate`` or ``rate@accumulate`` (e.g. ``fp16@fp16``).
+
+    ``note`` holds caveats (which instruction kind reaches a rate, or why an architecture has no rates yet).
+    """
 
     key: str
     name: str
     flop_per_clk_per_sm: dict[str, int]
     source: str
+    note: str = ""
 
     def rate_per_clk(self, rate: str, accumulate: str | None = None) -> int | None:
         """FLOP/clk/SM for a rate and accumulator, or None if the architecture has no such path."""
@@ -112,6 +116,8 @@ class Accelerator:
         memory_type: e.g. ``"HBM3e"``.
         headline: the figure the vendor prints most prominently, and what it is.
         notes: caveats in words.
+        sparse_headlines: published headline figures that are 2:4-sparse (e.g. ``"1979 TFLOPS BF16"``), in the claim
+            syntax of :func:`truepeak.hardware.claims.check_claim`; tests check that no dense value equals one (C02).
     """
 
     key: str
@@ -134,6 +140,7 @@ class Accelerator:
     memory_type: str = ""
     headline: str = ""
     notes: tuple[str, ...] = field(default=())
+    sparse_headlines: tuple[str, ...] = field(default=())
 
     def peak(self, fmt: str | Format, accumulate: str | None = None) -> Peak:
         """The catalog peak that governs ``fmt`` (by its ``rate``) with the given accumulator.
@@ -189,12 +196,72 @@ class Accelerator:
             return None
         return float(per_clk) * sms * clock_hz
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict in SI units (FLOP/s, B/s, Hz, bytes, W); see :func:`accelerator_to_dict`."""
+        return accelerator_to_dict(self)
+
     @property
     def ridge_bf16(self) -> float | None:
         """Ridge point (FLOP/byte) for bf16: dense bf16 peak / memory bandwidth, or None if either is missing."""
         if not self.memory_bandwidth or not self.has_rate("bf16"):
             return None
         return self.dense_flops("bf16") / self.memory_bandwidth.value
+
+
+def _sourced_dict(s: Sourced | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {"value": s.value, "source": s.source, "derived": s.derived, "note": s.note}
+
+
+def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
+    """One accelerator as a JSON-ready dict. Units are SI: FLOP/s (ops/s for int8), B/s, Hz, bytes, W.
+
+    Keys: ``key``, ``name``, ``vendor``, ``architecture`` (key), ``compute_capability``, ``device_names``, ``aliases``,
+    ``memory_type``, ``headline``, ``sparse_headlines``, ``notes``; ``memory_bytes``, ``memory_bandwidth_bytes_per_s``,
+    ``sm_count``, ``boost_clock_hz``, ``max_clock_hz``, ``l2_bytes``, ``smem_per_block_bytes``, ``tdp_w``,
+    ``interconnect``: each ``{value, source, derived, note}`` or null; ``peaks``: a list of ``{rate, accumulate,
+    dense_flops, sparse_flops, flop_per_clk_per_sm, clock_hz, source, derived, why_not, note}`` where ``clock_hz`` is
+    the clock basis of that peak (the peak's own clock, else the boost clock).
+    """
+    boost = acc.boost_clock_hz.value if acc.boost_clock_hz else None
+    return {
+        "key": acc.key,
+        "name": acc.name,
+        "vendor": acc.vendor,
+        "architecture": acc.architecture.key,
+        "compute_capability": acc.compute_capability,
+        "device_names": list(acc.device_names),
+        "aliases": list(acc.aliases),
+        "memory_type": acc.memory_type,
+        "headline": acc.headline,
+        "sparse_headlines": list(acc.sparse_headlines),
+        "notes": list(acc.notes),
+        "memory_bytes": _sourced_dict(acc.memory_bytes),
+        "memory_bandwidth_bytes_per_s": _sourced_dict(acc.memory_bandwidth),
+        "sm_count": _sourced_dict(acc.sm_count),
+        "boost_clock_hz": _sourced_dict(acc.boost_clock_hz),
+        "max_clock_hz": _sourced_dict(acc.max_clock_hz),
+        "l2_bytes": _sourced_dict(acc.l2_bytes),
+        "smem_per_block_bytes": _sourced_dict(acc.smem_per_block_bytes),
+        "tdp_w": _sourced_dict(acc.tdp_w),
+        "interconnect": _sourced_dict(acc.interconnect),
+        "peaks": [
+            {
+                "rate": p.rate,
+                "accumulate": p.accumulate,
+                "dense_flops": p.dense,
+                "sparse_flops": p.sparse,
+                "flop_per_clk_per_sm": acc.architecture.rate_per_clk(p.rate, p.accumulate),
+                "clock_hz": p.clock_hz if p.clock_hz is not None else boost,
+                "source": p.source,
+                "derived": p.derived,
+                "why_not": p.why_not,
+                "note": p.note,
+            }
+            for p in acc.peaks
+        ],
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -261,7 +328,7 @@ class Catalog:
     def from_toml(cls, text: str) -> Catalog:
         data = tomllib.loads(text)
         archs = {
-            key: Architecture(key, a["name"], dict(a["flop_per_clk_per_sm"]), a["source"])
+            key: Architecture(key, a["name"], dict(a["flop_per_clk_per_sm"]), a["source"], a.get("note", ""))
             for key, a in data["architectures"].items()
         }
         accs = []
@@ -285,6 +352,7 @@ class Catalog:
                 memory_type=raw.get("memory_type", ""),
                 headline=raw.get("headline", ""),
                 notes=tuple(raw.get("notes", ())),
+                sparse_headlines=tuple(raw.get("sparse_headlines", ())),
                 **kw,
             ))
         keys = [a.key for a in accs]

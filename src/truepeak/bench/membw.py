@@ -1,0 +1,123 @@
+"""Device memory bandwidth: a large device-to-device copy, ``dst.copy_(src)``.
+
+Method (measurement_methodology.md sections 1.1, 1.9 and 8.5):
+    - Buffers far larger than the cache so every byte comes from DRAM: each of ``src`` and ``dst`` is at least 8x the
+      device-reported L2 (GPU) or last-level cache (CPU). Defaults: 2 GiB per buffer on a GPU (34x the H200's 60 MiB
+      L2), 256 MiB on a CPU, 32 MiB in quick mode (cases.md C10: a working set under 2x L2 reads ~1.6x too high).
+    - Bytes counted read + write: ``2 * nbytes`` per copy (:class:`truepeak.roofline.Copy`), in decimal GB/s
+      (1e9 B/s) as vendors and nccl-tests use. Reference: H200 device-to-device copy 4.24 TB/s = 88 % of 4.8 TB/s.
+    - Source filled with uniform random fp32 values (never zeros).
+    - GPU: timed with CUDA events via :func:`truepeak.bench.cuda_timer.time_cuda` (sustained mode, NVML telemetry);
+      CPU: :func:`truepeak.bench.timing.time_cpu`.
+
+The result's ``derived`` comes from :func:`truepeak.efficiency.derived_metrics` (``gbps``, ``pct_bandwidth`` of the
+catalog bandwidth; None where the catalog has none, as for a CPU).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from truepeak.errors import TruepeakError, require
+from truepeak.roofline import Copy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from truepeak.bench.measurement import Measurement
+    from truepeak.hardware.detect import DeviceInfo
+
+GPU_COPY_BYTES = 2 * 2**30
+CPU_COPY_BYTES = 256 * 2**20
+QUICK_COPY_BYTES = 32 * 2**20
+#: Each buffer is at least this many times the cache size.
+CACHE_MULTIPLE = 8
+
+
+@dataclass
+class CopyResult:
+    """One copy-bandwidth measurement.
+
+    Attributes:
+        nbytes: bytes per buffer (one copy reads ``nbytes`` and writes ``nbytes``).
+        measurement: timing (seconds per copy).
+        derived: :func:`~truepeak.efficiency.derived_metrics` of ``Copy(nbytes)``: ``gbps`` (GB/s, read + write),
+            ``pct_bandwidth`` (fraction of the catalog bandwidth, or None).
+        backend: the call measured.
+        notes: caveats (for example a buffer smaller than 8x the cache).
+    """
+
+    nbytes: int
+    measurement: Measurement
+    derived: dict[str, Any]
+    backend: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bandwidth_bps(self) -> float:
+        """Measured bandwidth in B/s (read + write): ``2 * nbytes / steady median``."""
+        return Copy(self.nbytes).min_bytes / self.measurement.steady_median_s
+
+
+def copy_bytes(device: DeviceInfo, quick: bool = False) -> int:
+    """Default bytes per buffer: 2 GiB (GPU), 256 MiB (CPU), 32 MiB (quick), raised to >= 8x the cache when needed."""
+    base = QUICK_COPY_BYTES if quick else (GPU_COPY_BYTES if device.kind == "cuda" else CPU_COPY_BYTES)
+    if device.l2_bytes and not quick:
+        base = max(base, CACHE_MULTIPLE * int(device.l2_bytes))
+    return base
+
+
+def measure_copy(device: DeviceInfo, *, nbytes: int | None = None, quick: bool = False, warmup_s: float = 0.2,
+                 budget_s: float = 0.5) -> CopyResult:
+    """Measure device copy bandwidth.
+
+    Args:
+        device: from :func:`truepeak.hardware.detect.detect`.
+        nbytes: bytes per buffer (default :func:`copy_bytes`); rounded down to a multiple of 4.
+        quick: small buffers for tests (the result is then flagged if it is under 8x the cache).
+        warmup_s, budget_s: time budgets in seconds for warm-up and timing.
+
+    Returns:
+        :class:`CopyResult`.
+
+    Raises:
+        MissingDependencyError: torch is not installed (message carries the install command).
+        TruepeakError: ``nbytes`` below 4.
+        torch.OutOfMemoryError: the buffers do not fit (the caller records it as a failed case).
+    """
+    torch = require("torch", "measuring memory bandwidth", "pip install torch  (or: pip install 'truepeak[measure]')")
+    from truepeak.efficiency import derived_metrics
+
+    nbytes = int(nbytes if nbytes is not None else copy_bytes(device, quick)) // 4 * 4
+    if nbytes < 4:
+        raise TruepeakError(f"copy size {nbytes} B is too small; give at least 4 bytes")
+    notes: list[str] = []
+    if device.l2_bytes and nbytes < CACHE_MULTIPLE * device.l2_bytes:
+        notes.append(f"buffer {nbytes / 2**20:.0f} MiB is under {CACHE_MULTIPLE}x the {device.l2_bytes / 2**20:.0f} "
+                     "MiB cache: part of the traffic may be served from cache (cases.md C10)")
+    dev = device.torch_device
+    gen = torch.Generator(device=dev)
+    gen.manual_seed(12345)
+    src = torch.rand(nbytes // 4, generator=gen, device=dev, dtype=torch.float32)
+    dst = torch.empty_like(src)
+
+    if device.kind == "cuda":
+        from truepeak.bench.cuda_timer import time_cuda
+
+        meas = time_cuda(lambda i: dst.copy_(src), n_sets=1, warmup_s=warmup_s, budget_s=budget_s,
+                         mode="sustained", device=device.index or 0)
+        backend = "torch Tensor.copy_ device-to-device (CUDA), fp32 buffers"
+    else:
+        from truepeak.bench.timing import time_cpu
+
+        meas = time_cpu(lambda: dst.copy_(src), warmup_s=warmup_s, budget_s=budget_s, min_samples=5)
+        backend = f"torch Tensor.copy_ on the CPU ({torch.get_num_threads()} threads), fp32 buffers"
+    if not torch.equal(dst[:1024], src[:1024]):
+        raise TruepeakError("the copy did not copy: destination differs from source after timing")
+    median = meas.steady_median_s
+    clock = meas.telemetry.sm_clock_median_hz if meas.telemetry is not None else None
+    derived = derived_metrics(device.accelerator, Copy(nbytes), median, clock_hz=clock, sm_count=device.sm_count)
+    del src, dst
+    return CopyResult(nbytes, meas, derived, backend, notes)
+
+
+__all__ = ["CopyResult", "measure_copy", "copy_bytes", "GPU_COPY_BYTES", "CPU_COPY_BYTES", "QUICK_COPY_BYTES"]

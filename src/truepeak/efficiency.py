@@ -1,0 +1,334 @@
+"""Efficiency of a measured GEMM against the DENSE peak and the roofline (the workflow of ../shared/cases.md S1).
+
+Pure Python (no torch). Units inside are SI (FLOP, bytes, seconds, FLOP/s, B/s, Hz); fractions are fractions
+(0.645, rendered "64.5 %"). Only :func:`derived_metrics` returns rendered units (TFLOPS, GB/s), as its keys say.
+
+Formulas (sources in :mod:`truepeak.roofline`): FLOP = 2 M N K; minimum bytes = A + B + C in their formats; intensity =
+FLOP / bytes; attainable = min(dense peak, bandwidth x intensity) (Williams et al. 2009); efficiency = achieved / dense
+peak (never the 2:4-sparse datasheet figure, ../shared/data/accelerators.md section 1); peak at a clock = FLOP/clk/SM x
+SMs x clock (DESIGN.md "Conventions").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
+from truepeak.formats import Format, get_format
+from truepeak.roofline import (
+    GIGA,
+    TERA,
+    Copy,
+    Gemm,
+    Roofline,
+    check_plausible,
+    check_time,
+    parse_shape,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from truepeak.hardware.catalog import Accelerator, Peak
+
+#: Relative disagreement allowed between a given throughput and shape / time (rounding of typed numbers).
+CONSISTENCY_TOLERANCE = 0.01
+
+SPARSE_WHY = "2:4 sparsity doubles the datasheet rate; dense GEMMs never reach it"
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Where one measured GEMM throughput stands. SI units; fractions as fractions; None where undefined.
+
+    Attributes:
+        accelerator: the accelerator's marketing name; ``accelerator_key`` its catalog key.
+        format: the input format name; ``rate`` the catalog peak governing it; ``accumulate`` the accumulator.
+        dense_flops: dense peak, FLOP/s (the denominator). ``peak_source``/``peak_derived``: its provenance.
+        sparse_flops: the 2:4-sparse peak, FLOP/s, if the vendor lists one (display only).
+        achieved_flops: measured FLOP/s (given, or FLOP / time).
+        pct_dense: achieved / dense peak.
+        pct_sparse: achieved / sparse peak: the figure a sparse headline gives, which is WRONG; ``sparse_trap`` says so
+            in one line (None without a sparse peak).
+        clock_hz, peak_at_clock_flops, pct_at_clock: with a measured SM clock, the dense peak at that clock
+            (FLOP/clk/SM x SMs x clock) and achieved / it.
+        shape: (M, N, K) or None; ``gemm`` the :class:`~truepeak.roofline.Gemm`.
+        time_s: measured (or implied) seconds per GEMM; None without a shape.
+        flop, min_bytes, a_bytes, b_bytes, c_bytes: counts of the GEMM (FLOP, bytes).
+        intensity: FLOP/B; ``ridge``: dense peak / bandwidth (FLOP/B); ``bandwidth``: spec memory bandwidth (B/s).
+        attainable_flops: the roofline ceiling at this shape (FLOP/s); ``pct_roofline``: achieved / it.
+        bound: ``"memory"`` or ``"compute"``; ``time_floor_s``: max(FLOP / peak, bytes / bandwidth).
+        achieved_bandwidth, pct_bandwidth: min_bytes / time (B/s) and its fraction of the spec bandwidth; set for
+            memory-bound shapes, where it is the percentage that matters.
+        notes: warnings in words (for example a throughput above the memory roofline).
+    """
+
+    accelerator: str
+    accelerator_key: str
+    format: str
+    rate: str
+    accumulate: str
+    dense_flops: float
+    sparse_flops: float | None
+    peak_source: str
+    peak_derived: bool
+    achieved_flops: float
+    pct_dense: float
+    pct_sparse: float | None
+    sparse_trap: str | None
+    clock_hz: float | None = None
+    peak_at_clock_flops: float | None = None
+    pct_at_clock: float | None = None
+    shape: tuple[int, int, int] | None = None
+    gemm: Gemm | None = None
+    time_s: float | None = None
+    flop: int | None = None
+    min_bytes: int | None = None
+    a_bytes: int | None = None
+    b_bytes: int | None = None
+    c_bytes: int | None = None
+    intensity: float | None = None
+    bandwidth: float | None = None
+    ridge: float | None = None
+    attainable_flops: float | None = None
+    pct_roofline: float | None = None
+    bound: str | None = None
+    time_floor_s: float | None = None
+    achieved_bandwidth: float | None = None
+    pct_bandwidth: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (SI units, fractions); the GEMM becomes its M, N, K and formats."""
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if name == "gemm":
+                value = None if value is None else {
+                    "m": value.m, "n": value.n, "k": value.k, "format": value.format.name,
+                    "out_format": value.out_format.name, "scaling": value.scaling, "label": value.label,
+                }
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[name] = value
+        out["units"] = "SI: FLOP, B, s, FLOP/s, B/s, Hz; pct_* are fractions; efficiency is against the DENSE peak"
+        return out
+
+
+def percent(fraction: float) -> str:
+    """Render a fraction as a percentage: one decimal from 10 % up ("64.5 %"), three significant digits below."""
+    p = 100 * fraction
+    if abs(p) >= 10:
+        return f"{p:.1f} %"
+    return f"{p:.3g} %"
+
+
+def _peak_words(acc: Accelerator, fmt: Format, peak: Peak) -> str:
+    acc_note = f" ({peak.accumulate} accumulate)" if peak.accumulate not in ("fp32", "int32") else ""
+    return f"dense {peak.rate}{acc_note} peak of {acc.name}"
+
+
+def plausibility_limit(acc: Accelerator, fmt: str | Format, accumulate: str | None = None,
+                       clock_hz: float | None = None, sm_count: int | None = None) -> tuple[float, str]:
+    """The applicable dense peak a measurement may not exceed, in FLOP/s, and its description in words.
+
+    The catalog's dense peak (at its spec clock); where a measured SM clock is given and the per-SM rate is known, the
+    larger of that and the dense peak at the measured clock (GeForce cards run above their spec boost clock,
+    ../shared/data/accelerators.md section 2 notes).
+
+    Raises:
+        UnknownNameError, UnsupportedError: as :meth:`Accelerator.peak`.
+    """
+    f = get_format(fmt)
+    peak = acc.peak(f, accumulate)
+    limit, what = float(peak.dense), _peak_words(acc, f, peak)
+    if clock_hz is not None and math.isfinite(clock_hz) and clock_hz > 0:
+        at_clock = acc.peak_at_clock(f, clock_hz, sm_count, accumulate=peak.accumulate)
+        if at_clock is not None and at_clock > limit:
+            limit, what = at_clock, f"{what} at the measured {clock_hz / 1e6:.0f} MHz clock"
+    return limit, what
+
+
+def _as_gemm(shape: Any, fmt: Format, scaling: str | None) -> Gemm:
+    if isinstance(shape, Gemm):
+        return shape
+    if isinstance(shape, str):
+        m, n, k = parse_shape(shape)
+    else:
+        try:
+            m, n, k = shape
+        except (TypeError, ValueError):
+            raise TruepeakError(f"shape {shape!r} is not (M, N, K) or 'MxNxK', e.g. 16x6144x4096") from None
+    return Gemm(m, n, k, fmt, scaling=scaling)
+
+
+def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None, shape: Any = None,
+            time_s: float | None = None, accumulate: str | None = None, scaling: str | None = None,
+            clock_hz: float | None = None) -> Efficiency:
+    """Place a measured GEMM against the dense peak and, with a shape, on the roofline (case S1).
+
+    Args:
+        acc: the accelerator.
+        fmt: input format (name or Format); its ``rate`` picks the catalog peak.
+        tflops: measured throughput in TFLOPS (1e12 FLOP/s).
+        shape: ``"MxNxK"``, ``(M, N, K)`` or a :class:`Gemm` (then ``scaling`` is ignored).
+        time_s: measured seconds per GEMM (needs ``shape``, which gives the FLOP count).
+        accumulate: accumulator for the peak (``"fp16"`` for GeForce fp16-accumulate rates); default the format's.
+        scaling: fp8/int8 scale layout for the byte count (``"tensor"``, ``"row"``, ``"block128"``).
+        clock_hz: a measured SM clock: adds the peak at that clock and allows throughputs up to it.
+
+    Any two of (tflops, shape, time_s) give the third; all three must agree within 1 %.
+
+    Returns:
+        :class:`Efficiency`.
+
+    Raises:
+        TruepeakError: neither ``tflops`` nor ``time_s`` given; ``time_s`` without ``shape``; an inconsistent triple;
+            a malformed shape.
+        MeasurementError: a zero, negative or non-finite throughput, time or clock; a throughput above the applicable
+            dense peak (case C08).
+        UnknownNameError, UnsupportedError: unknown format, or no peak for it on ``acc``.
+    """
+    f = get_format(fmt)
+    peak = acc.peak(f, accumulate)
+    if tflops is None and time_s is None:
+        raise TruepeakError("give a measured throughput (tflops) or a time per GEMM together with its shape (MxNxK)")
+    achieved = None if tflops is None else _tflops_input(tflops) * TERA
+    t = None if time_s is None else check_time(time_s)
+    if clock_hz is not None:
+        clk = float(clock_hz)
+        if not math.isfinite(clk) or clk <= 0:
+            raise MeasurementError(f"clock {clock_hz!r} Hz is not a positive finite number")
+    gemm = None if shape is None else _as_gemm(shape, f, scaling)
+    if t is not None and gemm is None:
+        raise TruepeakError("a time needs the GEMM shape (MxNxK, e.g. 16x6144x4096) to give the FLOP count; "
+                            "or give the throughput alone")
+    if gemm is not None:
+        if t is not None:
+            implied = gemm.flop / t
+            if achieved is not None and abs(achieved - implied) > CONSISTENCY_TOLERANCE * implied:
+                raise TruepeakError(
+                    f"inconsistent input: {gemm.label} ({gemm.flop:.4g} FLOP) in {t * 1e3:.6g} ms is "
+                    f"{implied / TERA:.4g} TFLOPS, not {achieved / TERA:.4g}; give any two of throughput, shape, time")
+            achieved = implied
+        else:
+            t = gemm.flop / achieved
+    assert achieved is not None
+
+    limit, what = plausibility_limit(acc, f, peak.accumulate, clock_hz)
+    check_plausible(achieved, limit, what)
+
+    dense = float(peak.dense)
+    out: dict[str, Any] = dict(
+        accelerator=acc.name, accelerator_key=acc.key, format=f.name, rate=peak.rate, accumulate=peak.accumulate,
+        dense_flops=dense, sparse_flops=peak.sparse, peak_source=peak.source, peak_derived=peak.derived,
+        achieved_flops=achieved, pct_dense=achieved / dense, pct_sparse=None, sparse_trap=None,
+    )
+    notes: list[str] = []
+    if peak.sparse:
+        out["pct_sparse"] = achieved / peak.sparse
+        out["sparse_trap"] = (f"against the {peak.sparse / TERA:.1f} TFLOPS sparse figure this would read "
+                              f"{percent(achieved / peak.sparse)} — wrong: {SPARSE_WHY}")
+    if clock_hz is not None:
+        at_clock = acc.peak_at_clock(f, clock_hz, accumulate=peak.accumulate)
+        out["clock_hz"] = float(clock_hz)
+        if at_clock is not None:
+            out["peak_at_clock_flops"] = at_clock
+            out["pct_at_clock"] = achieved / at_clock
+        else:
+            notes.append(f"no FLOP/clk/SM or SM count for {f.name} on {acc.name}: no peak at the measured clock")
+
+    if gemm is not None:
+        out.update(shape=(gemm.m, gemm.n, gemm.k), gemm=gemm, time_s=t, flop=gemm.flop, min_bytes=gemm.min_bytes,
+                   a_bytes=gemm.a_bytes, b_bytes=gemm.b_bytes, c_bytes=gemm.c_bytes, intensity=gemm.intensity)
+        bw = acc.memory_bandwidth.value if acc.memory_bandwidth else None
+        if bw:
+            roof = Roofline(dense, float(bw))
+            ceiling = roof.attainable(gemm.intensity)
+            bound = roof.bound(gemm.intensity)
+            out.update(bandwidth=float(bw), ridge=roof.ridge, attainable_flops=ceiling, pct_roofline=achieved / ceiling,
+                       bound=bound, time_floor_s=roof.time_floor(gemm.flop, gemm.min_bytes))
+            achieved_bw = gemm.min_bytes / t
+            if bound == "memory":
+                out.update(achieved_bandwidth=achieved_bw, pct_bandwidth=achieved_bw / bw)
+            if achieved > ceiling * (1 + 1e-9):
+                notes.append(_above_memory_roof(acc, gemm, achieved_bw, float(bw)))
+        else:
+            notes.append(f"{acc.name} has no memory bandwidth in the catalog: no roofline")
+    out["notes"] = tuple(notes)
+    return Efficiency(**out)
+
+
+def _tflops_input(tflops: float) -> float:
+    """A given throughput in TFLOPS as a float; MeasurementError unless positive and finite."""
+    try:
+        v = float(tflops)
+    except (TypeError, ValueError):
+        raise MeasurementError(f"throughput {tflops!r} TFLOPS is not a number") from None
+    if not math.isfinite(v) or v <= 0:
+        raise MeasurementError(
+            f"throughput {tflops!r} TFLOPS is not a positive finite number; a measurement must be > 0")
+    return v
+
+
+def _above_memory_roof(acc: Accelerator, gemm: Gemm, achieved_bw: float, bw: float) -> str:
+    l2 = acc.l2_bytes.value if acc.l2_bytes else None
+    where = (f"the {gemm.min_bytes / 1e6:.1f} MB working set fits in the {l2 / 1e6:.0f} MB L2"
+             if l2 and gemm.min_bytes < 2 * l2 else "the operands came from cache")
+    return (f"{achieved_bw / GIGA:.0f} GB/s of minimum traffic is above the {bw / GIGA:.0f} GB/s memory bandwidth: "
+            f"{where}; a serving workload streams these bytes from DRAM (rotate buffers over >= 2x L2 when measuring)")
+
+
+def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str | Format | None = None,
+                    clock_hz: float | None = None, sm_count: int | None = None, *,
+                    accumulate: str | None = None) -> dict[str, Any]:
+    """Metrics of one measurement, for every record ``truepeak run`` writes.
+
+    Args:
+        acc: the accelerator (may be one built for a CPU: no peaks, ``memory_bandwidth`` None → those fields None).
+        work: a :class:`Gemm` or :class:`Copy`.
+        time_s: median seconds per call.
+        fmt: format whose peak applies; default the GEMM's input format.
+        clock_hz: median sampled SM clock (Hz) for ``pct_at_clock`` (None, 0 or non-finite: left out).
+        sm_count: device-reported SM count (default the catalog's).
+        accumulate: accumulator for the peak (default the format's).
+
+    Returns:
+        dict with keys ``tflops`` (TFLOPS = 1e12 FLOP/s), ``gbps`` (GB/s = 1e9 B/s of minimum traffic), ``pct_dense``,
+        ``pct_roofline``, ``bound`` (``"compute"``/``"memory"``), ``attainable_tflops`` (TFLOPS), ``pct_at_clock``,
+        ``pct_bandwidth``; fractions; None where undefined. A Copy has only ``gbps`` and ``pct_bandwidth``.
+
+    Raises:
+        MeasurementError: a zero, negative or non-finite time; a GEMM throughput above the applicable dense peak
+            (the spec peak, or the peak at ``clock_hz`` if higher): such a result is a timing error, never a record.
+        UnknownNameError: unknown format.
+    """
+    t = check_time(time_s)
+    out: dict[str, Any] = dict(tflops=None, gbps=work.min_bytes / t / GIGA, pct_dense=None, pct_roofline=None,
+                               bound=None, attainable_tflops=None, pct_at_clock=None, pct_bandwidth=None)
+    bw = acc.memory_bandwidth.value if acc.memory_bandwidth else None
+    if bw:
+        out["pct_bandwidth"] = work.min_bytes / t / bw
+    if isinstance(work, Copy) or work.flop == 0:
+        return out
+    f = get_format(fmt if fmt is not None else work.format)
+    achieved = work.flop / t
+    out["tflops"] = achieved / TERA
+    try:
+        peak = acc.peak(f, accumulate)
+    except UnsupportedError:
+        peak = None
+    if peak is not None:
+        limit, what = plausibility_limit(acc, f, peak.accumulate, clock_hz, sm_count)
+        check_plausible(achieved, limit, what)
+        out["pct_dense"] = achieved / peak.dense
+        if bw:
+            roof = Roofline(float(peak.dense), float(bw))
+            ceiling = roof.attainable(work.intensity)
+            out.update(attainable_tflops=ceiling / TERA, pct_roofline=achieved / ceiling,
+                       bound=roof.bound(work.intensity))
+    if clock_hz is not None and math.isfinite(clock_hz) and clock_hz > 0:  # an unusable clock sample: no pct_at_clock
+        at_clock = acc.peak_at_clock(f, clock_hz, sm_count, accumulate=accumulate)
+        if at_clock:
+            out["pct_at_clock"] = achieved / at_clock
+    return out

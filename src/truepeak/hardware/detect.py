@@ -1,0 +1,542 @@
+"""Detect the device `truepeak run` measures: a CUDA GPU (through torch and NVML) or the host CPU.
+
+:func:`detect` returns a :class:`DeviceInfo`: what the device itself reports (SM count, L2 size, opt-in shared memory
+per block, memory, maximum SM clock) plus the catalog :class:`~truepeak.hardware.catalog.Accelerator` whose *dense*
+peaks are the efficiency denominators.
+
+GPUs: the name torch reports is matched to the catalog with :func:`truepeak.hardware.match_device_name`. A GPU the
+catalog does not know is still measured, but gets an accelerator with **no peaks and no bandwidth**, so every
+efficiency figure is left empty; truepeak never substitutes a default peak (DESIGN.md "Conventions").
+
+CPUs: no catalog entry. The model name comes from /proc/cpuinfo; py-cpuinfo (about 1 s per call) is asked only where
+/proc/cpuinfo is missing (macOS, Windows) or names no model, then ``platform.processor()``. The fp32 peak is
+*estimated* and labelled so (``derived=True``, "estimated" in its source)::
+
+    fp32 peak = physical cores x fp32 SIMD lanes x 2 (FLOP per FMA) x FMA units per core x clock
+
+with lanes from the instruction-set flags (avx512f: 16, avx2/fma: 8, neon/asimd: 4, else 1 = scalar), FMA units
+*assumed* 2 per core wherever the core has vector FMA (AVX2 / AVX-512 x86 cores since Haswell and Zen, Arm Neoverse
+N1-class cores; cores with 4 vector pipes such as Apple M1 or Neoverse V1 make this an underestimate, cores that run
+AVX-512 on 256-bit halves such as AMD Zen 4 make it a 2x overestimate), and the clock the highest one the system reports
+(``cpuinfo_max_freq`` in sysfs, else the largest ``cpu MHz`` in /proc/cpuinfo, else py-cpuinfo's). The CPU accelerator
+has **no memory bandwidth**: `truepeak run` measures the copy bandwidth first and uses that measured value as the CPU
+roofline's memory ceiling (:func:`with_measured_bandwidth`).
+
+Sources: measurement_methodology.md section 1 (size rotation from the *device-reported* L2: the H200 reports 60 MiB,
+not the 50 MB product figure), cases.md C14 (read shared memory per block from the device).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from truepeak.errors import TruepeakError, UnsupportedError, require
+from truepeak.hardware.catalog import Accelerator, Architecture, Peak, Sourced
+
+DEVICE_FORM = "auto, cpu, cuda or cuda:N"
+
+#: Cache size assumed for a CPU that reports none, in bytes (rotation and copy buffers are sized from it).
+DEFAULT_CPU_CACHE_BYTES = 32 * 2**20
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The measured device, as it reports itself.
+
+    Attributes:
+        kind: ``"cuda"`` or ``"cpu"``.
+        name: the name the device reports (``torch.cuda.get_device_name``; the CPU model name).
+        accelerator: the catalog entry (matched GPU), an entry with no peaks (unknown GPU), or the estimated CPU entry.
+        matched_catalog: True when ``accelerator`` came from the catalog.
+        compute_capability: ``"9.0"`` for a CUDA GPU, None for a CPU.
+        sm_count: streaming multiprocessors (GPU) or physical cores (CPU).
+        l2_bytes: cache size that input rotation must defeat, in bytes: the device-reported L2 of a GPU, the
+            last-level cache (L3 where present) of a CPU.
+        smem_per_block_bytes: opt-in shared memory per block in bytes (GPU; None for a CPU or an old torch).
+        max_sm_clock_hz: maximum SM clock from NVML (GPU) or the highest reported core clock (CPU), in Hz; None if
+            unknown.
+        memory_bytes: device memory (GPU) or system memory (CPU), in bytes.
+        index: CUDA device index, None for a CPU.
+        notes: caveats in words (an unknown GPU, how the CPU peak was estimated).
+    """
+
+    kind: str
+    name: str
+    accelerator: Accelerator
+    matched_catalog: bool
+    compute_capability: str | None
+    sm_count: int | None
+    l2_bytes: int | None
+    smem_per_block_bytes: int | None
+    max_sm_clock_hz: float | None
+    memory_bytes: int | None
+    index: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def torch_device(self) -> str:
+        """The torch device string: ``"cuda:N"`` or ``"cpu"``."""
+        return f"cuda:{self.index}" if self.kind == "cuda" else "cpu"
+
+    @property
+    def sm_arch(self) -> int | None:
+        """Compute capability as an integer, ``90`` for ``"9.0"``; None for a CPU."""
+        if not self.compute_capability:
+            return None
+        major, minor = self.compute_capability.split(".")
+        return int(major) * 10 + int(minor)
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (the accelerator by key and name)."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "accelerator": self.accelerator.key,
+            "accelerator_name": self.accelerator.name,
+            "matched_catalog": self.matched_catalog,
+            "compute_capability": self.compute_capability,
+            "sm_count": self.sm_count,
+            "l2_bytes": self.l2_bytes,
+            "smem_per_block_bytes": self.smem_per_block_bytes,
+            "max_sm_clock_hz": self.max_sm_clock_hz,
+            "memory_bytes": self.memory_bytes,
+            "index": self.index,
+            "notes": list(self.notes),
+        }
+
+
+def parse_device(device: str) -> tuple[str, int | None]:
+    """Split a device string into ``(kind, index)``: ``"auto"`` -> ("auto", None), ``"cuda:1"`` -> ("cuda", 1).
+
+    Raises:
+        TruepeakError: anything but auto, cpu, cuda or cuda:N.
+    """
+    text = str(device).strip().lower()
+    if text in ("auto", "cpu", "cuda"):
+        return text, None
+    hit = re.fullmatch(r"cuda:(\d+)", text)
+    if hit:
+        return "cuda", int(hit.group(1))
+    raise TruepeakError(f"unknown device {device!r}; accepted: {DEVICE_FORM}")
+
+
+def detect(device: str = "auto") -> DeviceInfo:
+    """Detect the device to measure.
+
+    Args:
+        device: ``"auto"`` (the current CUDA GPU if torch sees one, else the CPU), ``"cpu"``, ``"cuda"`` (the current
+            CUDA device) or ``"cuda:N"``.
+
+    Returns:
+        A :class:`DeviceInfo`.
+
+    Raises:
+        TruepeakError: a malformed device string.
+        MissingDependencyError: torch is needed to look at a CUDA device (install command in the message).
+        UnsupportedError: ``cuda`` was asked for but torch sees no CUDA device, or the index is out of range.
+    """
+    kind, index = parse_device(device)
+    if kind == "cpu":
+        return detect_cpu()
+    if kind == "auto":
+        try:
+            import torch
+        except ImportError:
+            return detect_cpu()
+        if not torch.cuda.is_available():
+            return detect_cpu()
+        return detect_cuda(torch.cuda.current_device())
+    torch = require("torch", "measuring on a CUDA GPU", "pip install torch  (or: pip install 'truepeak[measure]')")
+    if not torch.cuda.is_available():
+        raise UnsupportedError(f"device {device!r} was asked for, but torch {torch.__version__} sees no CUDA GPU; "
+                               "use --device cpu, or install a CUDA build of torch")
+    count = torch.cuda.device_count()
+    if index is None:
+        index = torch.cuda.current_device()
+    if index >= count:
+        raise UnsupportedError(f"device {device!r} does not exist; torch sees {count} CUDA device(s): cuda:0..cuda:{count - 1}")
+    return detect_cuda(index)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# CUDA
+
+
+def detect_cuda(index: int) -> DeviceInfo:
+    """Describe CUDA device ``index`` from ``torch.cuda.get_device_properties`` and NVML.
+
+    Reads: name, compute capability, ``multi_processor_count``, ``L2_cache_size``, ``shared_memory_per_block_optin``
+    (where this torch has it), ``total_memory``; the maximum SM clock from NVML (None when NVML is missing).
+    """
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    name = props.name
+    cc = f"{props.major}.{props.minor}"
+    sm_count = int(props.multi_processor_count)
+    l2 = getattr(props, "L2_cache_size", None)
+    smem = getattr(props, "shared_memory_per_block_optin", None)
+    memory = int(props.total_memory)
+    max_clock = _nvml_max_sm_clock_hz(index, props)
+    return cuda_device_info(name, cc, sm_count=sm_count, l2_bytes=int(l2) if l2 else None,
+                            smem_per_block_bytes=int(smem) if smem else None, max_sm_clock_hz=max_clock,
+                            memory_bytes=memory, index=index)
+
+
+def cuda_device_info(name: str, compute_capability: str, *, sm_count: int | None, l2_bytes: int | None,
+                     smem_per_block_bytes: int | None, max_sm_clock_hz: float | None, memory_bytes: int | None,
+                     index: int = 0) -> DeviceInfo:
+    """Build the :class:`DeviceInfo` of a CUDA GPU from what it reports (no torch needed; tests call this).
+
+    The name is matched to the catalog; an unknown GPU gets :func:`unknown_gpu_accelerator` and a note saying that no
+    efficiency can be computed.
+    """
+    acc = _match(name)
+    notes: list[str] = []
+    if acc is None:
+        acc = unknown_gpu_accelerator(name, compute_capability, sm_count=sm_count, l2_bytes=l2_bytes,
+                                      memory_bytes=memory_bytes)
+        notes.append(f"{name!r} is not in the truepeak catalog: it is measured, but with no catalog peaks or memory "
+                     "bandwidth, so no efficiency (% of dense peak, % of roofline) is computed; no default peak is "
+                     "substituted")
+        matched = False
+    else:
+        matched = True
+        if acc.compute_capability and acc.compute_capability != compute_capability:
+            notes.append(f"the catalog gives compute capability {acc.compute_capability} for {acc.name}, the device "
+                         f"reports {compute_capability}")
+        if acc.sm_count and sm_count and int(acc.sm_count.value) != sm_count:
+            notes.append(f"the catalog gives {acc.sm_count.value} SMs for {acc.name}, the device reports {sm_count}")
+    return DeviceInfo("cuda", name, acc, matched, compute_capability, sm_count, l2_bytes, smem_per_block_bytes,
+                      max_sm_clock_hz, memory_bytes, index, tuple(notes))
+
+
+def _match(name: str) -> Accelerator | None:
+    """The catalog entry for a device-reported name (:func:`truepeak.hardware.match_device_name`); an exact match on
+    the catalog's ``device_names`` where that function is not available."""
+    try:
+        from truepeak.hardware import match_device_name
+    except ImportError:
+        from truepeak.hardware.catalog import load_catalog
+
+        wanted = name.strip().lower()
+        for acc in load_catalog().accelerators:
+            if any(d.lower() == wanted for d in acc.device_names):
+                return acc
+        return None
+    return match_device_name(name)
+
+
+def unknown_gpu_accelerator(name: str, compute_capability: str | None, *, sm_count: int | None = None,
+                            l2_bytes: int | None = None, memory_bytes: int | None = None) -> Accelerator:
+    """An accelerator for a GPU the catalog does not know: device-reported sizes, **no peaks, no bandwidth**."""
+    src = "reported by the device (not in the truepeak catalog)"
+    arch = Architecture(f"sm_{(compute_capability or '?').replace('.', '')}", "unknown (not in the catalog)", {},
+                        "none: GPU not in the catalog")
+    return Accelerator(
+        key="unknown-gpu", name=name, vendor="unknown", architecture=arch, compute_capability=compute_capability,
+        device_names=(name,), aliases=(), peaks=(),
+        memory_bytes=Sourced(memory_bytes, src) if memory_bytes else None, memory_bandwidth=None,
+        sm_count=Sourced(sm_count, src) if sm_count else None, boost_clock_hz=None, max_clock_hz=None,
+        l2_bytes=Sourced(l2_bytes, src) if l2_bytes else None, smem_per_block_bytes=None, tdp_w=None,
+        interconnect=None, notes=("not in the truepeak catalog: no peaks, so no efficiency figures",),
+    )
+
+
+def _nvml_max_sm_clock_hz(index: int, props) -> float | None:
+    """NVML's maximum SM clock in Hz for the CUDA device, found by PCI bus id (CUDA and NVML order can differ)."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        handle = None
+        bus = getattr(props, "pci_bus_id", None)
+        if bus is not None:
+            dom = getattr(props, "pci_domain_id", 0) or 0
+            dev = getattr(props, "pci_device_id", 0) or 0
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByPciBusId(f"{dom:08x}:{bus:02x}:{dev:02x}.0")
+            except Exception:
+                handle = None
+        if handle is None:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return float(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)) * 1e6
+    except Exception:
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# CPU
+
+
+@dataclass(frozen=True)
+class CpuSpec:
+    """What the CPU peak estimate is made of.
+
+    Attributes:
+        model: model name.
+        cores: physical cores available to this process.
+        lanes: fp32 SIMD lanes of the widest vector FMA (16 for AVX-512, 8 for AVX2, 4 for NEON, 1 scalar).
+        isa: the instruction set that gave ``lanes`` ("avx512f", "avx2", "asimd", "scalar").
+        fma_units: vector FMA units assumed per core.
+        clock_hz: clock used for the estimate, in Hz, or None if none was found.
+        clock_source: where the clock came from.
+        cache_bytes: last-level cache in bytes, or None.
+        memory_bytes: system memory in bytes, or None.
+    """
+
+    model: str
+    cores: int
+    lanes: int
+    isa: str
+    fma_units: int
+    clock_hz: float | None
+    clock_source: str
+    cache_bytes: int | None = None
+    memory_bytes: int | None = None
+
+    @property
+    def fp32_peak_flops(self) -> float | None:
+        """Estimated fp32 peak in FLOP/s: cores x lanes x 2 (FMA) x FMA units x clock; None without a clock."""
+        if not self.clock_hz:
+            return None
+        return self.cores * self.lanes * 2 * self.fma_units * self.clock_hz
+
+    @property
+    def formula(self) -> str:
+        """The estimate written out, e.g. ``"2 cores x 16 fp32 lanes (avx512f) x 2 (FMA) x 2 FMA units x 2.596 GHz"``."""
+        clock = f"{self.clock_hz / 1e9:.3f} GHz ({self.clock_source})" if self.clock_hz else "unknown clock"
+        return (f"{self.cores} cores x {self.lanes} fp32 lanes ({self.isa}) x 2 (FMA) x {self.fma_units} FMA units "
+                f"(assumed) x {clock}")
+
+
+def simd_lanes(flags: set[str] | frozenset[str]) -> tuple[int, str]:
+    """fp32 lanes of the widest vector FMA and the flag that gave it: avx512f 16, avx2/fma 8, neon/asimd 4, else 1."""
+    if "avx512f" in flags:
+        return 16, "avx512f"
+    if "avx2" in flags or "fma" in flags:
+        return 8, "avx2" if "avx2" in flags else "fma"
+    if "asimd" in flags or "neon" in flags:
+        return 4, "asimd" if "asimd" in flags else "neon"
+    return 1, "scalar"
+
+
+def fma_units(isa: str) -> int:
+    """Vector FMA units assumed per core: 2 on AVX2 / AVX-512 x86 and on NEON (Neoverse N1-class), 1 for scalar code."""
+    return 1 if isa == "scalar" else 2
+
+
+def parse_cpuinfo(text: str) -> dict:
+    """Read the fields the estimate needs from /proc/cpuinfo text.
+
+    Returns:
+        ``{"model": str | None, "flags": set[str], "mhz": float | None (the largest "cpu MHz"),
+        "threads_per_core": int | None (siblings / cpu cores), "cache_bytes": int | None ("cache size")}``.
+    """
+    model = None
+    flags: set[str] = set()
+    mhz: list[float] = []
+    siblings = cpu_cores = None
+    cache = None
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        key, _, value = line.partition(":")
+        key, value = key.strip().lower(), value.strip()
+        if key in ("model name", "hardware", "cpu model") and model is None and value:
+            model = value
+        elif key in ("flags", "features") and not flags:
+            flags = set(value.lower().split())
+        elif key == "cpu mhz":
+            try:
+                mhz.append(float(value))
+            except ValueError:
+                pass
+        elif key == "siblings" and siblings is None:
+            siblings = _int(value)
+        elif key == "cpu cores" and cpu_cores is None:
+            cpu_cores = _int(value)
+        elif key == "cache size" and cache is None:
+            cache = _size_bytes(value)
+    tpc = None
+    if siblings and cpu_cores and siblings >= cpu_cores:
+        tpc = max(1, siblings // cpu_cores)
+    return {"model": model, "flags": flags, "mhz": max(mhz) if mhz else None, "threads_per_core": tpc,
+            "cache_bytes": cache}
+
+
+def cpu_spec_from(cpuinfo_text: str | None, *, logical_cpus: int, max_freq_khz: str | None = None,
+                  cache_bytes: int | None = None, memory_bytes: int | None = None,
+                  py_cpuinfo: dict | None = None, machine: str = "") -> CpuSpec:
+    """Build a :class:`CpuSpec` from raw inputs (pure; tests feed it /proc/cpuinfo-style text).
+
+    Args:
+        cpuinfo_text: contents of /proc/cpuinfo, or None where there is none (macOS, Windows).
+        logical_cpus: CPUs this process may run on (``len(os.sched_getaffinity(0))`` or ``os.cpu_count()``).
+            Divided by threads per core (siblings / cpu cores) when /proc/cpuinfo shows SMT.
+        max_freq_khz: contents of ``cpuinfo_max_freq`` (kHz), preferred over "cpu MHz" (a momentary clock).
+        cache_bytes: last-level cache from sysfs; else /proc/cpuinfo "cache size"; else py-cpuinfo's.
+        memory_bytes: system memory.
+        py_cpuinfo: ``cpuinfo.get_cpu_info()`` output, used only for what /proc/cpuinfo lacks.
+        machine: ``platform.machine()``; "arm64"/"aarch64" imply NEON when no flags are known.
+    """
+    info = parse_cpuinfo(cpuinfo_text) if cpuinfo_text else {"model": None, "flags": set(), "mhz": None,
+                                                               "threads_per_core": None, "cache_bytes": None}
+    py = py_cpuinfo or {}
+    model = info["model"] or py.get("brand_raw") or platform.processor() or machine or "unknown CPU"
+    flags = info["flags"] or {str(f).lower() for f in py.get("flags", ())}
+    if not flags and machine.lower() in ("arm64", "aarch64"):
+        flags = {"asimd"}  # NEON is mandatory on AArch64
+    lanes, isa = simd_lanes(flags)
+    tpc = info["threads_per_core"] or 1
+    cores = max(1, logical_cpus // tpc)
+
+    clock_hz, clock_source = None, "none found"
+    khz = _int((max_freq_khz or "").strip())
+    if khz:
+        clock_hz, clock_source = khz * 1e3, "cpuinfo_max_freq"
+    elif info["mhz"]:
+        clock_hz, clock_source = info["mhz"] * 1e6, "/proc/cpuinfo cpu MHz"
+    else:
+        hz = py.get("hz_advertised") or py.get("hz_actual")
+        if hz and hz[0]:
+            clock_hz, clock_source = float(hz[0]), "py-cpuinfo"
+    cache = cache_bytes or info["cache_bytes"] or py.get("l3_cache_size") or py.get("l2_cache_size") or None
+    return CpuSpec(model=model, cores=cores, lanes=lanes, isa=isa, fma_units=fma_units(isa), clock_hz=clock_hz,
+                   clock_source=clock_source, cache_bytes=int(cache) if cache else None, memory_bytes=memory_bytes)
+
+
+def cpu_accelerator(spec: CpuSpec) -> Accelerator:
+    """The CPU as an :class:`Accelerator`: vendor "cpu", one *estimated* fp32 peak, **no memory bandwidth**.
+
+    The peak is ``derived=True`` with the formula in its source. Without a clock there is no peak at all.
+    """
+    est = "estimated: " + spec.formula
+    peaks: tuple[Peak, ...] = ()
+    if spec.fp32_peak_flops:
+        peaks = (Peak("fp32", "fp32", spec.fp32_peak_flops, None, est, derived=True, clock_hz=spec.clock_hz,
+                      note="estimated from the instruction set, core count and clock; not a vendor figure"),)
+    arch = Architecture("cpu", f"CPU ({spec.isa})", {"fp32": spec.lanes * 2 * spec.fma_units},
+                        "fp32 lanes x 2 (FMA) x FMA units per core (assumed)")
+    slug = re.sub(r"[^a-z0-9]+", "-", spec.model.lower()).strip("-") or "unknown"
+    return Accelerator(
+        key=f"cpu-{slug}", name=spec.model, vendor="cpu", architecture=arch, compute_capability=None,
+        device_names=(spec.model,), aliases=(), peaks=peaks,
+        memory_bytes=Sourced(spec.memory_bytes, "/proc/meminfo MemTotal") if spec.memory_bytes else None,
+        memory_bandwidth=None,
+        sm_count=Sourced(spec.cores, "physical cores available to this process"),
+        boost_clock_hz=Sourced(spec.clock_hz, spec.clock_source) if spec.clock_hz else None,
+        max_clock_hz=Sourced(spec.clock_hz, spec.clock_source) if spec.clock_hz else None,
+        l2_bytes=Sourced(spec.cache_bytes, "last-level cache reported by the OS") if spec.cache_bytes else None,
+        smem_per_block_bytes=None, tdp_w=None, interconnect=None,
+        headline="fp32 peak " + est,
+        notes=("CPU peak is an estimate (" + spec.formula + ")",
+               "no memory bandwidth in a spec table: truepeak run uses the measured copy bandwidth as the roofline's "
+               "memory ceiling"),
+    )
+
+
+def with_measured_bandwidth(acc: Accelerator, bandwidth_bps: float, how: str) -> Accelerator:
+    """A copy of ``acc`` whose memory bandwidth is a measured value (B/s), for accelerators with none in the catalog.
+
+    Used for CPUs: the roofline's memory ceiling becomes the copy bandwidth `truepeak run` measured.
+    """
+    return dataclasses.replace(acc, memory_bandwidth=Sourced(float(bandwidth_bps), f"measured: {how}", derived=True,
+                                                             note="measured by truepeak run, not a spec value"))
+
+
+def detect_cpu() -> DeviceInfo:
+    """Describe the host CPU (see the module docstring for the peak estimate and its assumptions)."""
+    text = _read("/proc/cpuinfo")
+    py = None
+    if not text or not parse_cpuinfo(text)["model"]:
+        py = _py_cpuinfo()  # slow (~1 s); only where /proc/cpuinfo does not say
+    try:
+        logical = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        logical = os.cpu_count() or 1
+    spec = cpu_spec_from(text, logical_cpus=logical,
+                         max_freq_khz=_read("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"),
+                         cache_bytes=_sysfs_llc_bytes(), memory_bytes=_meminfo_bytes(), py_cpuinfo=py,
+                         machine=platform.machine())
+    acc = cpu_accelerator(spec)
+    notes = ["CPU fp32 peak estimated: " + spec.formula,
+             "CPU memory bandwidth: the measured copy bandwidth is used as the roofline's memory ceiling"]
+    if spec.clock_hz is None:
+        notes.append("no CPU clock found, so no fp32 peak estimate and no efficiency")
+    if spec.cache_bytes is None:
+        notes.append(f"no cache size reported; {DEFAULT_CPU_CACHE_BYTES // 2**20} MiB assumed for rotation sizing")
+    return DeviceInfo("cpu", spec.model, acc, False, None, spec.cores, spec.cache_bytes or DEFAULT_CPU_CACHE_BYTES,
+                      None, spec.clock_hz, spec.memory_bytes, None, tuple(notes))
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return None
+
+
+def _int(text: str) -> int | None:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _size_bytes(text: str) -> int | None:
+    """``"32768K"``, ``"1024 KB"``, ``"32 MiB"`` -> bytes."""
+    hit = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(i?B)?\s*", text, re.IGNORECASE)
+    if not hit:
+        return None
+    return int(hit.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[hit.group(2).upper()]
+
+
+def _sysfs_llc_bytes() -> int | None:
+    """Largest data/unified cache of cpu0 from /sys/devices/system/cpu/cpu0/cache/index*/size."""
+    best = None
+    for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        kind = _read(str(d / "type"))
+        if kind and kind.strip() == "Instruction":
+            continue
+        size = _size_bytes(_read(str(d / "size")) or "")
+        if size and (best is None or size > best):
+            best = size
+    return best
+
+
+def _meminfo_bytes() -> int | None:
+    text = _read("/proc/meminfo") or ""
+    hit = re.search(r"^MemTotal:\s+(\d+)\s*kB", text, re.MULTILINE)
+    return int(hit.group(1)) * 1024 if hit else None
+
+
+def _py_cpuinfo() -> dict | None:
+    try:
+        import cpuinfo
+    except ImportError:
+        return None
+    try:
+        return cpuinfo.get_cpu_info()
+    except Exception:
+        return None
+
+
+__all__ = ["DeviceInfo", "CpuSpec", "detect", "detect_cpu", "detect_cuda", "cuda_device_info", "cpu_spec_from",
+           "cpu_accelerator", "parse_cpuinfo", "parse_device", "simd_lanes", "unknown_gpu_accelerator",
+           "with_measured_bandwidth"]

@@ -1,0 +1,181 @@
+"""Records: validation, JSON Lines round trip, crash safety, --resume keys, malformed lines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import truepeak
+from truepeak.bench.measurement import Measurement
+from truepeak.bench.records import (
+    RecordWriter,
+    done_keys,
+    environment,
+    make_record,
+    read_records,
+    record_key,
+)
+from truepeak.errors import TruepeakError
+
+ENV = {"gpu": {"name": "NVIDIA H200"}, "command_line": "truepeak run"}
+M = Measurement(samples_s=(581.81e-3, 202.42e-3, 196.46e-3), mode="sustained")
+
+
+def ok_record(workload="8192x8192x8192", fmt="bf16", **kw):
+    return make_record(kind="gemm", workload=workload, backend="torch", format=fmt, measurement=M, status="ok",
+                       derived={"tflops": np.float64(677.1), "pct_dense": 0.684, "bad": float("nan")}, env=ENV, **kw)
+
+
+def test_make_record_fields():
+    r = ok_record(correctness={"max_rel_error": 1e-3, "passed": True})
+    assert r["schema_version"] == truepeak.SCHEMA_VERSION and r["methodology_version"] == truepeak.METHODOLOGY_VERSION
+    assert r["key"] == "gemm|8192x8192x8192|torch|bf16|sustained"
+    assert r["status"] == "ok" and r["reason"] == "" and r["mode"] == "sustained"
+    assert r["time_s"] == pytest.approx(199.44e-3)  # steady median, not the mean (C12)
+    assert r["measurement"]["samples_s"] == list(M.samples_s)
+    assert r["warnings"] == M.warnings
+    assert r["derived"] == {"tflops": 677.1, "pct_dense": 0.684, "bad": None}  # numpy -> float, NaN -> null
+    assert r["timestamp"].endswith("Z") and "T" in r["timestamp"]
+    assert r["env"] == ENV
+    json.dumps(r, allow_nan=False)
+
+
+def test_key_is_stable_and_dict_workloads_are_canonical():
+    a = record_key("gemm", {"m": 16, "n": 4096, "k": 6144}, "torch", "nvfp4", "burst")
+    b = record_key("gemm", {"k": 6144, "n": 4096, "m": 16}, "torch", "nvfp4", "burst")
+    assert a == b == 'gemm|{"k":6144,"m":16,"n":4096}|torch|nvfp4|burst'
+    assert record_key("membw", "copy 1 GiB", None, None, "sustained") == "membw|copy 1 GiB|-|-|sustained"
+
+
+def test_skipped_record_needs_reason_and_gets_the_case_key():
+    with pytest.raises(TruepeakError, match="reason"):
+        make_record(kind="gemm", workload="x", backend="torch", format="nvfp4", measurement=None, status="skipped",
+                    env=ENV)
+    r = make_record(kind="gemm", workload="8192x8192x8192", backend="torch", format="nvfp4", measurement=None,
+                    status="skipped", reason="nvfp4 needs sm_100 or newer; this GPU is sm_90", env=ENV,
+                    mode="sustained")
+    assert r["key"] == "gemm|8192x8192x8192|torch|nvfp4|sustained"
+    assert r["measurement"] is None and r["time_s"] is None
+
+
+def test_status_validation():
+    with pytest.raises(TruepeakError, match="ok, skipped, failed"):
+        make_record(kind="gemm", workload="x", backend="t", format="bf16", measurement=M, status="done", env=ENV)
+    with pytest.raises(TruepeakError, match="needs a measurement"):
+        make_record(kind="gemm", workload="x", backend="t", format="bf16", measurement=None, status="ok", env=ENV)
+    with pytest.raises(TruepeakError, match="reason"):
+        make_record(kind="gemm", workload="x", backend="t", format="bf16", measurement=M, status="failed", env=ENV,
+                    reason="  ")
+    with pytest.raises(TruepeakError, match="contradicts"):
+        make_record(kind="gemm", workload="x", backend="t", format="bf16", measurement=M, status="ok", env=ENV,
+                    mode="burst")
+    with pytest.raises(TruepeakError, match="cannot store"):
+        make_record(kind="gemm", workload=object(), backend="t", format="bf16", measurement=M, status="ok", env=ENV)
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "sub" / "results.jsonl"
+    records = [ok_record(), ok_record(fmt="fp8_e4m3"),
+               make_record(kind="gemm", workload="x", backend="torch", format="bf16", measurement=None,
+                           status="failed", reason="CUDA out of memory", env=ENV, mode="sustained")]
+    with RecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+    back = read_records(path)
+    assert back == records and back.bad_lines == []
+    assert Measurement.from_dict(back[0]["measurement"]) == M
+    assert path.read_text().count("\n") == 3
+
+
+def test_crash_safety_readable_while_writer_open(tmp_path):
+    path = tmp_path / "r.jsonl"
+    w = RecordWriter(path)
+    w.write(ok_record())
+    # another process reads the file while the writer is still open: the record is already on disk
+    code = "import json,sys; print(len([json.loads(l) for l in open(sys.argv[1]) if l.strip()]))"
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"
+    assert len(read_records(path)) == 1
+    w.write(ok_record(fmt="fp16"))
+    assert len(read_records(path)) == 2
+    w.close()
+    with pytest.raises(TruepeakError, match="closed"):
+        w.write(ok_record())
+
+
+def test_resume_keys_and_torn_last_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    assert done_keys(path) == set()
+    with RecordWriter(path) as w:
+        w.write(ok_record())
+        w.write(make_record(kind="gemm", workload="8192x8192x8192", backend="torch", format="nvfp4",
+                            measurement=None, status="skipped", reason="no FP4 on sm_90", env=ENV, mode="sustained"))
+        w.write(make_record(kind="gemm", workload="8192x8192x8192", backend="torch", format="fp16",
+                            measurement=None, status="failed", reason="OOM", env=ENV, mode="sustained"))
+        assert w.done_keys() == {"gemm|8192x8192x8192|torch|bf16|sustained",
+                                 "gemm|8192x8192x8192|torch|nvfp4|sustained"}  # failed cases are retried
+    # simulate a crash in the middle of a write
+    with open(path, "ab") as f:
+        f.write(b'{"key": "gemm|torn')
+    assert len(done_keys(path)) == 2
+    with pytest.raises(TruepeakError, match=r"r\.jsonl, line 4: malformed record"):
+        read_records(path)
+    # resuming appends on a fresh line; the torn line stays reported, nothing else is lost
+    with RecordWriter(path) as w:
+        w.write(ok_record(fmt="fp16"))
+    recs = read_records(path, strict=False)
+    assert recs.bad_lines == [4]
+    assert [r["format"] for r in recs] == ["bf16", "nvfp4", "fp16", "fp16"]
+    assert "gemm|8192x8192x8192|torch|fp16|sustained" in done_keys(path)
+
+
+def test_malformed_line_messages(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"key": "a", "status": "ok"}\n\n[1, 2]\nnot json\n')
+    with pytest.raises(TruepeakError) as e:
+        read_records(path)
+    msg = str(e.value)
+    assert str(path) in msg and "line 3" in msg and "JSON list, not an object" in msg and "strict=False" in msg
+    recs = read_records(path, strict=False)
+    assert recs == [{"key": "a", "status": "ok"}] and recs.bad_lines == [3, 4]
+    with pytest.raises(TruepeakError, match="cannot read records file"):
+        read_records(tmp_path / "missing.jsonl")
+
+
+def test_environment_never_fails_and_records_command_line():
+    env = environment(["truepeak", "run", "--shape", "8192x8192x8192", "my file"], device=None)
+    assert env["truepeak_version"] == truepeak.__version__
+    assert env["python"] and env["command_line"] == "truepeak run --shape 8192x8192x8192 'my file'"
+    assert env["gpu"] is None
+    json.dumps(env)
+    full = environment([])  # with whatever torch/GPU this machine has
+    assert "torch" in full and "gpu" in full and "cudnn" in full and "nccl" in full and "triton" in full
+    json.dumps(full)
+
+
+def test_make_record_computes_the_environment_once_when_not_given():
+    a = make_record(kind="gemm", workload="x", backend="t", format="bf16", measurement=M, status="ok")
+    b = make_record(kind="gemm", workload="y", backend="t", format="bf16", measurement=M, status="ok")
+    assert a["env"]["truepeak_version"] == truepeak.__version__ and a["env"] == b["env"]
+
+
+def test_environment_hides_secret_looking_variables(monkeypatch):
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.setenv("NCCL_API_TOKEN", "do-not-record")
+    env = environment([], device=None)
+    assert env["env_vars"]["NCCL_DEBUG"] == "INFO" and "NCCL_API_TOKEN" not in env["env_vars"]
+
+
+@pytest.mark.gpu
+def test_environment_on_a_gpu():
+    env = environment(["truepeak", "run"])
+    gpu = env["gpu"]
+    assert gpu["name"] and gpu["compute_capability"].count(".") == 1 and gpu["sm_count"] > 0
+    assert gpu["l2_bytes"] > 0 and gpu["memory_bytes"] > 0
+    assert env["cuda"] and env["torch"]
+    assert gpu["driver"] is None or isinstance(gpu["driver"], str)
+    json.dumps(env)

@@ -1,0 +1,111 @@
+"""`truepeak efficiency` through typer's CliRunner: the S1 numbers from the command line, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import truepeak.cli.efficiency  # noqa: F401  (registers the command)
+from truepeak.cli.app import app
+
+WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+H200 = "NVIDIA H200"
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, ["efficiency", *args])
+
+
+def out_lines(result) -> list[str]:
+    return result.stdout.splitlines()
+
+
+def test_S1_large_gemm():
+    r = run("--gpu", WS, "--format", "nvfp4", "--tflops", "1300")
+    assert r.exit_code == 0, r.output
+    assert "2015.2 TFLOPS" in r.stdout
+    achieved = next(line for line in out_lines(r) if "achieved" in line)
+    assert "64.5 % of the dense peak" in achieved
+    assert ("against the 4030.4 TFLOPS sparse figure this would read 32.3 % — wrong: 2:4 sparsity doubles the "
+            "datasheet rate; dense GEMMs never reach it") in r.stdout
+    assert "32.5" not in r.stdout
+
+
+def test_S1_moe_aggregate():
+    r = run("--gpu", WS, "--format", "nvfp4", "--tflops", "437")
+    assert r.exit_code == 0 and "21.7 % of the dense peak" in r.stdout
+
+
+def test_S1_per_expert_gemm_is_memory_bound():
+    r = run("--gpu", WS, "--format", "nvfp4", "--shape", "16x6144x4096", "--tflops", "0.8")
+    assert r.exit_code == 0, r.output
+    text = r.stdout
+    assert "memory-bound" in text
+    assert "ridge 1125 FLOP/B" in text
+    assert "100.3 TFLOPS" in text                      # roofline ceiling, A + B + C bytes counted
+    assert "weight B 14.16 MB" in text                 # 14,155,776 B
+    assert "8.0531e+08" in text                        # 0.805 GFLOP
+    bw = next(line for line in out_lines(r) if "memory bandwidth" in line)
+    assert "of 1792 GB/s" in bw and "the percentage that matters" in bw
+
+
+def test_S1_json():
+    r = run("--gpu", WS, "--format", "nvfp4", "--shape", "16x6144x4096", "--tflops", "0.8", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["bound"] == "memory" and d["b_bytes"] == 14_155_776 and d["flop"] == 805_306_368
+    assert d["ridge"] == pytest.approx(2015.2 / 1.792)
+
+
+def test_C01_h200():
+    r = run("--gpu", H200, "--format", "bf16", "--tflops", "420")
+    assert r.exit_code == 0
+    for line in out_lines(r):
+        if "21.2 %" in line:
+            assert "wrong" in line  # the sparse figure appears only as the labelled trap
+    assert "42.4 % of the dense peak" in r.stdout
+
+
+def test_C07_time_route():
+    r = run("--gpu", H200, "--format", "bf16", "--shape", "8192x8192x8192", "--time-ms", "1.5")
+    assert r.exit_code == 0, r.output
+    assert "74.1 % of the dense peak" in r.stdout and "floor 1.111 ms" in r.stdout and "compute-bound" in r.stdout
+
+
+def test_help_has_the_S1_example():
+    r = CliRunner().invoke(app, ["efficiency", "--help"], env={"COLUMNS": "160"})
+    assert r.exit_code == 0
+    assert "16x6144x4096" in r.stdout and "DENSE" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--gpu", H200, "--format", "bf16", "--shape", "8192x", "--tflops", "100"], "8192x"),
+        (["--gpu", H200, "--format", "bf16", "--shape", "0x4x4", "--tflops", "100"], "M=0"),
+        (["--gpu", H200, "--format", "bf16", "--shape", "-1x2x3", "--tflops", "100"], "M=-1"),
+        (["--gpu", H200, "--format", "bf17", "--tflops", "100"], "bf17"),
+        (["--gpu", "H300 SXM", "--format", "bf16", "--tflops", "100"], "H300 SXM"),
+        (["--gpu", H200, "--format", "bf16", "--tflops", "5000"], "505 %"),
+        (["--gpu", H200, "--format", "bf16", "--shape", "8x8x8", "--time-ms", "0"], "--time-ms 0"),
+        (["--gpu", H200, "--format", "bf16", "--shape", "8x8x8", "--time-ms", "-2"], "--time-ms -2"),
+        (["--gpu", H200, "--format", "bf16"], "throughput"),
+        (["--gpu", H200, "--format", "bf16", "--shape", "8192x8192x8192"], "throughput"),
+        (["--gpu", H200, "--format", "bf16", "--tflops", "0"], "throughput 0"),
+        (["--gpu", H200, "--format", "bf16", "--tflops", "nan"], "nan"),
+        (["--gpu", H200, "--format", "nvfp4", "--tflops", "10"], "fp4"),
+        (["--gpu", H200, "--format", "bf16", "--tflops", "700", "--shape", "8192x8192x8192", "--time-ms", "1.5"],
+         "inconsistent"),
+        (["--gpu", H200, "--format", "bf16", "--tflops", "10", "--accumulate", "fp64"], "fp64"),
+    ],
+)
+def test_bad_input_one_line_exit_2(args, needle):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip()
+    assert err.startswith("error: ")
+    assert "\n" not in err
+    assert needle in err
+    assert r.stdout == ""

@@ -1,0 +1,335 @@
+"""Invariants over the whole spec catalog, and the hand-computed cases (cases.md C01-C04, C14, S1).
+
+Efficiency in these tests is simply measured / dense peak (the roofline module is tested elsewhere). Expected values
+come from ../shared/cases.md and ../shared/data/accelerators.md.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from truepeak.hardware import check_claim, get_accelerator, load_catalog
+from truepeak.hardware.catalog import Sourced
+
+TERA = 1e12
+CATALOG = load_catalog()
+ACCS = CATALOG.accelerators
+PEAKS = [(a, p) for a in ACCS for p in a.peaks]
+
+
+def _id(ap) -> str:
+    a, p = ap
+    return f"{a.key}-{p.rate}@{p.accumulate}"
+
+
+def _pct(measured_tflops: float, acc_name: str, fmt: str, accumulate: str | None = None) -> float:
+    """Efficiency in percent: measured / dense peak (DESIGN.md: always against DENSE peaks). Tests compare it rounded
+    to one decimal, as cases.md states it."""
+    return 100 * measured_tflops * TERA / get_accelerator(acc_name).dense_flops(fmt, accumulate)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The catalog as a whole
+
+
+def test_catalog_has_the_required_entries():
+    keys = {a.key for a in ACCS}
+    assert keys >= {
+        "rtx-pro-6000-ws", "rtx-pro-6000-maxq", "rtx-pro-6000-server", "rtx-5090", "rtx-4090", "rtx-6000-ada",
+        "b200", "b300", "gb200", "gb300", "h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h200-nvl", "h20",
+        "l40s", "l4", "a100-sxm-80gb", "a100-pcie-80gb", "mi300x", "mi325x", "mi350x", "mi355x",
+    }
+
+
+@pytest.mark.parametrize("ap", PEAKS, ids=_id)
+def test_sparse_is_twice_dense_within_vendor_rounding(ap):
+    """C02: where the vendor lists sparsity, sparse = 2 x dense within 1.5 % (L40S 733 / 362, MI355X 10100 / 5000)."""
+    _, p = ap
+    if p.sparse is not None:
+        assert p.sparse / (2 * p.dense) == pytest.approx(1, abs=0.015)
+
+
+@pytest.mark.parametrize("ap", PEAKS, ids=_id)
+def test_peak_reproduces_from_flop_per_clk_sms_and_clock_unless_why_not(ap):
+    """peak = FLOP/clk/SM x SMs x clock (accelerators.md section 5) within 2 %; `why_not` only where it cannot."""
+    a, p = ap
+    per_clk = a.architecture.rate_per_clk(p.rate, p.accumulate)
+    clock = p.clock_hz if p.clock_hz is not None else (a.boost_clock_hz.value if a.boost_clock_hz else None)
+    sms = a.sm_count.value if a.sm_count else None
+    computed = per_clk * sms * clock if (per_clk and sms and clock) else None
+    reproduces = computed is not None and abs(computed / p.dense - 1) <= 0.02
+    if p.why_not:
+        assert not reproduces, f"{a.key} {p.rate}: why_not is set but {computed / TERA:.1f} TF reproduces {p.dense / TERA}"
+    else:
+        assert computed is not None, f"{a.key} {p.rate}: cannot be checked (no FLOP/clk/SM, SMs or clock) and no why_not"
+        assert reproduces, f"{a.key} {p.rate}: {computed / TERA:.1f} TF computed vs {p.dense / TERA} TF stored"
+
+
+def test_every_nvidia_peak_is_checked_or_explained():
+    unexplained = [_id((a, p)) for a, p in PEAKS if a.vendor == "nvidia" and p.why_not == "" and
+                   a.architecture.rate_per_clk(p.rate, p.accumulate) is None]
+    assert unexplained == []
+
+
+@pytest.mark.parametrize("acc", ACCS, ids=lambda a: a.key)
+def test_C02_no_dense_value_equals_a_published_sparse_headline(acc):
+    """C02: each sparse headline is recognised as sparse, and no dense peak of its format and accumulator equals it.
+
+    (On GeForce the dense fp16-ACCUMULATE rate legitimately equals the fp32-accumulate sparse figure: 4090 fp8 660.6.
+    The accumulators are different peaks; the default fp32-accumulate one is what the claim is checked against.)
+    """
+    for text in acc.sparse_headlines:
+        v = check_claim(acc, text)
+        assert v.kind == "sparse", f"{acc.key}: {text!r} -> {v.kind}: {v.explanation}"
+        for p in acc.peaks:
+            if p.rate == v.rate and p.accumulate == v.accumulate:
+                assert abs(p.dense / v.claimed - 1) > 0.015, f"{acc.key}: dense {p.rate} equals headline {text!r}"
+
+
+@pytest.mark.parametrize("acc", ACCS, ids=lambda a: a.key)
+def test_C02_dense_and_sparse_of_a_format_never_coincide(acc):
+    for p in acc.peaks:
+        if p.sparse is not None:
+            assert p.sparse > 1.9 * p.dense
+
+
+def _sourced_fields(acc):
+    for name in ("memory_bytes", "memory_bandwidth", "sm_count", "boost_clock_hz", "max_clock_hz", "l2_bytes",
+                 "smem_per_block_bytes", "tdp_w", "interconnect"):
+        value = getattr(acc, name)
+        if value is not None:
+            yield name, value
+
+
+_KEYS = sorted(CATALOG.sources, key=len, reverse=True)
+SOURCE_KEY_RE = re.compile(r"(?<![A-Za-z0-9-])(" + "|".join(map(re.escape, _KEYS)) + r")(?![A-Za-z0-9-])")
+
+
+def _cites_a_source_key(text: str) -> bool:
+    """A source string names a [sources] key (or the shared reference files) as a whole word."""
+    return bool(SOURCE_KEY_RE.search(text)) or "accelerators.md" in text or "cases.md" in text
+
+
+@pytest.mark.parametrize("acc", ACCS, ids=lambda a: a.key)
+def test_every_value_has_a_source_that_names_a_source_key(acc):
+    for name, s in _sourced_fields(acc):
+        assert isinstance(s, Sourced)
+        assert s.source.strip(), f"{acc.key}.{name} has no source"
+        assert _cites_a_source_key(s.source), f"{acc.key}.{name}: {s.source!r} names no [sources] key"
+    for p in acc.peaks:
+        assert p.source.strip(), f"{acc.key} {p.rate} has no source"
+        assert _cites_a_source_key(p.source), f"{acc.key} {p.rate}: {p.source!r} names no [sources] key"
+    assert acc.architecture.source.strip()
+
+
+@pytest.mark.parametrize("acc", ACCS, ids=lambda a: a.key)
+def test_every_entry_has_bandwidth_and_a_bf16_peak(acc):
+    assert acc.memory_bandwidth is not None and acc.memory_bandwidth.value > 0
+    assert acc.has_rate("bf16") or any("bf16" in n for n in acc.notes)
+    assert acc.memory_bytes is not None
+
+
+@pytest.mark.parametrize("acc", ACCS, ids=lambda a: a.key)
+def test_units_are_si_and_plausible(acc):
+    """Loaded values are SI: bandwidth 0.1-20 TB/s in B/s, clocks 0.5-3.5 GHz in Hz, peaks in FLOP/s."""
+    assert 1e11 < acc.memory_bandwidth.value < 2e13
+    for clock in (acc.boost_clock_hz, acc.max_clock_hz):
+        if clock is not None:
+            assert 5e8 < clock.value < 3.5e9
+    for p in acc.peaks:
+        assert 1e12 < p.dense < 1e17
+        assert p.accumulate in ("fp32", "fp16", "int32")
+
+
+def test_derived_clocks_are_marked_derived():
+    for key in ("h100-pcie", "h100-nvl", "h200-nvl", "rtx-pro-6000-server", "b200", "gb200"):
+        assert CATALOG.by_key(key).boost_clock_hz.derived, key
+    assert not CATALOG.by_key("h200-sxm").boost_clock_hz.derived
+
+
+def test_derived_clocks_follow_from_published_peaks():
+    """H100 PCIe 756 TF -> 1620 MHz; H100/H200 NVL 835.5 -> ~1545; RTX PRO Server ~2430; B200 ~1856; GB200 2062."""
+    assert get_accelerator("h100-pcie").boost_clock_hz.value == pytest.approx(756e12 / (114 * 4096), rel=2e-3)
+    assert get_accelerator("h100-nvl").boost_clock_hz.value == pytest.approx(835.5e12 / (132 * 4096), rel=2e-3)
+    assert get_accelerator("h200-nvl").boost_clock_hz.value == pytest.approx(835.5e12 / (132 * 4096), rel=2e-3)
+    assert get_accelerator("rtx-pro-6000-server").boost_clock_hz.value == pytest.approx(117e12 / (188 * 256), rel=2e-3)
+    assert get_accelerator("b200").boost_clock_hz.value == pytest.approx(2250e12 / (148 * 8192), rel=2e-3)
+    assert get_accelerator("gb200").boost_clock_hz.value == pytest.approx(2062e6)
+
+
+def test_architecture_rates_are_positive_ints():
+    for arch in CATALOG.architectures.values():
+        for key, value in arch.flop_per_clk_per_sm.items():
+            rate, _, acc = key.partition("@")
+            assert rate in ("fp32", "tf32", "bf16", "fp16", "fp8", "fp6", "fp4", "int8"), key
+            assert acc in ("", "fp16"), key
+            assert isinstance(value, int) and value > 0
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# C14: shared memory per block as data
+
+
+@pytest.mark.parametrize("acc", [a for a in ACCS if a.compute_capability == "12.0"], ids=lambda a: a.key)
+def test_C14_sm120_parts_have_101376_bytes_of_shared_memory_per_block(acc):
+    assert acc.smem_per_block_bytes.value == 101376
+
+
+@pytest.mark.parametrize("key", ["h100-sxm", "h100-pcie", "h100-nvl", "h200-sxm", "h200-nvl", "h20", "b200", "gb200",
+                                 "b300", "gb300"])
+def test_C14_sm90_and_sm100_parts_have_232448_bytes(key):
+    assert CATALOG.by_key(key).smem_per_block_bytes.value == 232448
+
+
+def test_C14_a_102400_byte_kernel_fits_h200_but_not_rtx_pro_6000():
+    need = 102400
+    assert need > get_accelerator("NVIDIA RTX PRO 6000 Blackwell Workstation Edition").smem_per_block_bytes.value
+    assert need > get_accelerator("NVIDIA GeForce RTX 5090").smem_per_block_bytes.value
+    assert need <= get_accelerator("NVIDIA H200").smem_per_block_bytes.value
+    assert 111616 <= get_accelerator("NVIDIA B200").smem_per_block_bytes.value
+
+
+def test_C14_a100_and_ada_limits_follow_the_cuda_guide():
+    assert get_accelerator("NVIDIA A100-SXM4-80GB").smem_per_block_bytes.value == 166912  # 163 KB
+    for name in ("NVIDIA GeForce RTX 4090", "NVIDIA L40S", "NVIDIA L4", "NVIDIA RTX 6000 Ada Generation"):
+        assert get_accelerator(name).smem_per_block_bytes.value == 101376  # 99 KB
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Hand-computed cases
+
+
+def test_C01_h200_bf16_efficiency_uses_dense_peak():
+    assert get_accelerator("NVIDIA H200").dense_flops("bf16") / TERA == pytest.approx(989.4, abs=0.2)
+    assert round(_pct(420, "NVIDIA H200", "bf16"), 1) == 42.4
+    assert _pct(420, "NVIDIA H200", "bf16") != pytest.approx(21.2, abs=0.5)  # never against the sparse 1979
+
+
+def test_C01_h100_sxm_bf16_efficiency_uses_dense_peak():
+    assert round(_pct(480, "NVIDIA H100 80GB HBM3", "bf16"), 1) == 48.5
+
+
+def test_C02_h100_nvl_and_h200_in_one_table_are_both_dense():
+    assert get_accelerator("NVIDIA H100 NVL").dense_flops("bf16") / TERA == pytest.approx(835.5)
+    assert round(_pct(400, "NVIDIA H100 NVL", "bf16"), 1) == 47.9
+    assert round(_pct(400, "NVIDIA H200", "bf16"), 1) == 40.4
+    # the mixed-table trap (Lightning #21743): 1671 is the NVL's SPARSE figure
+    assert get_accelerator("NVIDIA H100 NVL").peak("bf16").sparse / TERA == pytest.approx(1671)
+
+
+def test_C03_a100_bf16_is_not_halved_twice():
+    acc = get_accelerator("NVIDIA A100-SXM4-80GB")
+    assert acc.dense_flops("bf16") / TERA == pytest.approx(312)
+    assert acc.peak("bf16").sparse / TERA == pytest.approx(624)
+    assert round(_pct(150, "NVIDIA A100-SXM4-80GB", "bf16"), 1) == 48.1
+
+
+def test_C04_rtx_4090_bf16_fp32_accumulate_is_half_rate():
+    acc = get_accelerator("NVIDIA GeForce RTX 4090")
+    assert acc.dense_flops("bf16") / TERA == pytest.approx(165.2)
+    assert acc.dense_flops("fp16", accumulate="fp16") / TERA == pytest.approx(330.3)
+    assert round(_pct(164.81, "NVIDIA GeForce RTX 4090", "bf16"), 1) == 99.8
+    # the per-SM rates carry the accumulate dimension too
+    assert acc.flop_per_clk_per_sm("bf16") == 512
+    assert acc.flop_per_clk_per_sm("fp16", accumulate="fp16") == 1024
+
+
+def test_C04_geforce_5090_keeps_fp32_and_fp16_accumulate_apart():
+    acc = get_accelerator("NVIDIA GeForce RTX 5090")
+    assert acc.dense_flops("bf16") / TERA == pytest.approx(209.5)
+    assert acc.dense_flops("fp16", accumulate="fp16") / TERA == pytest.approx(419)
+    assert acc.dense_flops("fp8_e4m3") / TERA == pytest.approx(419)
+    assert acc.dense_flops("fp8_e4m3", accumulate="fp16") / TERA == pytest.approx(838)
+    assert acc.dense_flops("nvfp4") / TERA == pytest.approx(1676)
+
+
+def test_rtx_pro_runs_fp32_accumulate_at_full_rate():
+    acc = get_accelerator("rtx-pro-6000-ws")
+    assert acc.dense_flops("bf16") / TERA == pytest.approx(503.8)
+    assert not acc.has_rate("bf16", accumulate="fp16")  # no separate, faster fp16-accumulate rate
+
+
+def test_C08_rtx_4090_fp32_floor_for_4096_cubed():
+    acc = get_accelerator("NVIDIA GeForce RTX 4090")
+    floor_s = 2 * 4096**3 / acc.dense_flops("fp32")
+    assert floor_s * 1e3 == pytest.approx(1.664, abs=0.001)
+
+
+def test_S1_workstation_dense_fp4_is_188_sms_x_2617_mhz_x_4096():
+    acc = get_accelerator("NVIDIA RTX PRO 6000 Blackwell Workstation Edition")
+    assert acc.dense_flops("nvfp4") / TERA == pytest.approx(2015.2)
+    assert acc.peak_at_clock("nvfp4", 2617e6) / TERA == pytest.approx(188 * 2.617 * 4096 / 1e3, rel=1e-9)
+    assert acc.peak_at_clock("nvfp4", 2617e6) / TERA == pytest.approx(2015.2, abs=0.1)
+    assert acc.peak("nvfp4").sparse / TERA == pytest.approx(4030.4)
+    assert round(_pct(1300, acc.name, "nvfp4"), 1) == 64.5
+    assert round(_pct(437, acc.name, "nvfp4"), 1) == 21.7
+
+
+def test_S1_server_edition_dense_fp4_is_derived_about_1872():
+    acc = get_accelerator("NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    p = acc.peak("nvfp4")
+    assert p.derived
+    assert p.dense / TERA == pytest.approx(1872, abs=1.5)
+    assert 69 <= _pct(1300, acc.name, "nvfp4") <= 70
+    assert acc.memory_bandwidth.value == pytest.approx(1.597e12)
+
+
+def test_S1_ridge_on_the_workstation_is_about_1125_flop_per_byte():
+    acc = get_accelerator("rtx-pro-6000-ws")
+    assert acc.dense_flops("nvfp4") / acc.memory_bandwidth.value == pytest.approx(1125, abs=1)
+
+
+def test_max_q_is_slower_than_workstation_and_server_in_between():
+    ws, server, maxq = (get_accelerator(k).dense_flops("nvfp4") for k in ("rtx-pro-6000-ws", "rtx-pro-6000-server",
+                                                                         "rtx-pro-6000-maxq"))
+    assert maxq < server < ws
+    assert maxq / TERA == pytest.approx(1755.6, abs=0.2)
+
+
+def test_b300_dense_fp4_is_stored_unverified_without_sparse():
+    p = get_accelerator("b300").peak("nvfp4")
+    assert p.dense / TERA == pytest.approx(15000)
+    assert p.sparse is None
+    assert "unverified" in p.note.lower() or "unverified" in p.source.lower()
+    assert not get_accelerator("b300").has_rate("int8")
+
+
+def test_h20_is_capped_and_explained():
+    acc = get_accelerator("NVIDIA H20")
+    assert acc.dense_flops("bf16") / TERA == pytest.approx(148)
+    assert acc.dense_flops("fp8_e4m3") / TERA == pytest.approx(296)
+    assert all(p.why_not for p in acc.peaks)
+    assert acc.sm_count is None
+
+
+def test_non_tensor_fp32_uses_the_max_clock_where_that_is_its_basis():
+    h100 = get_accelerator("h100-sxm").peak("fp32")
+    assert h100.clock_hz == pytest.approx(1980e6)
+    assert get_accelerator("b200").peak("fp32").clock_hz == pytest.approx(1965e6)
+
+
+def test_amd_mi300x_fp8_is_fnuz_and_mi325x_has_the_same_compute():
+    mi300x, mi325x = get_accelerator("AMD Instinct MI300X"), get_accelerator("mi325x")
+    assert "fnuz" in mi300x.peak("fp8_e4m3").note
+    assert mi325x.dense_flops("bf16") == mi300x.dense_flops("bf16") == pytest.approx(1307.4e12)
+    assert mi325x.memory_bytes.value == pytest.approx(256e9)
+    assert mi325x.memory_bandwidth.value == pytest.approx(6.0e12)
+    assert mi325x.tdp_w.value == 1000
+
+
+def test_mi355x_sparse_fp8_headline_is_sparse():
+    acc = get_accelerator("AMD Instinct MI355X")
+    assert acc.dense_flops("fp8_e4m3") / TERA == pytest.approx(5000)
+    assert acc.peak("fp8_e4m3").sparse / TERA == pytest.approx(10100)
+
+
+def test_to_dict_is_si_and_complete():
+    d = get_accelerator("h200").to_dict()
+    assert d["memory_bandwidth_bytes_per_s"]["value"] == pytest.approx(4.8e12)
+    bf16 = next(p for p in d["peaks"] if p["rate"] == "bf16")
+    assert bf16["dense_flops"] == pytest.approx(989.4e12)
+    assert bf16["sparse_flops"] == pytest.approx(1979e12)
+    assert bf16["flop_per_clk_per_sm"] == 4096
+    assert bf16["clock_hz"] == pytest.approx(1830e6)

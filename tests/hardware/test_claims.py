@@ -1,0 +1,165 @@
+"""Headline-claim checking against real catalog values (cases.md S1, C01; accelerators.md sections 1 and 4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from truepeak.errors import TruepeakError
+from truepeak.hardware import check_claim, get_accelerator
+from truepeak.hardware.claims import TOLERANCE, parse_claim
+
+WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+SERVER = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_S1_workstation_4_pflops_fp4_is_sparse_use_2015():
+    v = check_claim(get_accelerator(WS), "4 PFLOPS FP4")
+    assert v.kind == "sparse" and v.is_sparse
+    assert v.rate == v.format == "fp4"
+    assert v.claimed == pytest.approx(4e15)
+    assert v.dense / 1e12 == pytest.approx(2015.2)
+    assert v.matched / 1e12 == pytest.approx(4030.4)
+    assert v.deviation == pytest.approx(4000 / 4030.4 - 1)
+    assert "2015.2" in v.explanation and "SPARSE" in v.explanation
+
+
+def test_S1_server_3_7_pflops_fp4_is_sparse_dense_derived_about_1872():
+    v = check_claim(get_accelerator(SERVER), "3.7 PFLOPS FP4")
+    assert v.kind == "sparse"
+    assert v.dense / 1e12 == pytest.approx(1872, abs=1.5)
+    assert v.derived
+    assert "derived" in v.explanation
+
+
+def test_S1_4000_ai_tops_is_sparse_fp4_by_definition():
+    v = check_claim(WS, "4000 AI TOPS")
+    assert v.ai_tops
+    assert v.kind == "sparse" and v.rate == "fp4"
+    assert v.dense / 1e12 == pytest.approx(2015.2)
+    assert "AI TOPS" in v.explanation
+
+
+def test_S1_efficiency_against_the_claim_vs_the_dense_peak():
+    v = check_claim(WS, "4 PFLOPS FP4")
+    assert round(1300e12 / v.dense * 100, 1) == 64.5  # not 32.5 % of 4000
+
+
+def test_h100_1979_tflops_fp8_is_dense():
+    v = check_claim(H100, "1979 TFLOPS FP8")
+    assert v.kind == "dense" and v.is_dense
+    assert v.dense / 1e12 == pytest.approx(1978.9)
+
+
+def test_C01_h100_1979_tflops_bf16_is_sparse_use_989():
+    v = check_claim(H100, "1979 TFLOPS BF16")
+    assert v.kind == "sparse"
+    assert v.dense / 1e12 == pytest.approx(989.4)
+    assert round(480e12 / v.dense * 100, 1) == 48.5
+
+
+def test_claim_matching_neither():
+    v = check_claim(H100, "1500 TFLOPS BF16")
+    assert v.kind == "neither"
+    assert v.rate == "bf16"
+    assert v.dense / 1e12 == pytest.approx(989.4)  # the value to use is still the dense peak
+    assert v.matched is None
+    assert v.deviation == pytest.approx(1500 / 989.4 - 1, rel=1e-3)
+    assert "neither" in v.explanation
+
+
+def test_claim_for_a_format_the_gpu_lacks():
+    v = check_claim(H100, "4 PFLOPS FP4")
+    assert v.kind == "neither" and v.dense is None
+    assert "no published fp4" in v.explanation
+
+
+def test_claim_without_a_format_can_be_ambiguous():
+    """1.979 PFLOPS on an H100 is the sparse bf16 or the dense fp8 figure: truepeak does not guess."""
+    v = check_claim(H100, "1.979 PFLOPS")
+    assert v.kind == "ambiguous"
+    assert v.dense is None
+    assert len(v.alternatives) >= 2
+
+
+def test_claim_without_a_format_that_fits_one_reading():
+    v = check_claim(WS, "4030 TFLOPS")
+    assert v.kind == "sparse" and v.rate == "fp4"
+
+
+def test_tolerance_is_five_percent_and_stated():
+    assert TOLERANCE == 0.05
+    assert check_claim(H100, "1885 TFLOPS BF16").kind == "sparse"  # -4.7 %
+    assert check_claim(H100, "1870 TFLOPS BF16").kind == "neither"  # -5.5 %
+    assert "5 %" in check_claim(H100, "989 TFLOPS BF16").explanation
+
+
+@pytest.mark.parametrize("text,value,rate", [
+    ("4 PFLOPS FP4", 4e15, "fp4"),
+    ("3.7 PFLOPS fp4", 3.7e15, "fp4"),
+    ("4000 AI TOPS", 4e15, None),
+    ("1979 TFLOPS FP8", 1979e12, "fp8"),
+    ("989 TFLOPS bf16", 989e12, "bf16"),
+    ("1.979 PFLOPS", 1.979e15, None),
+    ("1,979 TFLOPS BF16", 1979e12, "bf16"),
+    ("BF16 989.4 TFLOP/s", 989.4e12, "bf16"),
+    ("500000 GFLOPS fp16", 500e12, "fp16"),
+    ("3958 TOPS INT8", 3958e12, "int8"),
+    ("1.2 POPS int8", 1.2e15, "int8"),
+    ("2 PF nvfp4", 2e15, "fp4"),
+    ("733 TFLOPS FP16/BF16 with sparsity", 733e12, "bf16"),
+])
+def test_parse_claim_units_and_formats(text, value, rate):
+    c = parse_claim(text)
+    assert c.value == pytest.approx(value)
+    assert c.rate == rate
+
+
+def test_parse_accumulate_phrase():
+    c = parse_claim("330.3 TFLOPS fp16 with fp16 accumulate")
+    assert c.rate == "fp16" and c.accumulate == "fp16"
+    v = check_claim("4090", "330.3 TFLOPS fp16 with fp16 accumulate")
+    assert v.kind == "dense" and v.accumulate == "fp16"
+
+
+def test_C04_geforce_330_tflops_fp16_defaults_to_fp32_accumulate_reading():
+    """330.3 is dense with fp16 accumulate but sparse with fp32 accumulate; fp32 accumulate is what GEMMs use."""
+    v = check_claim("NVIDIA GeForce RTX 4090", "330.3 TFLOPS FP16")
+    assert v.kind == "sparse"
+    assert v.dense / 1e12 == pytest.approx(165.2)
+    assert "fp16 accumulate" in v.explanation
+
+
+@pytest.mark.parametrize("text", ["", "fast", "4 PFLOPS FP4 and 2 PFLOPS FP8", "4 PFLOPS banana", "4000 AI TOPS fp8",
+                                  "4 furlongs FP4"])
+def test_unparseable_claims_raise_with_accepted_forms(text):
+    with pytest.raises(TruepeakError) as info:
+        check_claim(H100, text)
+    message = str(info.value)
+    assert repr(text) in message
+    assert "\n" not in message
+
+
+def test_unreadable_claim_message_shows_examples():
+    with pytest.raises(TruepeakError, match="4 PFLOPS FP4"):
+        parse_claim("lots of flops")
+
+
+def test_stated_dense_that_is_really_sparse_is_called_out():
+    v = check_claim(H100, "1979 TFLOPS BF16 dense")
+    assert v.kind == "sparse"
+    assert "says dense" in v.explanation
+
+
+def test_unpublished_sparse_is_recognised_as_two_times_dense():
+    v = check_claim("rtx-pro-6000-maxq", "877.8 TFLOPS BF16")
+    assert v.kind == "sparse" and not v.sparse_published
+    assert v.dense / 1e12 == pytest.approx(438.9)
+
+
+def test_to_dict_round_trips_to_json():
+    import json
+
+    d = check_claim(WS, "4 PFLOPS FP4").to_dict()
+    assert json.loads(json.dumps(d))["kind"] == "sparse"
+    assert d["dense"] == pytest.approx(2015.2e12)

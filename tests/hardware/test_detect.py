@@ -1,0 +1,173 @@
+"""Device detection: the CPU peak estimate by hand from /proc/cpuinfo-style text, CUDA catalog matching, device strings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from truepeak.errors import TruepeakError
+from truepeak.hardware import detect as det
+
+# Two logical CPUs of an AVX-512 EPYC VM (one socket, no SMT), trimmed to the fields the estimate reads.
+EPYC_AVX512 = """\
+processor	: 0
+vendor_id	: AuthenticAMD
+model name	: AMD EPYC
+cpu MHz		: 2596.138
+cache size	: 1024 KB
+siblings	: 2
+cpu cores	: 2
+flags		: fpu sse sse2 fma avx avx2 avx512f avx512dq avx512_bf16
+
+processor	: 1
+vendor_id	: AuthenticAMD
+model name	: AMD EPYC
+cpu MHz		: 2596.138
+cache size	: 1024 KB
+siblings	: 2
+cpu cores	: 2
+flags		: fpu sse sse2 fma avx avx2 avx512f avx512dq avx512_bf16
+"""
+
+# A 4-core / 8-thread AVX2 desktop part: SMT halves the logical count; the fastest "cpu MHz" line wins.
+INTEL_AVX2_SMT = """\
+processor	: 0
+model name	: Intel(R) Core(TM) i7-7700 CPU @ 3.60GHz
+cpu MHz		: 800.000
+siblings	: 8
+cpu cores	: 4
+flags		: fpu sse sse2 fma avx avx2
+
+processor	: 1
+model name	: Intel(R) Core(TM) i7-7700 CPU @ 3.60GHz
+cpu MHz		: 4200.000
+siblings	: 8
+cpu cores	: 4
+flags		: fpu sse sse2 fma avx avx2
+"""
+
+# AArch64: no "model name", NEON reported as "asimd" in Features.
+ARM_NEON = """\
+processor	: 0
+BogoMIPS	: 50.00
+Features	: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp
+CPU implementer	: 0x41
+"""
+
+
+def test_cpu_estimate_avx512_by_hand():
+    spec = det.cpu_spec_from(EPYC_AVX512, logical_cpus=2)
+    assert (spec.model, spec.cores, spec.lanes, spec.isa, spec.fma_units) == ("AMD EPYC", 2, 16, "avx512f", 2)
+    assert spec.clock_hz == pytest.approx(2596.138e6)
+    assert spec.clock_source == "/proc/cpuinfo cpu MHz"
+    # 2 cores x 16 lanes x 2 (FMA) x 2 FMA units x 2.596138 GHz = 332.3 GFLOP/s
+    assert spec.fp32_peak_flops == pytest.approx(2 * 16 * 2 * 2 * 2596.138e6)
+    assert spec.fp32_peak_flops == pytest.approx(332.30e9, rel=1e-4)
+    assert "2 cores x 16 fp32 lanes (avx512f) x 2 (FMA) x 2 FMA units (assumed) x 2.596 GHz" in spec.formula
+
+
+def test_cpu_estimate_prefers_sysfs_max_freq_and_counts_physical_cores():
+    spec = det.cpu_spec_from(INTEL_AVX2_SMT, logical_cpus=8, max_freq_khz="4200000\n")
+    assert spec.cores == 4  # 8 logical / (8 siblings / 4 cores)
+    assert (spec.lanes, spec.isa) == (8, "avx2")
+    assert spec.clock_source == "cpuinfo_max_freq"
+    # 4 x 8 x 2 x 2 x 4.2 GHz = 537.6 GFLOP/s
+    assert spec.fp32_peak_flops == pytest.approx(537.6e9)
+
+
+def test_cpu_estimate_without_sysfs_takes_the_fastest_cpu_mhz():
+    spec = det.cpu_spec_from(INTEL_AVX2_SMT, logical_cpus=8)
+    assert spec.clock_hz == pytest.approx(4.2e9)  # not the idle 800 MHz of cpu0
+
+
+def test_cpu_estimate_neon_and_scalar():
+    arm = det.cpu_spec_from(ARM_NEON, logical_cpus=4, max_freq_khz="3000000", machine="aarch64")
+    assert (arm.lanes, arm.isa, arm.fma_units) == (4, "asimd", 2)
+    assert arm.fp32_peak_flops == pytest.approx(4 * 4 * 2 * 2 * 3.0e9)  # 192 GFLOP/s
+    scalar = det.cpu_spec_from("model name : toy\nflags : fpu\ncpu MHz : 1000\n", logical_cpus=1)
+    assert (scalar.lanes, scalar.isa, scalar.fma_units) == (1, "scalar", 1)
+    assert scalar.fp32_peak_flops == pytest.approx(1 * 1 * 2 * 1 * 1e9)
+
+
+def test_cpu_without_clock_has_no_peak():
+    spec = det.cpu_spec_from("model name : mystery\nflags : avx2\n", logical_cpus=2)
+    assert spec.clock_hz is None and spec.fp32_peak_flops is None
+    acc = det.cpu_accelerator(spec)
+    assert acc.peaks == ()
+
+
+def test_cpu_accelerator_is_estimated_fp32_only_without_bandwidth():
+    acc = det.cpu_accelerator(det.cpu_spec_from(EPYC_AVX512, logical_cpus=2))
+    assert acc.vendor == "cpu"
+    assert [p.rate for p in acc.peaks] == ["fp32"]
+    peak = acc.peak("fp32")
+    assert peak.derived and "estimated" in peak.source and "x 2 (FMA)" in peak.source
+    assert peak.sparse is None
+    assert acc.memory_bandwidth is None  # the measured copy bandwidth is used instead
+    assert not acc.has_rate("bf16")
+    with_bw = det.with_measured_bandwidth(acc, 20e9, "copy 256 MiB")
+    assert with_bw.memory_bandwidth.value == 20e9 and "measured" in with_bw.memory_bandwidth.source
+    assert acc.memory_bandwidth is None
+
+
+def test_parse_cpuinfo_fields():
+    info = det.parse_cpuinfo(EPYC_AVX512)
+    assert info["model"] == "AMD EPYC"
+    assert {"avx512f", "avx2", "fma"} <= info["flags"]
+    assert info["threads_per_core"] == 1
+    assert info["cache_bytes"] == 1024 * 1024
+
+
+@pytest.mark.parametrize("flags,lanes", [({"avx512f", "avx2"}, 16), ({"avx2", "fma"}, 8), ({"fma"}, 8),
+                                          ({"asimd"}, 4), ({"neon"}, 4), (set(), 1)])
+def test_simd_lanes(flags, lanes):
+    assert det.simd_lanes(flags)[0] == lanes
+
+
+def test_detect_cpu_on_this_machine():
+    info = det.detect("cpu")
+    assert info.kind == "cpu" and info.torch_device == "cpu"
+    assert info.sm_count >= 1 and info.l2_bytes > 0
+    assert info.matched_catalog is False
+    assert any("estimated" in n for n in info.notes)
+
+
+@pytest.mark.parametrize("text,expected", [("auto", ("auto", None)), ("CPU", ("cpu", None)), ("cuda", ("cuda", None)),
+                                           ("cuda:3", ("cuda", 3))])
+def test_parse_device(text, expected):
+    assert det.parse_device(text) == expected
+
+
+@pytest.mark.parametrize("text", ["gpu", "cuda:x", "cuda:-1", "tpu:0", ""])
+def test_parse_device_rejects(text):
+    with pytest.raises(TruepeakError, match="auto, cpu, cuda or cuda:N"):
+        det.parse_device(text)
+
+
+def test_cuda_device_info_matches_the_catalog():
+    info = det.cuda_device_info("NVIDIA H200", "9.0", sm_count=132, l2_bytes=62914560, smem_per_block_bytes=232448,
+                                max_sm_clock_hz=1980e6, memory_bytes=150_000_000_000, index=0)
+    assert info.matched_catalog
+    assert info.accelerator.key == "h200-sxm"
+    assert info.accelerator.dense_flops("bf16") == pytest.approx(989.4e12)
+    assert info.sm_arch == 90 and info.torch_device == "cuda:0"
+    assert info.notes == ()
+
+
+def test_unknown_gpu_is_measured_without_any_peak():
+    info = det.cuda_device_info("NVIDIA Imaginary X1", "9.0", sm_count=100, l2_bytes=50 * 2**20,
+                                smem_per_block_bytes=None, max_sm_clock_hz=None, memory_bytes=2**34, index=1)
+    assert not info.matched_catalog
+    assert info.accelerator.peaks == ()
+    assert info.accelerator.memory_bandwidth is None
+    assert not info.accelerator.has_rate("bf16")  # never a default peak
+    assert any("not in the truepeak catalog" in n for n in info.notes)
+    assert info.torch_device == "cuda:1"
+
+
+def test_estimate_arithmetic_is_finite_for_many_cores():
+    spec = det.cpu_spec_from(EPYC_AVX512, logical_cpus=192, max_freq_khz="3700000")
+    assert spec.cores == 192
+    assert math.isfinite(spec.fp32_peak_flops)
+    assert spec.fp32_peak_flops == pytest.approx(192 * 16 * 2 * 2 * 3.7e9)

@@ -1,0 +1,307 @@
+"""truepeak.efficiency: the S1 workflow, C01, C08 through analyze, and derived_metrics. Values computed by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from truepeak.efficiency import analyze, derived_metrics, percent
+from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
+from truepeak.hardware.catalog import Accelerator, Architecture, Peak, Sourced, load_catalog
+from truepeak.roofline import Copy, Gemm
+
+
+def catalog_acc(key: str) -> Accelerator:
+    """A catalog entry by key; skip while the catalog (completed in parallel) lacks it."""
+    try:
+        return load_catalog().by_key(key)
+    except KeyError:
+        pytest.skip(f"catalog has no {key!r} entry yet")
+
+
+def make_acc(key="test", name="Test GPU", peaks=(), bandwidth=None, sm_count=None, per_clk=None, l2=None):
+    """A hand-built Accelerator (SI units) so a test does not depend on catalog values being filled in."""
+    src = "test"
+    return Accelerator(
+        key=key, name=name, vendor="nvidia",
+        architecture=Architecture("arch", "arch", dict(per_clk or {}), src),
+        compute_capability=None, device_names=(), aliases=(), peaks=tuple(peaks),
+        memory_bytes=None, memory_bandwidth=None if bandwidth is None else Sourced(bandwidth, src),
+        sm_count=None if sm_count is None else Sourced(sm_count, src), boost_clock_hz=None, max_clock_hz=None,
+        l2_bytes=None if l2 is None else Sourced(l2, src), smem_per_block_bytes=None, tdp_w=None, interconnect=None,
+    )
+
+
+@pytest.fixture
+def ws():
+    return load_catalog().by_key("rtx-pro-6000-ws")
+
+
+@pytest.fixture
+def h200():
+    return load_catalog().by_key("h200-sxm")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# S1 — GLM-5 NVFP4 on RTX PRO 6000 Blackwell Workstation Edition
+
+
+def test_S1_large_gemm_against_dense_not_sparse(ws):
+    e = analyze(ws, "nvfp4", tflops=1300)
+    assert e.dense_flops == 2015.2e12          # 188 SMs x 2.617 GHz x 4096 FLOP/clk/SM
+    assert e.pct_dense == pytest.approx(1300 / 2015.2)
+    assert percent(e.pct_dense) == "64.5 %"   # not 32.5 % of "4000"
+    # the sparse-headline trap: computed, labelled wrong, never the efficiency
+    assert e.sparse_flops == 4030.4e12
+    assert percent(e.pct_sparse) == "32.3 %"
+    assert e.sparse_trap == ("against the 4030.4 TFLOPS sparse figure this would read 32.3 % — wrong: "
+                             "2:4 sparsity doubles the datasheet rate; dense GEMMs never reach it")
+
+
+def test_S1_moe_aggregate(ws):
+    assert percent(analyze(ws, "nvfp4", tflops=437).pct_dense) == "21.7 %"  # 437 / 2015.2 = 0.2169
+
+
+def test_S1_tokens_per_expert():
+    # batch 512, 256 experts, top-8: 512 * 8 / 256 = 16 rows per expert -> the GEMM below has M = 16
+    assert 512 * 8 // 256 == 16
+
+
+def test_S1_per_expert_gemm_counts():
+    g = Gemm(16, 6144, 4096, "nvfp4")       # M=16 tokens, N=6144 (gate+up), K=4096
+    assert g.flop == 2 * 16 * 6144 * 4096 == 805_306_368   # 0.805 GFLOP
+    # weight B: 6144 * 4096 values * 0.5625 B = 14,155,776 B (>= 14.2 MB)
+    assert g.b_bytes == 14_155_776
+    # activations A: 16 * 4096 * 0.5625 = 36,864 B; output C in bf16: 16 * 6144 * 2 = 196,608 B
+    assert g.a_bytes == 36_864 and g.c_bytes == 196_608
+    assert g.min_bytes == 14_155_776 + 36_864 + 196_608 == 14_389_248
+    # weights-only intensity = 2 * M / 0.5625 = 512 / 9 = 56.89 FLOP/B; with A and C counted it is 55.97
+    assert g.flop / g.b_bytes == pytest.approx(512 / 9)
+    assert g.intensity == pytest.approx(805_306_368 / 14_389_248)
+    assert g.intensity == pytest.approx(55.966, abs=1e-3)
+
+
+def test_S1_per_expert_gemm_roofline(ws):
+    e = analyze(ws, "nvfp4", shape="16x6144x4096", tflops=0.8)
+    assert e.ridge == pytest.approx(2015.2 / 1.792)           # 1124.55 FLOP/B
+    assert e.ridge == pytest.approx(1125, abs=1)
+    assert e.bound == "memory"                                 # 56 << 1125
+    # ceiling = 1.792e12 B/s x 805,306,368 / 14,389,248 FLOP/B = 100.29 TFLOPS (A, B and C bytes counted);
+    # the case's "~102 TFLOPS" is the weights-only count, 1.792e12 x 512/9 = 101.94 TFLOPS.
+    assert e.attainable_flops == pytest.approx(1.792e12 * 805_306_368 / 14_389_248)
+    assert e.attainable_flops / 1e12 == pytest.approx(100.29, abs=0.01)
+    assert 1.792e12 * e.flop / e.b_bytes / 1e12 == pytest.approx(101.94, abs=0.01)
+    # time = 0.805e9 FLOP / 0.8e12 FLOP/s = 1.0066 ms; bytes / time = 14.29 GB/s = 0.80 % of 1792 GB/s
+    assert e.time_s == pytest.approx(805_306_368 / 0.8e12)
+    assert e.achieved_bandwidth == pytest.approx(14_389_248 / e.time_s)
+    assert e.pct_bandwidth == pytest.approx(0.8e12 / e.attainable_flops)   # memory-bound: bandwidth % = roofline %
+    assert e.pct_roofline == pytest.approx(e.pct_bandwidth)
+    assert e.time_floor_s == pytest.approx(14_389_248 / 1.792e12)          # 8.03 us
+    assert e.notes == ()
+
+
+def test_S1_server_edition():
+    acc = catalog_acc("rtx-pro-6000-server")
+    pct = analyze(acc, "nvfp4", tflops=1300).pct_dense
+    assert 0.68 <= pct <= 0.71  # ~1872 dense (derived): 69-70 %
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# C01 — efficiency against a sparse peak
+
+
+def test_C01_h200(h200):
+    e = analyze(h200, "bf16", tflops=420)
+    assert percent(e.pct_dense) == "42.4 %"
+    assert percent(e.pct_sparse) == "21.2 %"
+    assert "wrong" in e.sparse_trap  # 21.2 % appears only as the labelled trap
+
+
+def test_C01_h100():
+    acc = catalog_acc("h100-sxm")
+    assert percent(analyze(acc, "bf16", tflops=480).pct_dense) == "48.5 %"
+
+
+def test_C01_h100_by_hand():
+    acc = make_acc(name="NVIDIA H100 SXM", peaks=[Peak("bf16", "fp32", 989.4e12, 1979e12, "test")])
+    assert analyze(acc, "bf16", tflops=480).pct_dense == pytest.approx(480 / 989.4)  # 48.5 %
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# C07 / C08 through analyze
+
+
+def rtx4090():
+    return make_acc(key="rtx-4090", name="NVIDIA GeForce RTX 4090", bandwidth=1.008e12, sm_count=128,
+                    per_clk={"fp32": 256, "bf16": 512}, l2=72 * 2**20,
+                    peaks=[Peak("fp32", "fp32", 82.6e12, None, "test"),
+                           Peak("bf16", "fp32", 165.2e12, 330.4e12, "test")])
+
+
+def test_C08_analyze_rejects_impossible_time():
+    with pytest.raises(MeasurementError) as err:
+        analyze(rtx4090(), "fp32", shape="4096x4096x4096", time_s=0.275e-3)
+    msg = str(err.value)
+    assert msg.startswith("499.8 TFLOPS is 605 % of the 82.6 TFLOPS dense fp32 peak of NVIDIA GeForce RTX 4090: "
+                          "this cannot be a real measurement")
+
+
+def test_C08_analyze_accepts_plausible_time():
+    e = analyze(rtx4090(), "fp32", shape="4096x4096x4096", time_s=2.75e-3)
+    assert percent(e.pct_dense) == "60.5 %"
+    assert e.time_floor_s == pytest.approx(1.664e-3, rel=1e-3)
+    assert e.bound == "compute"
+
+
+def test_C08_catalog_rtx4090():
+    acc = catalog_acc("rtx-4090")
+    with pytest.raises(MeasurementError, match="measurement"):
+        analyze(acc, "fp32", shape="4096x4096x4096", time_s=0.275e-3)
+    assert analyze(acc, "fp32", shape="4096x4096x4096", time_s=2.75e-3).pct_dense == pytest.approx(0.605, abs=2e-3)
+
+
+def test_C07_analyze_h200_time_floor(h200):
+    e = analyze(h200, "bf16", shape="8192x8192x8192", time_s=1.5e-3)
+    assert e.flop == 1_099_511_627_776
+    assert e.time_floor_s == pytest.approx(1.0995116e12 / 989.4e12)  # 1.111 ms
+    assert e.achieved_flops == pytest.approx(1.0995116e12 / 1.5e-3)   # 733.0 TFLOPS
+    assert e.bound == "compute" and e.pct_roofline == pytest.approx(e.pct_dense)
+    assert e.pct_bandwidth is None  # only for memory-bound shapes
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# any two of (tflops, shape, time); errors
+
+
+def test_two_of_three(h200):
+    by_time = analyze(h200, "bf16", shape="8192x8192x8192", time_s=1.5e-3)
+    by_tflops = analyze(h200, "bf16", shape="8192x8192x8192", tflops=by_time.achieved_flops / 1e12)
+    assert by_tflops.time_s == pytest.approx(1.5e-3)
+    both = analyze(h200, "bf16", shape=(8192, 8192, 8192), time_s=1.5e-3, tflops=733)  # 733.0 within 1 %
+    assert both.achieved_flops == pytest.approx(by_time.achieved_flops)
+
+
+def test_inconsistent_triple(h200):
+    with pytest.raises(TruepeakError, match="inconsistent"):
+        analyze(h200, "bf16", shape="8192x8192x8192", time_s=1.5e-3, tflops=700)
+
+
+def test_missing_measurement(h200):
+    with pytest.raises(TruepeakError):
+        analyze(h200, "bf16")
+    with pytest.raises(TruepeakError):
+        analyze(h200, "bf16", shape="8192x8192x8192")
+    with pytest.raises(TruepeakError, match="shape"):
+        analyze(h200, "bf16", time_s=1e-3)
+
+
+@pytest.mark.parametrize("kw", [dict(tflops=0), dict(tflops=-5), dict(tflops=math.nan), dict(tflops=math.inf),
+                                dict(shape="8x8x8", time_s=0), dict(shape="8x8x8", time_s=-1.0),
+                                dict(tflops=100, clock_hz=0)])
+def test_bad_numbers(h200, kw):
+    with pytest.raises(MeasurementError):
+        analyze(h200, "bf16", **kw)
+
+
+def test_above_dense_peak(h200):
+    with pytest.raises(MeasurementError, match=r"5000.0 TFLOPS is 505 % of the 989.4 TFLOPS dense bf16 peak"):
+        analyze(h200, "bf16", tflops=5000)
+
+
+def test_unsupported_format(h200):
+    with pytest.raises(UnsupportedError):
+        analyze(h200, "nvfp4", tflops=100)
+
+
+def test_measured_clock(h200):
+    # 4096 FLOP/clk/SM x 132 SMs x 1.5 GHz = 811.008 TFLOPS
+    e = analyze(h200, "bf16", tflops=700, clock_hz=1.5e9)
+    assert e.peak_at_clock_flops == pytest.approx(811.008e12)
+    assert e.pct_at_clock == pytest.approx(700 / 811.008)
+    # above the spec-clock dense peak but below the peak at a measured 1980 MHz (1070.5 TFLOPS): physically possible
+    assert analyze(h200, "bf16", tflops=1000, clock_hz=1.98e9).pct_dense == pytest.approx(1000 / 989.4)
+    with pytest.raises(MeasurementError, match="at the measured 1980 MHz clock"):
+        analyze(h200, "bf16", tflops=1100, clock_hz=1.98e9)
+
+
+def test_above_memory_roof_is_flagged(h200):
+    # 16x4096x4096 bf16 in 10 us: 33.8 MB / 10 us = 3382 GB/s (< 4800): fine; in 5 us = 6763 GB/s: from L2
+    assert analyze(h200, "bf16", shape="16x4096x4096", time_s=10e-6).notes == ()
+    e = analyze(h200, "bf16", shape="16x4096x4096", time_s=5e-6)
+    assert e.pct_roofline > 1 and e.pct_bandwidth > 1
+    assert len(e.notes) == 1 and "L2" in e.notes[0]
+
+
+def test_fp16_accumulate_peak():
+    acc = make_acc(peaks=[Peak("fp16", "fp32", 165.2e12, None, "t"), Peak("fp16", "fp16", 330.3e12, None, "t")])
+    assert analyze(acc, "fp16", tflops=200, accumulate="fp16").pct_dense == pytest.approx(200 / 330.3)
+    with pytest.raises(MeasurementError, match="165.2 TFLOPS"):
+        analyze(acc, "fp16", tflops=200)
+
+
+def test_to_dict_is_json(ws):
+    d = analyze(ws, "nvfp4", shape="16x6144x4096", tflops=0.8).to_dict()
+    back = json.loads(json.dumps(d))
+    assert back["bound"] == "memory" and back["gemm"]["label"] == "16x6144x4096"
+    assert back["pct_dense"] == pytest.approx(0.8 / 2015.2)
+
+
+def test_no_bandwidth_no_roofline():
+    acc = make_acc(peaks=[Peak("bf16", "fp32", 100e12, None, "t")])
+    e = analyze(acc, "bf16", shape="64x64x64", tflops=1)
+    assert e.bound is None and e.attainable_flops is None and e.flop == 2 * 64**3
+    assert "no memory bandwidth" in e.notes[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# derived_metrics (used by `truepeak run` for every record)
+
+KEYS = {"tflops", "gbps", "pct_dense", "pct_roofline", "bound", "attainable_tflops", "pct_at_clock", "pct_bandwidth"}
+
+
+def test_derived_metrics_gemm(h200):
+    g = Gemm(8192, 8192, 8192, "bf16")
+    m = derived_metrics(h200, g, 1.5e-3, clock_hz=1.5e9)
+    assert set(m) == KEYS
+    assert m["tflops"] == pytest.approx(1_099_511_627_776 / 1.5e-3 / 1e12)        # 733.0
+    assert m["gbps"] == pytest.approx(3 * 134_217_728 / 1.5e-3 / 1e9)              # 268.4
+    assert m["pct_dense"] == pytest.approx(m["tflops"] / 989.4)
+    assert m["bound"] == "compute" and m["attainable_tflops"] == pytest.approx(989.4)
+    assert m["pct_roofline"] == pytest.approx(m["pct_dense"])
+    assert m["pct_at_clock"] == pytest.approx(m["tflops"] / 811.008)
+    assert m["pct_bandwidth"] == pytest.approx(m["gbps"] / 4800)
+
+
+def test_derived_metrics_copy(h200):
+    m = derived_metrics(h200, Copy(2**30), 0.5e-3)
+    assert set(m) == KEYS
+    assert m["gbps"] == pytest.approx(2 * 2**30 / 0.5e-3 / 1e9)     # 4295 GB/s, read + write
+    assert m["pct_bandwidth"] == pytest.approx(2 * 2**30 / 0.5e-3 / 4.8e12)  # 89.5 %
+    assert all(m[k] is None for k in KEYS - {"gbps", "pct_bandwidth"})
+
+
+def test_derived_metrics_cpu_accelerator():
+    cpu = make_acc(key="cpu", name="CPU")
+    m = derived_metrics(cpu, Gemm(256, 256, 256, "fp32"), 1e-3, clock_hz=3e9)
+    assert m["tflops"] == pytest.approx(2 * 256**3 / 1e-3 / 1e12)
+    assert all(m[k] is None for k in KEYS - {"tflops", "gbps"})
+    c = derived_metrics(cpu, Copy(1000), 1e-6)
+    assert c["gbps"] == pytest.approx(2.0) and c["pct_bandwidth"] is None
+
+
+def test_derived_metrics_rejects(h200):
+    g = Gemm(8192, 8192, 8192, "bf16")
+    with pytest.raises(MeasurementError):
+        derived_metrics(h200, g, 0.0)
+    with pytest.raises(MeasurementError, match="cannot be a real measurement"):
+        derived_metrics(h200, g, 0.278e-3)  # C07: 3955 TFLOPS
+    # a measured clock above the spec basis raises the applicable limit: 1000 TFLOPS at 1.98 GHz is possible
+    m = derived_metrics(h200, g, g.flop / 1000e12, clock_hz=1.98e9)
+    assert m["pct_dense"] > 1 and m["pct_at_clock"] < 1
+
+
+def test_derived_metrics_ignores_unusable_clock(h200):
+    m = derived_metrics(h200, Gemm(1024, 1024, 1024, "bf16"), 1e-3, clock_hz=math.nan)
+    assert m["pct_at_clock"] is None and m["pct_dense"] is not None
