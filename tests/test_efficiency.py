@@ -191,8 +191,6 @@ def test_inconsistent_triple(h200):
 def test_missing_measurement(h200):
     with pytest.raises(TruepeakError):
         analyze(h200, "bf16")
-    with pytest.raises(TruepeakError):
-        analyze(h200, "bf16", shape="8192x8192x8192")
     with pytest.raises(TruepeakError, match="shape"):
         analyze(h200, "bf16", time_s=1e-3)
 
@@ -305,3 +303,106 @@ def test_derived_metrics_rejects(h200):
 def test_derived_metrics_ignores_unusable_clock(h200):
     m = derived_metrics(h200, Gemm(1024, 1024, 1024, "bf16"), 1e-3, clock_hz=math.nan)
     assert m["pct_at_clock"] is None and m["pct_dense"] is not None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Above the spec-clock peak but below the peak at the highest clock: accepted, with a note (fresh-user bug 1)
+
+ABOVE_SPEC = ("above the spec-clock dense peak: the GPU ran above its 1830 MHz spec clock; pass --clock-mhz (or use "
+              "truepeak run, which samples it) to compare against the peak at the clock it ran")
+
+
+def test_h100_990_is_accepted_above_100_percent_with_a_note():
+    e = analyze(catalog_acc("h100-sxm"), "bf16", tflops=990)  # 132 x 4096 x 1.98 GHz = 1070.5 allows it
+    assert e.pct_dense == pytest.approx(990 / 989.4) and e.pct_dense > 1
+    assert ABOVE_SPEC in e.notes
+    assert e.ceiling_flops == pytest.approx(1070.5e12, rel=1e-4)
+    with pytest.raises(MeasurementError, match="1070.5 TFLOPS ceiling"):
+        analyze(catalog_acc("h100-sxm"), "bf16", tflops=1071)
+
+
+@pytest.mark.parametrize(("key", "tflops", "spec_mhz"), [("rtx-5090", 239, 2407), ("rtx-4090", 178, 2520)])
+def test_geforce_measurements_above_the_spec_sheet_are_accepted(key, tflops, spec_mhz):
+    e = analyze(catalog_acc(key), "bf16", tflops=tflops)
+    assert e.pct_dense > 1
+    assert any(f"above its {spec_mhz} MHz spec clock" in n for n in e.notes)
+
+
+def test_clock_above_the_measured_value_is_noted(h200):
+    e = analyze(h200, "bf16", tflops=1000, clock_hz=1.5e9)  # accepted (below 1070.5 at max) but above 811 at 1.5 GHz
+    assert e.pct_at_clock > 1
+    assert any("above the peak at the given 1500 MHz clock" in n for n in e.notes)
+
+
+def test_clock_far_above_the_maximum_is_rejected(h200):
+    with pytest.raises(MeasurementError, match="above 1.5 x the 1980 MHz maximum clock"):
+        analyze(h200, "bf16", tflops=100, clock_hz=3e9)
+
+
+def test_derived_metrics_ignores_a_clock_far_above_the_maximum(h200):
+    m = derived_metrics(h200, Gemm(1024, 1024, 1024, "bf16"), 1e-3, clock_hz=5e9)
+    assert m["pct_at_clock"] is None and m["pct_dense"] is not None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Instruction kind: block-scaled MXFP8 on the RTX 5090 (fresh-user bug 2)
+
+
+def test_5090_mxfp8_660_at_2750_mhz_is_accepted():
+    acc = catalog_acc("rtx-5090")
+    e = analyze(acc, "mxfp8", tflops=660, clock_hz=2.75e9)
+    assert e.dense_flops == pytest.approx(838e12) and e.peak_derived
+    assert e.pct_dense == pytest.approx(660 / 838)
+    assert e.peak_at_clock_flops == pytest.approx(2048 * 170 * 2.75e9)   # 957.4 TFLOPS
+    assert e.pct_at_clock == pytest.approx(660e12 / (2048 * 170 * 2.75e9))
+    assert "unverified" in e.peak_note
+
+
+@pytest.mark.parametrize("clock_hz", [None, 2.75e9])
+def test_5090_fp8_e4m3_660_is_rejected(clock_hz):
+    # 660 / 419 = 157 %: above 1.15 x 419 = 481.9 and above 1024 x 170 x 2.75 GHz = 478.7
+    with pytest.raises(MeasurementError, match="158 % of the 419.0 TFLOPS dense fp8 peak"):
+        analyze(catalog_acc("rtx-5090"), "fp8_e4m3", tflops=660, clock_hz=clock_hz)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Shape alone, scaling validation, units (fresh-user bugs 4 and 5)
+
+
+def test_S1_shape_alone_gives_the_bounds(ws):
+    e = analyze(ws, "nvfp4", shape="16x6144x4096")
+    assert e.achieved_flops is None and e.pct_dense is None and e.pct_roofline is None and e.time_s is None
+    assert e.bound == "memory" and e.ridge == pytest.approx(2015.2 / 1.792)
+    assert e.attainable_flops / 1e12 == pytest.approx(100.29, abs=0.01)
+    assert e.time_floor_s == pytest.approx(14_389_248 / 1.792e12)
+    assert e.flop == 805_306_368 and e.min_bytes == 14_389_248
+
+
+@pytest.mark.parametrize(("fmt", "scaling", "needle"), [("bf16", "bogus", "tensor, row, block128"),
+                                                        ("fp8", "bogus", "tensor, row, block128"),
+                                                        ("bf16", "row", "fp8 and int8"),
+                                                        ("nvfp4", "tensor", "own block scales")])
+def test_scaling_is_validated_without_a_shape(h200, ws, fmt, scaling, needle):
+    acc = ws if fmt == "nvfp4" else h200
+    with pytest.raises(TruepeakError, match=needle):
+        analyze(acc, fmt, tflops=10, scaling=scaling)
+
+
+def test_int8_is_in_tops(h200):
+    e = analyze(h200, "int8", tflops=1000)
+    assert e.unit == "TOPS"
+    assert "3958.0 TOPS sparse figure" in e.sparse_trap
+    with pytest.raises(MeasurementError, match=r"^5000.0 TOPS is 253 % of the 1978.9 TOPS dense int8 peak"):
+        analyze(h200, "int8", tflops=5000)
+
+
+def test_amd_fp8_peak_note_says_fnuz():
+    assert "e4m3fnuz" in analyze(catalog_acc("mi300x"), "fp8_e4m3", tflops=1000).peak_note
+    assert "e4m3fnuz" in analyze(catalog_acc("mi325x"), "fp8_e4m3", tflops=1000).peak_note
+
+
+def test_b300_above_spec_note_and_sparse_trap_do_not_assume_what_the_catalog_lacks():
+    e = analyze(catalog_acc("b300"), "nvfp4", tflops=16000)  # no max clock, no FLOP/clk/SM: 15 % headroom
+    assert e.pct_dense > 1
+    assert any("cannot be computed" in n for n in e.notes)
+    assert "doubles" not in e.sparse_trap and "not 2 x dense" in e.sparse_trap

@@ -128,3 +128,38 @@ def test_matrix_bytes_rejects_bad_dims(dims):
 def test_unknown_scaling_rejected():
     with pytest.raises(TruepeakError):
         get_format("fp8").matrix_bytes(4, 4, "blockwise")
+
+
+def test_unknown_format_lists_canonical_names_and_says_aliases_are_accepted():
+    with pytest.raises(UnknownNameError) as err:
+        get_format("bogus")
+    msg = str(err.value)
+    assert "known: fp32, tf32, bf16, fp16, fp8_e4m3, fp8_e5m2, mxfp8, mxfp6, mxfp4, nvfp4, int8" in msg
+    assert "aliases are accepted" in msg and "fp8 = fp8_e4m3" in msg
+    assert "bfloat16?" not in msg  # suggestions are canonical names
+
+
+def test_fp6_is_a_rate_not_a_format():
+    with pytest.raises(UnknownNameError, match="fp6 is a rate, not a format: use mxfp6"):
+        get_format("fp6")
+
+
+def test_alias_note():
+    from truepeak.formats import alias_note
+
+    assert alias_note("fp4").startswith("fp4 read as nvfp4") and "mxfp4" in alias_note("fp4")
+    assert alias_note("fp8").startswith("fp8 read as fp8_e4m3")
+    assert alias_note("nvfp4") is None and alias_note("BF16") is None and alias_note("fp8-e4m3") is None
+
+
+def test_check_scaling():
+    from truepeak.formats import check_scaling
+
+    assert check_scaling("fp8", "row") == "row" and check_scaling("int8", "block128") == "block128"
+    assert check_scaling("bf16", None) is None
+    with pytest.raises(UnknownNameError, match="tensor, row, block128"):
+        check_scaling("fp8", "bogus", flag="--scaling")
+    with pytest.raises(TruepeakError, match="--scaling 'row' applies to fp8 and int8 inputs, not bf16"):
+        check_scaling("bf16", "row", flag="--scaling")
+    with pytest.raises(TruepeakError, match="own block scales"):
+        check_scaling("mxfp8", "tensor")

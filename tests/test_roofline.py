@@ -225,3 +225,82 @@ def test_core_modules_import_without_torch():
     code = ("import sys, truepeak.roofline, truepeak.efficiency; "
             "bad = [m for m in ('torch', 'triton') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The plausibility ceiling: the dense peak at the highest clock the part can run (one rule, plausibility_limit)
+
+
+def test_plausibility_limit_uses_the_catalog_max_clock():
+    from truepeak.roofline import plausibility_limit
+
+    lim = plausibility_limit(catalog_acc("h100-sxm"), "bf16")
+    assert lim.spec_peak == pytest.approx(989.4e12)
+    assert lim.ceiling == pytest.approx(4096 * 132 * 1.98e9)          # 1070.5 TFLOPS at the 1980 MHz maximum
+    assert "1980 MHz maximum clock" in lim.basis
+    assert lim.spec_clock_hz == pytest.approx(1830e6)
+
+
+def test_plausibility_limit_without_max_clock_allows_15_percent():
+    from truepeak.roofline import CLOCK_HEADROOM, plausibility_limit
+
+    assert CLOCK_HEADROOM == 1.15  # RTX 5090: ~2.75 GHz against 2407 MHz spec = 1.14x (accelerators.md section 2)
+    lim = plausibility_limit(catalog_acc("rtx-5090"), "bf16")
+    assert lim.ceiling == pytest.approx(1.15 * 209.5e12)               # 240.9: the measured 239 fits
+    assert "15 %" in lim.basis
+    assert check_plausible(239e12, lim) == pytest.approx(239 / 209.5)  # returns the fraction of the SPEC peak
+    assert check_plausible(178e12, plausibility_limit(catalog_acc("rtx-4090"), "bf16")) > 1
+
+
+def test_plausibility_limit_at_a_measured_clock():
+    from truepeak.roofline import plausibility_limit
+
+    lim = plausibility_limit(catalog_acc("rtx-5090"), "bf16", clock_hz=2.9e9)
+    assert lim.ceiling == pytest.approx(512 * 170 * 2.9e9)             # 252.4 > 1.15 x 209.5
+    assert "measured 2900 MHz" in lim.basis and lim.clock_hz == 2.9e9
+
+
+def test_C08_rejected_through_the_limit_and_the_message_points_to_clock_mhz():
+    from truepeak.roofline import plausibility_limit
+
+    g = Gemm(4096, 4096, 4096, "fp32")
+    with pytest.raises(MeasurementError) as err:
+        check_plausible(g.flop / 0.275e-3, plausibility_limit(catalog_acc("rtx-4090"), "fp32"))
+    msg = str(err.value)
+    assert msg.startswith("499.8 TFLOPS is 605 % of the 82.6 TFLOPS dense fp32 peak of NVIDIA GeForce RTX 4090: "
+                          "this cannot be a real measurement")
+    assert "--clock-mhz compares against the peak at the clock the GPU ran" in msg
+    assert "94.99 TFLOPS ceiling" in msg and "\n" not in msg
+
+
+def test_check_clock():
+    from truepeak.roofline import check_clock
+
+    h100 = catalog_acc("h100-sxm")
+    assert check_clock(h100, 1.98e9) == 1.98e9
+    assert check_clock(h100, 1.5 * 1.98e9) == pytest.approx(2.97e9)   # the limit itself is allowed
+    for bad in (0, -1e9, math.nan, math.inf, 3.0e9):
+        with pytest.raises(MeasurementError):
+            check_clock(h100, bad)
+    with pytest.raises(MeasurementError, match=r"--clock-mhz 5000 is above 1.5 x the 1980 MHz maximum clock"):
+        check_clock(h100, 5e9, "--clock-mhz")
+    with pytest.raises(MeasurementError, match="2407 MHz spec clock"):  # no maximum in the catalog: the spec clock
+        check_clock(catalog_acc("rtx-5090"), 4e9)
+
+
+def test_rate_text_is_one_formatter_for_peaks_and_ceilings():
+    from truepeak.roofline import rate_text
+
+    assert rate_text(1978.9e12) == "1978.9" and rate_text(1979e12) == "1979.0"
+    assert rate_text(100.29e12) == "100.3" and rate_text(0.8e12) == "0.8" and rate_text(82.6e12) == "82.6"
+
+
+def test_clock_given_in_ghz_is_rejected_as_a_unit_mistake():
+    from truepeak.errors import MeasurementError
+    from truepeak.hardware.catalog import load_catalog
+    from truepeak.roofline import check_clock
+
+    h200 = load_catalog().by_key("h200-sxm")
+    with pytest.raises(MeasurementError, match="GHz"):
+        check_clock(h200, 1.98e6, label="--clock-mhz")  # the user typed 1.98 meaning GHz
+    assert check_clock(h200, 1410e6) == 1410e6

@@ -16,25 +16,31 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
-from truepeak.formats import Format, get_format
-from truepeak.roofline import (
+from truepeak.formats import Format, check_scaling, get_format
+from truepeak.roofline import (  # noqa: F401  (plausibility_limit is re-exported: it used to live here)
     GIGA,
     TERA,
     Copy,
     Gemm,
+    PlausibilityLimit,
     Roofline,
+    check_clock,
     check_plausible,
     check_time,
     parse_shape,
+    plausibility_limit,
+    rate_text,
+    rate_unit,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from truepeak.hardware.catalog import Accelerator, Peak
+    from truepeak.hardware.catalog import Accelerator
 
 #: Relative disagreement allowed between a given throughput and shape / time (rounding of typed numbers).
 CONSISTENCY_TOLERANCE = 0.01
 
 SPARSE_WHY = "2:4 sparsity doubles the datasheet rate; dense GEMMs never reach it"
+SPARSE_WHY_NOT_2X = "it is the 2:4-sparse rate (not 2 x dense on this part); dense GEMMs never reach it"
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,13 @@ class Efficiency:
         format: the input format name; ``rate`` the catalog peak governing it; ``accumulate`` the accumulator.
         dense_flops: dense peak, FLOP/s (the denominator). ``peak_source``/``peak_derived``: its provenance.
         sparse_flops: the 2:4-sparse peak, FLOP/s, if the vendor lists one (display only).
-        achieved_flops: measured FLOP/s (given, or FLOP / time).
-        pct_dense: achieved / dense peak.
+        achieved_flops: measured FLOP/s (given, or FLOP / time); None when only a shape was given (bounds only).
+        pct_dense: achieved / dense peak (None without a measurement); above 1 when the GPU ran above its spec clock
+            (a note says so).
+        ceiling_flops, ceiling_basis: the plausibility ceiling (:func:`truepeak.roofline.plausibility_limit`) and how
+            it was obtained.
+        peak_note: the catalog's caveat on the governing peak (e.g. "unverified: ...", "e4m3fnuz"); ``unit``:
+            "TFLOPS", or "TOPS" for int8.
         pct_sparse: achieved / sparse peak: the figure a sparse headline gives, which is WRONG; ``sparse_trap`` says so
             in one line (None without a sparse peak).
         clock_hz, peak_at_clock_flops, pct_at_clock: with a measured SM clock, the dense peak at that clock
@@ -72,10 +83,14 @@ class Efficiency:
     sparse_flops: float | None
     peak_source: str
     peak_derived: bool
-    achieved_flops: float
-    pct_dense: float
+    achieved_flops: float | None
+    pct_dense: float | None
     pct_sparse: float | None
     sparse_trap: str | None
+    ceiling_flops: float | None = None
+    ceiling_basis: str = ""
+    peak_note: str = ""
+    unit: str = "TFLOPS"
     clock_hz: float | None = None
     peak_at_clock_flops: float | None = None
     pct_at_clock: float | None = None
@@ -123,32 +138,6 @@ def percent(fraction: float) -> str:
     return f"{p:.3g} %"
 
 
-def _peak_words(acc: Accelerator, fmt: Format, peak: Peak) -> str:
-    acc_note = f" ({peak.accumulate} accumulate)" if peak.accumulate not in ("fp32", "int32") else ""
-    return f"dense {peak.rate}{acc_note} peak of {acc.name}"
-
-
-def plausibility_limit(acc: Accelerator, fmt: str | Format, accumulate: str | None = None,
-                       clock_hz: float | None = None, sm_count: int | None = None) -> tuple[float, str]:
-    """The applicable dense peak a measurement may not exceed, in FLOP/s, and its description in words.
-
-    The catalog's dense peak (at its spec clock); where a measured SM clock is given and the per-SM rate is known, the
-    larger of that and the dense peak at the measured clock (GeForce cards run above their spec boost clock,
-    ../shared/data/accelerators.md section 2 notes).
-
-    Raises:
-        UnknownNameError, UnsupportedError: as :meth:`Accelerator.peak`.
-    """
-    f = get_format(fmt)
-    peak = acc.peak(f, accumulate)
-    limit, what = float(peak.dense), _peak_words(acc, f, peak)
-    if clock_hz is not None and math.isfinite(clock_hz) and clock_hz > 0:
-        at_clock = acc.peak_at_clock(f, clock_hz, sm_count, accumulate=peak.accumulate)
-        if at_clock is not None and at_clock > limit:
-            limit, what = at_clock, f"{what} at the measured {clock_hz / 1e6:.0f} MHz clock"
-    return limit, what
-
-
 def _as_gemm(shape: Any, fmt: Format, scaling: str | None) -> Gemm:
     if isinstance(shape, Gemm):
         return shape
@@ -169,36 +158,39 @@ def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None,
 
     Args:
         acc: the accelerator.
-        fmt: input format (name or Format); its ``rate`` picks the catalog peak.
-        tflops: measured throughput in TFLOPS (1e12 FLOP/s).
+        fmt: input format (name or Format); :meth:`Accelerator.peak` picks the catalog peak governing it.
+        tflops: measured throughput in TFLOPS (1e12 FLOP/s; TOPS for int8).
         shape: ``"MxNxK"``, ``(M, N, K)`` or a :class:`Gemm` (then ``scaling`` is ignored).
         time_s: measured seconds per GEMM (needs ``shape``, which gives the FLOP count).
         accumulate: accumulator for the peak (``"fp16"`` for GeForce fp16-accumulate rates); default the format's.
-        scaling: fp8/int8 scale layout for the byte count (``"tensor"``, ``"row"``, ``"block128"``).
-        clock_hz: a measured SM clock: adds the peak at that clock and allows throughputs up to it.
+        scaling: fp8/int8 scale layout for the byte count (``"tensor"``, ``"row"``, ``"block128"``); validated even
+            without a shape.
+        clock_hz: a measured SM clock: adds the peak at that clock and raises the plausibility ceiling to it.
 
-    Any two of (tflops, shape, time_s) give the third; all three must agree within 1 %.
+    Any two of (tflops, shape, time_s) give the third; all three must agree within 1 %. A shape alone gives the bounds
+    (FLOP, bytes, intensity, ridge, roofline ceiling, bound, time floor) with no measurement: ``achieved_flops`` and
+    the percentages are None.
 
     Returns:
         :class:`Efficiency`.
 
     Raises:
-        TruepeakError: neither ``tflops`` nor ``time_s`` given; ``time_s`` without ``shape``; an inconsistent triple;
-            a malformed shape.
-        MeasurementError: a zero, negative or non-finite throughput, time or clock; a throughput above the applicable
-            dense peak (case C08).
-        UnknownNameError, UnsupportedError: unknown format, or no peak for it on ``acc``.
+        TruepeakError: none of throughput, shape, time given; a time without a shape; an inconsistent triple;
+            a malformed shape; a scaling the format does not take.
+        MeasurementError: a zero, negative or non-finite throughput, time or clock; a clock above 1.5 x the maximum
+            clock; a throughput above the plausibility ceiling (case C08; :func:`truepeak.roofline.plausibility_limit`).
+        UnknownNameError, UnsupportedError: unknown format or scaling, or no peak for the format on ``acc``.
     """
     f = get_format(fmt)
     peak = acc.peak(f, accumulate)
-    if tflops is None and time_s is None:
-        raise TruepeakError("give a measured throughput (tflops) or a time per GEMM together with its shape (MxNxK)")
+    if not isinstance(shape, Gemm):
+        check_scaling(f, scaling)
+    if tflops is None and time_s is None and shape is None:
+        raise TruepeakError("give a measured throughput, a time per GEMM with its shape (MxNxK, e.g. 16x6144x4096), "
+                            "or a shape alone for its roofline bounds")
     achieved = None if tflops is None else _tflops_input(tflops) * TERA
     t = None if time_s is None else check_time(time_s)
-    if clock_hz is not None:
-        clk = float(clock_hz)
-        if not math.isfinite(clk) or clk <= 0:
-            raise MeasurementError(f"clock {clock_hz!r} Hz is not a positive finite number")
+    clk = None if clock_hz is None else check_clock(acc, clock_hz)
     gemm = None if shape is None else _as_gemm(shape, f, scaling)
     if t is not None and gemm is None:
         raise TruepeakError("a time needs the GEMM shape (MxNxK, e.g. 16x6144x4096) to give the FLOP count; "
@@ -209,32 +201,44 @@ def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None,
             if achieved is not None and abs(achieved - implied) > CONSISTENCY_TOLERANCE * implied:
                 raise TruepeakError(
                     f"inconsistent input: {gemm.label} ({gemm.flop:.4g} FLOP) in {t * 1e3:.6g} ms is "
-                    f"{implied / TERA:.4g} TFLOPS, not {achieved / TERA:.4g}; give any two of throughput, shape, time")
+                    f"{implied / TERA:.4g} {rate_unit(f)}, not {achieved / TERA:.4g}; give any two of throughput, "
+                    "shape and time")
             achieved = implied
-        else:
+        elif achieved is not None:
             t = gemm.flop / achieved
-    assert achieved is not None
 
-    limit, what = plausibility_limit(acc, f, peak.accumulate, clock_hz)
-    check_plausible(achieved, limit, what)
+    lim = plausibility_limit(acc, f, peak.accumulate, clk)
+    if achieved is not None:
+        check_plausible(achieved, lim)
 
     dense = float(peak.dense)
+    unit = rate_unit(f)
     out: dict[str, Any] = dict(
         accelerator=acc.name, accelerator_key=acc.key, format=f.name, rate=peak.rate, accumulate=peak.accumulate,
         dense_flops=dense, sparse_flops=peak.sparse, peak_source=peak.source, peak_derived=peak.derived,
-        achieved_flops=achieved, pct_dense=achieved / dense, pct_sparse=None, sparse_trap=None,
+        achieved_flops=achieved, pct_dense=None if achieved is None else achieved / dense, pct_sparse=None,
+        sparse_trap=None, ceiling_flops=lim.ceiling, ceiling_basis=lim.basis, peak_note=peak.note, unit=unit,
     )
     notes: list[str] = []
-    if peak.sparse:
+    if achieved is not None:
+        above = lim.above_spec_note(achieved)
+        if above:
+            notes.append(above)
+    if peak.sparse and achieved is not None:
         out["pct_sparse"] = achieved / peak.sparse
-        out["sparse_trap"] = (f"against the {peak.sparse / TERA:.1f} TFLOPS sparse figure this would read "
-                              f"{percent(achieved / peak.sparse)} — wrong: {SPARSE_WHY}")
-    if clock_hz is not None:
-        at_clock = acc.peak_at_clock(f, clock_hz, accumulate=peak.accumulate)
-        out["clock_hz"] = float(clock_hz)
+        out["sparse_trap"] = (f"against the {rate_text(peak.sparse)} {unit} sparse figure this would read "
+                              f"{percent(achieved / peak.sparse)} — wrong: "
+                              f"{SPARSE_WHY_NOT_2X if peak.sparse_ratio_note else SPARSE_WHY}")
+    if clk is not None:
+        at_clock = acc.peak_at_clock(f, clk, accumulate=peak.accumulate)
+        out["clock_hz"] = clk
         if at_clock is not None:
             out["peak_at_clock_flops"] = at_clock
-            out["pct_at_clock"] = achieved / at_clock
+            if achieved is not None:
+                out["pct_at_clock"] = achieved / at_clock
+                if achieved > at_clock * (1 + 1e-9):
+                    notes.append(f"above the peak at the given {clk / 1e6:.0f} MHz clock: the SM clock during the run "
+                                 "was higher than the value given (a median or idle sample?)")
         else:
             notes.append(f"no FLOP/clk/SM or SM count for {f.name} on {acc.name}: no peak at the measured clock")
 
@@ -246,13 +250,15 @@ def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None,
             roof = Roofline(dense, float(bw))
             ceiling = roof.attainable(gemm.intensity)
             bound = roof.bound(gemm.intensity)
-            out.update(bandwidth=float(bw), ridge=roof.ridge, attainable_flops=ceiling, pct_roofline=achieved / ceiling,
-                       bound=bound, time_floor_s=roof.time_floor(gemm.flop, gemm.min_bytes))
-            achieved_bw = gemm.min_bytes / t
-            if bound == "memory":
-                out.update(achieved_bandwidth=achieved_bw, pct_bandwidth=achieved_bw / bw)
-            if achieved > ceiling * (1 + 1e-9):
-                notes.append(_above_memory_roof(acc, gemm, achieved_bw, float(bw)))
+            out.update(bandwidth=float(bw), ridge=roof.ridge, attainable_flops=ceiling, bound=bound,
+                       time_floor_s=roof.time_floor(gemm.flop, gemm.min_bytes))
+            if achieved is not None:
+                out["pct_roofline"] = achieved / ceiling
+                achieved_bw = gemm.min_bytes / t
+                if bound == "memory":
+                    out.update(achieved_bandwidth=achieved_bw, pct_bandwidth=achieved_bw / bw)
+                if achieved > ceiling * (1 + 1e-9):
+                    notes.append(_above_memory_roof(acc, gemm, achieved_bw, float(bw)))
         else:
             notes.append(f"{acc.name} has no memory bandwidth in the catalog: no roofline")
     out["notes"] = tuple(notes)
@@ -299,8 +305,9 @@ def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str
         ``pct_bandwidth``; fractions; None where undefined. A Copy has only ``gbps`` and ``pct_bandwidth``.
 
     Raises:
-        MeasurementError: a zero, negative or non-finite time; a GEMM throughput above the applicable dense peak
-            (the spec peak, or the peak at ``clock_hz`` if higher): such a result is a timing error, never a record.
+        MeasurementError: a zero, negative or non-finite time; a GEMM throughput above the plausibility ceiling
+            (:func:`truepeak.roofline.plausibility_limit`: the dense peak at the maximum clock, or at ``clock_hz`` if
+            higher): such a result is a timing error, never a record.
         UnknownNameError: unknown format.
     """
     t = check_time(time_s)
@@ -318,16 +325,20 @@ def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str
         peak = acc.peak(f, accumulate)
     except UnsupportedError:
         peak = None
+    if clock_hz is not None:
+        try:
+            clock_hz = check_clock(acc, clock_hz)
+        except MeasurementError:  # an unusable clock sample (nan, 0, far above the maximum): no pct_at_clock
+            clock_hz = None
     if peak is not None:
-        limit, what = plausibility_limit(acc, f, peak.accumulate, clock_hz, sm_count)
-        check_plausible(achieved, limit, what)
+        check_plausible(achieved, plausibility_limit(acc, f, peak.accumulate, clock_hz, sm_count))
         out["pct_dense"] = achieved / peak.dense
         if bw:
             roof = Roofline(float(peak.dense), float(bw))
             ceiling = roof.attainable(work.intensity)
             out.update(attainable_tflops=ceiling / TERA, pct_roofline=achieved / ceiling,
                        bound=roof.bound(work.intensity))
-    if clock_hz is not None and math.isfinite(clock_hz) and clock_hz > 0:  # an unusable clock sample: no pct_at_clock
+    if clock_hz is not None:
         at_clock = acc.peak_at_clock(f, clock_hz, sm_count, accumulate=accumulate)
         if at_clock:
             out["pct_at_clock"] = achieved / at_clock

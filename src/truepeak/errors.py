@@ -11,6 +11,12 @@ import difflib
 from collections.abc import Iterable
 
 
+#: How to install what measuring needs. truepeak is not on PyPI: it is installed from a clone (README.md). One line,
+#: used by every "missing torch" message.
+INSTALL_HINT = ("pip install -e '.[measure]' 'torch==2.13.0' in a clone of truepeak (on a GPU machine, keep your CUDA "
+                "build of torch and run: pip install -e . nvidia-ml-py)")
+
+
 class TruepeakError(ValueError):
     """Base class: bad input or an impossible value. The message is complete and user-facing."""
 
@@ -50,12 +56,13 @@ def require(module: str, purpose: str, install: str | None = None):
     Args:
         module: dotted module name, e.g. ``"torch"``.
         purpose: what it is needed for, e.g. ``"measuring on a GPU"``.
-        install: the pip command to suggest; default ``pip install 'truepeak[measure]'``.
+        install: the install command to suggest; default :data:`INSTALL_HINT`.
     """
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        cmd = install or "pip install 'truepeak[measure]'"
-        raise MissingDependencyError(f"{module} is needed for {purpose} but is not installed ({exc}); install it with: {cmd}") from exc
+        cmd = install or INSTALL_HINT
+        raise MissingDependencyError(f"{module} is needed for {purpose} but is not installed ({exc}); "
+                                     f"install it with: {cmd}") from exc

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from truepeak.errors import UnknownNameError, closest
+from truepeak.errors import TruepeakError, UnknownNameError, closest
 
 
 @dataclass(frozen=True)
@@ -155,21 +155,75 @@ for _f in _FORMATS:
         _BY_NAME[_n.lower().replace("-", "_")] = _f
 
 
+#: Rate names that are not formats, and the format to use instead.
+RATE_NOT_FORMAT = {"fp6": "mxfp6"}
+
+#: Aliases that pick one of several formats, and what else the user may have meant.
+AMBIGUOUS_ALIASES = {"fp4": "give mxfp4 for the OCP MX format", "fp8": "give fp8_e5m2 for E5M2"}
+
+ALIASES_HINT = "aliases are accepted, e.g. fp8 = fp8_e4m3, fp4 = nvfp4, bfloat16 = bf16, half = fp16, e5m2 = fp8_e5m2"
+
+
+def _key(name: object) -> str:
+    return str(name).strip().lower().replace("-", "_")
+
+
 def get_format(name: str | Format) -> Format:
     """Look up a format by name or alias (case-insensitive; ``-`` and ``_`` are the same).
 
     Raises:
-        UnknownNameError: the name is unknown; the message lists the closest names and all known formats.
+        UnknownNameError: the name is unknown; the message lists the closest canonical names, all canonical names, and
+            says aliases are accepted. A rate that is no format (``fp6``) names the format to use (``mxfp6``).
     """
     if isinstance(name, Format):
         return name
-    key = str(name).strip().lower().replace("-", "_")
+    key = _key(name)
     try:
         return _BY_NAME[key]
     except KeyError:
-        near = closest(key, _BY_NAME)
-        hint = f" (did you mean {', '.join(near)}?)" if near else ""
-        raise UnknownNameError(f"unknown number format {name!r}{hint}; known: {', '.join(FORMAT_NAMES)}") from None
+        pass
+    if key in RATE_NOT_FORMAT:
+        use = RATE_NOT_FORMAT[key]
+        raise UnknownNameError(f"unknown number format {name!r}: {key} is a rate, not a format: use {use} "
+                               f"({_BY_NAME[use].description})")
+    near: list[str] = []
+    for hit in closest(key, _BY_NAME):
+        canonical = _BY_NAME[hit].name
+        if canonical not in near:
+            near.append(canonical)
+    hint = f" (did you mean {', '.join(near)}?)" if near else ""
+    raise UnknownNameError(f"unknown number format {name!r}{hint}; known: {', '.join(FORMAT_NAMES)}; {ALIASES_HINT}")
+
+
+def alias_note(name: str | Format) -> str | None:
+    """One line saying how an alias was read (``"fp4 read as nvfp4 (...)"``), or None for a canonical name."""
+    if isinstance(name, Format):
+        return None
+    f = get_format(name)
+    key = _key(name)
+    if key == f.name:
+        return None
+    other = AMBIGUOUS_ALIASES.get(key)
+    return f"{key} read as {f.name} ({f.description}{'; ' + other if other else ''})"
+
+
+def check_scaling(fmt: str | Format, scaling: str | None, flag: str = "scaling") -> str | None:
+    """Validate an fp8/int8 scale layout for ``fmt`` and return it (None passes through).
+
+    Raises:
+        UnknownNameError: ``scaling`` is not one of :data:`SCALINGS`.
+        TruepeakError: the format takes no scaling (block-scaled formats carry their own; 16/32-bit formats have none).
+    """
+    if scaling is None:
+        return None
+    f = get_format(fmt)
+    if scaling not in SCALINGS:
+        raise UnknownNameError(f"unknown {flag} {scaling!r}; accepted: {', '.join(SCALINGS)} (fp8 and int8 only)")
+    if f.is_block_scaled:
+        raise TruepeakError(f"{f.name} carries its own block scales; {flag} {scaling!r} does not apply")
+    if f.element_bits != 8:
+        raise TruepeakError(f"{flag} {scaling!r} applies to fp8 and int8 inputs, not {f.name}")
+    return scaling
 
 
 def all_formats() -> tuple[Format, ...]:

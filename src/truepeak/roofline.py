@@ -12,7 +12,8 @@ Formulas and sources:
     - Arithmetic intensity = FLOP / minimum bytes (FLOP/B); roofline: attainable = min(peak, bandwidth * intensity),
       ridge = peak / bandwidth. S. Williams, A. Waterman, D. Patterson, "Roofline: an insightful visual performance
       model for multicore architectures", Communications of the ACM 52(4), 2009.
-    - A throughput above the applicable dense peak cannot be measured: it is a timing error (../shared/cases.md C08).
+    - A throughput above the dense peak at the highest clock the part can run cannot be measured: it is a timing error
+      (../shared/cases.md C08; :func:`plausibility_limit`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
-from truepeak.formats import SCALINGS, Format, get_format
+from truepeak.formats import Format, check_scaling, get_format
 
 if TYPE_CHECKING:  # pragma: no cover
     from truepeak.hardware.catalog import Accelerator
@@ -88,13 +89,7 @@ class Gemm:
         object.__setattr__(self, "format", fmt)
         out = self.out_format if self.out_format is not None else fmt.output
         object.__setattr__(self, "out_format", get_format(out))
-        if self.scaling is not None:
-            if fmt.is_block_scaled:
-                raise TruepeakError(f"{fmt.name} carries its own block scales; scaling={self.scaling!r} does not apply")
-            if self.scaling not in SCALINGS:
-                raise TruepeakError(f"unknown scaling {self.scaling!r}; accepted: {', '.join(SCALINGS)} (fp8 and int8)")
-            if fmt.element_bits != 8:
-                raise TruepeakError(f"scaling={self.scaling!r} applies to fp8 and int8 inputs, not {fmt.name}")
+        check_scaling(fmt, self.scaling)
 
     @property
     def flop(self) -> int:
@@ -284,29 +279,176 @@ def roofline_for(acc: Accelerator, fmt: str | Format, accumulate: str | None = N
 TIMING_CAUSES = ("a timing error: too few FLOP counted, a cache-resident or eliminated op, "
                  "or a time that excludes the kernel")
 
+#: Headroom above the spec-clock dense peak allowed where the catalog has no maximum clock (or no FLOP/clk/SM to apply
+#: it). The largest documented gap between spec and running clock without a catalogued maximum: GeForce RTX 5090 cards
+#: run at ~2.75 GHz against a 2407 MHz spec boost clock = 1.14x (accelerators.md section 2 notes; section 8 trap 4;
+#: measured 235-240 TFLOPS bf16 against the 209.5 spec). H100 1980/1830 = 1.08x and B200 1965/1856 = 1.06x are below it.
+CLOCK_HEADROOM = 1.15
 
-def check_plausible(achieved_flops: float, peak_flops: float, what: str) -> float:
-    """Reject a throughput that no real measurement can reach; return ``achieved_flops / peak_flops``.
+#: A given SM clock above this multiple of the catalog's maximum (else spec) clock is not a clock the GPU runs: rejected.
+CLOCK_SANITY_FACTOR = 1.5
+
+#: No GPU runs a kernel below this SM clock (H200 idles at ~345 MHz); a smaller value is a unit mistake (GHz for MHz).
+MIN_CLOCK_HZ = 100e6
+
+CLOCK_HINT = "--clock-mhz compares against the peak at the clock the GPU ran"
+
+
+def rate_unit(fmt: str | Format) -> str:
+    """``"TOPS"`` for int8 (integer operations), ``"TFLOPS"`` otherwise."""
+    return "TOPS" if get_format(fmt).rate == "int8" else "TFLOPS"
+
+
+def rate_text(flops: float) -> str:
+    """A throughput in FLOP/s as the number of TFLOPS (TOPS) that every efficiency line prints: one decimal from 100 up
+    (1978.9, 100.3), four significant digits below (0.8, 12.35). One formatter for peaks, ceilings and measurements."""
+    x = flops / TERA
+    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.4g}"
+
+
+@dataclass(frozen=True)
+class PlausibilityLimit:
+    """The most a real measurement of one format on one accelerator can reach (see :func:`plausibility_limit`).
+
+    Attributes:
+        spec_peak: the catalog dense peak at its spec clock, FLOP/s: the efficiency denominator.
+        ceiling: the highest throughput accepted, FLOP/s (>= ``spec_peak``).
+        what: the spec peak in words, e.g. ``"dense fp32 peak of NVIDIA GeForce RTX 4090"``.
+        basis: how ``ceiling`` was obtained, in words (empty when it is the spec peak itself).
+        spec_clock_hz: the clock basis of the spec peak, Hz, if known.
+        clock_hz: the measured clock that was taken into account, Hz, if any.
+        unit: ``"TFLOPS"`` (``"TOPS"`` for int8).
+        per_clock_known: whether FLOP/clk/SM and the SM count are known, so a peak at another clock can be computed.
+    """
+
+    spec_peak: float
+    ceiling: float
+    what: str
+    basis: str = ""
+    spec_clock_hz: float | None = None
+    clock_hz: float | None = None
+    unit: str = "TFLOPS"
+    per_clock_known: bool = True
+
+    def above_spec_note(self, achieved: float) -> str | None:
+        """A note for a throughput between the spec-clock dense peak and the ceiling (None at or below the peak)."""
+        if achieved <= self.spec_peak * (1 + 1e-9):
+            return None
+        spec = (f"its {self.spec_clock_hz / 1e6:.0f} MHz spec clock" if self.spec_clock_hz
+                else "the clock basis of its spec peak")
+        if not self.per_clock_known:
+            return (f"above the spec-clock dense peak: the GPU ran above {spec}; the catalog has no FLOP/clk/SM or SM "
+                    "count for this peak, so the peak at the clock it ran cannot be computed")
+        if self.clock_hz is None:
+            return (f"above the spec-clock dense peak: the GPU ran above {spec}; pass --clock-mhz (or use truepeak run, "
+                    "which samples it) to compare against the peak at the clock it ran")
+        return (f"above the spec-clock dense peak: the GPU ran at {self.clock_hz / 1e6:.0f} MHz, above {spec}; "
+                "compare against the peak at that clock")
+
+
+def check_clock(acc: Accelerator, clock_hz: float, label: str = "SM clock") -> float:
+    """Return ``clock_hz`` (Hz) as a float; MeasurementError (one line, naming ``label``) unless it is a positive finite
+    clock no higher than :data:`CLOCK_SANITY_FACTOR` x the catalog maximum clock (else the spec boost clock)."""
+    try:
+        clk = float(clock_hz)
+    except (TypeError, ValueError):
+        raise MeasurementError(f"{label} {clock_hz!r} is not a number") from None
+    mhz = "" if label.endswith("-mhz") else " MHz"  # a CLI flag already names the unit
+    if not math.isfinite(clk) or clk <= 0:
+        raise MeasurementError(f"{label} {clk / 1e6:g}{mhz} is not a positive clock")
+    if clk < MIN_CLOCK_HZ:
+        raise MeasurementError(
+            f"{label} {clk / 1e6:g}{mhz} is below {MIN_CLOCK_HZ / 1e6:g} MHz, lower than any SM clock under load "
+            f"(was it given in GHz? {clk / 1e6:g} GHz = {clk / 1e3:g} MHz)")
+    ref, kind = None, ""
+    if acc.max_clock_hz is not None and acc.max_clock_hz.value:
+        ref, kind = float(acc.max_clock_hz.value), "maximum"
+    elif acc.boost_clock_hz is not None and acc.boost_clock_hz.value:
+        ref, kind = float(acc.boost_clock_hz.value), "spec"
+    if ref is not None and clk > CLOCK_SANITY_FACTOR * ref:
+        raise MeasurementError(
+            f"{label} {clk / 1e6:g}{mhz} is above {CLOCK_SANITY_FACTOR:g} x the {ref / 1e6:.0f} MHz {kind} clock of "
+            f"{acc.name}: not an SM clock it can run (give the measured SM clock in MHz)")
+    return clk
+
+
+def plausibility_limit(acc: Accelerator, fmt: str | Format, accumulate: str | None = None,
+                       clock_hz: float | None = None, sm_count: int | None = None) -> PlausibilityLimit:
+    """The applicable ceiling for a measured throughput: the dense peak at the highest clock the part can run.
+
+    ceiling = max of
+        - the catalog dense peak (at its spec clock);
+        - FLOP/clk/SM x SMs x the catalog maximum clock, when both are known; when they are not,
+          :data:`CLOCK_HEADROOM` (1.15) x the spec-clock dense peak: GPUs run above their spec boost clock (RTX 5090:
+          ~2.75 GHz against 2407 MHz = 1.14x; accelerators.md section 2 notes, section 8 trap 4), so a measurement up
+          to that is physically possible, while C08's 605 % stays a timing error;
+        - FLOP/clk/SM x SMs x ``clock_hz``, when a measured clock is given (``sm_count``: the device's SM count).
+
+    The one rule :func:`check_plausible`, :func:`truepeak.efficiency.analyze` and
+    :func:`truepeak.efficiency.derived_metrics` use.
+
+    Raises:
+        UnknownNameError, UnsupportedError: as :meth:`Accelerator.peak`.
+    """
+    f = get_format(fmt)
+    peak = acc.peak(f, accumulate)
+    dense = float(peak.dense)
+    spec_clock = peak.clock_hz if peak.clock_hz is not None else (
+        float(acc.boost_clock_hz.value) if acc.boost_clock_hz is not None and acc.boost_clock_hz.value else None)
+    candidates: list[tuple[float, str]] = [(dense, "")]
+    max_clock = float(acc.max_clock_hz.value) if acc.max_clock_hz is not None and acc.max_clock_hz.value else None
+    at_max = None if max_clock is None else acc.peak_at_clock(f, max_clock, sm_count, accumulate=peak.accumulate)
+    if at_max is not None:
+        candidates.append((at_max, f"its peak at the {max_clock / 1e6:.0f} MHz maximum clock"))
+    else:
+        why = "no maximum clock in the catalog" if max_clock is None else "no FLOP/clk/SM to apply the maximum clock to"
+        candidates.append((CLOCK_HEADROOM * dense, f"{100 * (CLOCK_HEADROOM - 1):.0f} % above the spec-clock peak "
+                                                   f"as there is {why}"))
+    measured = None
+    if clock_hz is not None and math.isfinite(clock_hz) and clock_hz > 0:
+        measured = float(clock_hz)
+        at_clock = acc.peak_at_clock(f, measured, sm_count, accumulate=peak.accumulate)
+        if at_clock is not None:
+            candidates.append((at_clock, f"its peak at the measured {measured / 1e6:.0f} MHz clock"))
+    ceiling, basis = candidates[0]
+    for value, words in candidates[1:]:
+        if value >= ceiling:  # on a tie the later (more specific) basis names the ceiling
+            ceiling, basis = value, words
+    if ceiling <= dense:
+        basis = ""
+    what = f"dense {peak.label} peak of {acc.name}"
+    known = acc.peak_at_clock(f, 1.0, sm_count, accumulate=peak.accumulate) is not None
+    return PlausibilityLimit(dense, ceiling, what, basis, spec_clock, measured, rate_unit(f), known)
+
+
+def check_plausible(achieved_flops: float, peak: float | PlausibilityLimit, what: str = "") -> float:
+    """Reject a throughput that no real measurement can reach; return ``achieved_flops / spec peak``.
 
     Args:
         achieved_flops: measured FLOP/s.
-        peak_flops: the applicable dense peak in FLOP/s.
-        what: the peak in words, completing "... % of the <peak> TFLOPS <what>", e.g.
+        peak: a :class:`PlausibilityLimit` (from :func:`plausibility_limit`), or a bare dense peak in FLOP/s, which is
+            then also the ceiling.
+        what: with a bare peak, the peak in words, completing "... % of the <peak> TFLOPS <what>", e.g.
             ``"dense fp32 peak of NVIDIA GeForce RTX 4090"``.
 
     Raises:
-        MeasurementError: ``achieved_flops`` is not a positive finite number, or exceeds ``peak_flops`` (case C08:
+        MeasurementError: ``achieved_flops`` is not a positive finite number, or exceeds the ceiling (case C08:
             "500.0 TFLOPS is 605 % of the 82.6 TFLOPS dense fp32 peak of ...: this cannot be a real measurement (...)").
-        TruepeakError: ``peak_flops`` is not a positive finite number.
+        TruepeakError: the peak is not a positive finite number.
     """
     achieved = _finite_positive("throughput", achieved_flops, " FLOP/s")
-    if isinstance(peak_flops, bool) or not math.isfinite(peak_flops) or peak_flops <= 0:
-        raise TruepeakError(f"peak {peak_flops!r} FLOP/s must be a positive finite number")
-    fraction = achieved / peak_flops
-    if achieved > peak_flops:
+    lim = peak if isinstance(peak, PlausibilityLimit) else PlausibilityLimit(peak, peak, what)
+    for value in (lim.spec_peak, lim.ceiling):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise TruepeakError(f"peak {value!r} FLOP/s must be a positive finite number")
+    fraction = achieved / lim.spec_peak
+    if achieved > lim.ceiling * (1 + 1e-12):
+        u = lim.unit
+        above = f"above the {rate_text(lim.ceiling)} {u} ceiling, {lim.basis}; " if lim.basis else ""
+        hint = "" if lim.clock_hz is not None else f"; {CLOCK_HINT}"
         raise MeasurementError(
-            f"{achieved / TERA:.1f} TFLOPS is {100 * fraction:.0f} % of the {peak_flops / TERA:.1f} TFLOPS {what}: "
-            f"this cannot be a real measurement ({TIMING_CAUSES})"
+            f"{rate_text(achieved)} {u} is {100 * fraction:.0f} % of the {rate_text(lim.spec_peak)} {u} {lim.what}: "
+            f"this cannot be a real measurement ({above}{TIMING_CAUSES}){hint}"
         )
     return fraction
 

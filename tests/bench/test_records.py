@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -179,3 +180,22 @@ def test_environment_on_a_gpu():
     assert env["cuda"] and env["torch"]
     assert gpu["driver"] is None or isinstance(gpu["driver"], str)
     json.dumps(env)
+
+
+def test_make_record_keeps_the_run_config():
+    rec = make_record(kind="gemm", workload="8x8x8", backend="torch", format="bf16", measurement=None,
+                      status="skipped", reason="r", env=ENV, mode="cpu", run_config={"quick": True, "device": "cpu"})
+    assert rec["run_config"] == {"quick": True, "device": "cpu"}
+    assert make_record(kind="gemm", workload="8x8x8", backend="torch", format="bf16", measurement=None,
+                       status="skipped", reason="r", env=ENV, mode="cpu")["run_config"] is None
+
+
+def test_writer_oserror_names_the_file(tmp_path, monkeypatch):
+    path = tmp_path / "r.jsonl"
+    with RecordWriter(path) as w:
+        def disk_full(fd):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(os, "fsync", disk_full)
+        with pytest.raises(TruepeakError, match=r"cannot write records to .*r\.jsonl: No space left on device"):
+            w.write(ok_record())

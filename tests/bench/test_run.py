@@ -177,7 +177,8 @@ def test_a_result_above_the_peak_is_rejected_not_recorded(tmp_path, cpu):
     """C08: a throughput above the applicable dense peak is a timing error, written as failed with the reason."""
     acc = cpu.accelerator
     tiny = dataclasses.replace(acc.peaks[0], dense=1e6)  # a 1 MFLOP/s "peak": every real GEMM beats it
-    dev = dataclasses.replace(cpu, accelerator=dataclasses.replace(acc, peaks=(tiny,)))
+    # no maximum clock either, so the ceiling is the tiny peak (plus headroom), not FLOP/cycle x cores x max clock
+    dev = dataclasses.replace(cpu, accelerator=dataclasses.replace(acc, peaks=(tiny,), max_clock_hz=None))
     res = R.run_main_job(tmp_path, device=dev, quick=True, progress=False)
     gemms = [r for r in res.records if r["kind"] == "gemm"]
     assert gemms and all(r["status"] == "failed" for r in gemms)
@@ -219,7 +220,7 @@ def test_table_text(quick_run):
                    "status"):
         assert header in text
     assert "TFLOPS = 1e12 FLOP/s; GB/s = 1e9 B/s; % of dense peak (never sparse); mode: cpu" in text
-    assert "1x1024x2048" in text and "copy 32 MiB" in text
+    assert "1x1024x2048" in text and quick_run.records[0]["workload"]["label"] in text
     rows, meta = table_rows(quick_run.records)
     assert meta["time_unit"] in ("us", "ms")
     gemm = quick_run.records[1]
@@ -259,3 +260,124 @@ def test_latest_records_keeps_the_last_per_key():
     recs = [{"key": "a", "status": "failed"}, {"key": "b", "status": "ok"}, {"key": "a", "status": "ok"}]
     assert R.latest_records(recs) == [{"key": "a", "status": "ok"}, {"key": "b", "status": "ok"}]
     assert json.dumps(R.latest_records([]))
+
+
+# -- output folder, resume, interrupts ----------------------------------------------------------------------------------
+
+
+def _no_measuring(monkeypatch):
+    def boom(*a, **k):
+        raise AssertionError("measured before the output folder was checked")
+
+    monkeypatch.setattr(R, "_run_gemm", boom)
+    monkeypatch.setattr(R, "_run_copy", boom)
+    monkeypatch.setattr(R, "cpu_bf16_fast_enough", boom)
+
+
+def test_out_that_is_a_file_is_an_error_before_measuring(tmp_path, cpu, monkeypatch):
+    _no_measuring(monkeypatch)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(TruepeakError, match=r"--out .*afile is an existing file, not a folder"):
+        R.run_main_job(afile, device=cpu, quick=True, progress=False)
+    with pytest.raises(TruepeakError, match=r"cannot create the --out folder .*afile/sub: Not a directory"):
+        R.run_main_job(afile / "sub", device=cpu, quick=True, progress=False)
+    assert afile.read_text() == "x"
+
+
+def test_an_oserror_writing_records_names_the_file(tmp_path):
+    from truepeak.bench.records import RecordWriter
+
+    (tmp_path / "results.jsonl").mkdir()  # a folder where the file should be
+    with pytest.raises(TruepeakError, match=r"cannot write records to .*results\.jsonl: Is a directory"):
+        RecordWriter(tmp_path / "results.jsonl")
+
+
+def test_records_carry_the_run_config(quick_run):
+    for rec in read_records(quick_run.records_path):
+        assert rec["run_config"] == {"quick": True, "device": "cpu", "device_name": quick_run.device.name,
+                                     "budgets": "quick"}
+    assert quick_run.resumed_keys == frozenset()
+
+
+def test_resume_warns_about_bad_lines_and_continues_on_a_fresh_line(tmp_path, cpu):
+    first = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    path = first.records_path
+    lines = path.read_bytes().splitlines()
+    # drop the last record and leave a malformed line and a torn tail, as a crash mid-write would
+    path.write_bytes(b"\n".join(lines[:-1]) + b'\n[1, 2]\n{"key": "gemm|torn')
+    warnings: list[str] = []
+    again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False, warn=warnings.append)
+    n = len(lines)
+    assert warnings == [
+        f"{path} line {n} is not a valid record and is ignored: a JSON list, not an object",
+        f"{path} line {n + 1} is not a valid record and is ignored: not valid JSON: Unterminated string starting at "
+        "(column 9)",
+    ]
+    recs = read_records(path, strict=False)
+    assert recs.bad_lines == [n, n + 1]  # the bad lines stay, nothing else is lost
+    assert [r["key"] for r in recs] == [r["key"] for r in first.records]  # the missing case ran again, on its own line
+    assert len(again.resumed_keys) == n - 1
+    assert again.records[-1]["key"] not in again.resumed_keys
+
+
+def test_resume_refuses_records_made_with_other_settings(tmp_path, cpu, monkeypatch):
+    R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    _no_measuring(monkeypatch)
+    with pytest.raises(TruepeakError, match=r"cannot --resume .*different settings: quick \(there: True, now: False\); "
+                                            r"rerun with the same options"):
+        R.run_main_job(tmp_path, device=cpu, quick=False, resume=True, progress=False)
+    other = dataclasses.replace(cpu, name="Another CPU")
+    with pytest.raises(TruepeakError, match=r"device_name \(there: .*, now: Another CPU\)"):
+        R.run_main_job(tmp_path, device=other, quick=True, resume=True, progress=False)
+
+
+def test_interrupt_keeps_the_records_and_writes_the_summary(tmp_path, cpu, monkeypatch):
+    real = R._run_gemm
+    calls = {"n": 0}
+
+    def interrupted(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(R, "_run_gemm", interrupted)
+    with pytest.raises(R.RunInterrupted) as info:
+        R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    stop = info.value
+    assert isinstance(stop, KeyboardInterrupt)
+    assert stop.n_records == 2 and stop.records_path == tmp_path / "results.jsonl" and stop.out_dir == tmp_path
+    assert len(read_records(stop.records_path)) == 2
+    assert stop.summary_path == tmp_path / "summary.md" and "## All results" in stop.summary_path.read_text()
+
+
+# -- the quick copy and the roofline's memory ceiling ---------------------------------------------------------------------
+
+
+def test_quick_copy_is_sized_beyond_the_cache(cpu):
+    from truepeak.bench.membw import QUICK_COPY_BYTES, cache_resident, copy_bytes
+
+    assert copy_bytes(cpu, quick=True) >= max(QUICK_COPY_BYTES, 2 * cpu.l2_bytes)
+    assert not cache_resident(copy_bytes(cpu, quick=True), cpu.l2_bytes)
+    small = dataclasses.replace(cpu, l2_bytes=1 * 2**20)
+    assert copy_bytes(small, quick=True) == QUICK_COPY_BYTES
+    huge = dataclasses.replace(cpu, l2_bytes=4 * 2**30)
+    assert copy_bytes(huge, quick=True) == 2**30  # capped: then it is cache-resident and not a ceiling
+    assert cache_resident(2**30, huge.l2_bytes) and not cache_resident(2**30, None)
+
+
+def test_a_cache_resident_copy_is_never_the_roofline_ceiling(tmp_path, cpu, monkeypatch):
+    """cases.md C10: a copy whose working set fits in 2x the cache reads the cache, not memory."""
+    from truepeak.bench import membw
+
+    monkeypatch.setattr(membw, "QUICK_COPY_MAX_BYTES", 4 * 2**20)
+    dev = dataclasses.replace(cpu, l2_bytes=64 * 2**20)  # quick copy 32 MiB: working set 64 MiB < 2 x 64 MiB
+    res = R.run_main_job(tmp_path, device=dev, quick=True, progress=False)
+    copy, gemms = res.records[0], res.records[1:]
+    assert copy["status"] == "ok" and copy["derived"]["gbps"] > 0
+    for rec in gemms:
+        d = rec["derived"]
+        assert d["bandwidth_gbps"] is None and d["pct_roofline"] is None
+        assert "under 2x the 64 MiB cache" in d["bandwidth_source"]
+    assert any("no roofline memory ceiling" in n for n in res.notes)

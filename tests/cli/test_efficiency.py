@@ -92,7 +92,6 @@ def test_help_has_the_S1_example():
         (["--gpu", H200, "--format", "bf16", "--shape", "8x8x8", "--time-ms", "0"], "--time-ms 0"),
         (["--gpu", H200, "--format", "bf16", "--shape", "8x8x8", "--time-ms", "-2"], "--time-ms -2"),
         (["--gpu", H200, "--format", "bf16"], "throughput"),
-        (["--gpu", H200, "--format", "bf16", "--shape", "8192x8192x8192"], "throughput"),
         (["--gpu", H200, "--format", "bf16", "--tflops", "0"], "throughput 0"),
         (["--gpu", H200, "--format", "bf16", "--tflops", "nan"], "nan"),
         (["--gpu", H200, "--format", "nvfp4", "--tflops", "10"], "fp4"),
@@ -109,3 +108,85 @@ def test_bad_input_one_line_exit_2(args, needle):
     assert "\n" not in err
     assert needle in err
     assert r.stdout == ""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Fresh-user bugs
+
+
+@pytest.mark.parametrize(("gpu", "tflops", "pct"), [("h100", "990", "100.1 %"), ("5090", "239", "114.1 %"),
+                                                    ("4090", "178", "107.7 %")])
+def test_measurements_above_the_spec_clock_peak_are_accepted_with_a_note(gpu, tflops, pct):
+    r = run("--gpu", gpu, "--format", "bf16", "--tflops", tflops)
+    assert r.exit_code == 0, r.output
+    assert f"{pct} of the dense peak" in r.stdout
+    note = next(line for line in out_lines(r) if line.startswith("note: above the spec-clock dense peak"))
+    assert "spec clock; pass --clock-mhz (or use truepeak run, which samples it)" in note
+
+
+def test_C08_error_names_clock_mhz():
+    r = run("--gpu", "4090", "--format", "fp32", "--shape", "4096x4096x4096", "--time-ms", "0.275")
+    assert r.exit_code == 2
+    assert "605 %" in r.stderr and "--clock-mhz compares against the peak at the clock the GPU ran" in r.stderr
+
+
+def test_5090_mxfp8_at_measured_clock():
+    r = run("--gpu", "5090", "--format", "mxfp8", "--tflops", "660", "--clock-mhz", "2750")
+    assert r.exit_code == 0, r.output
+    assert "838.0 TFLOPS" in r.stdout and "78.8 % of the dense peak" in r.stdout
+    assert "68.9 % of 957.4 TFLOPS" in r.stdout and "unverified" in r.stdout
+    bad = run("--gpu", "5090", "--format", "fp8_e4m3", "--tflops", "660", "--clock-mhz", "2750")
+    assert bad.exit_code == 2 and "cannot be a real measurement" in bad.stderr
+
+
+def test_S1_shape_alone_prints_the_bounds():
+    r = run("--gpu", WS, "--format", "nvfp4", "--shape", "16x6144x4096")
+    assert r.exit_code == 0, r.output
+    for text in ("8.0531e+08", "14.39 MB", "55.97 FLOP/B", "ridge 1125 FLOP/B", "memory-bound", "100.3 TFLOPS",
+                 "floor 8.03 µs"):
+        assert text in r.stdout, text
+    assert "of the dense peak" not in r.stdout  # no invented measurement
+
+
+def test_one_number_formatter_for_peak_and_ceiling():
+    r = run("--gpu", "h100", "--format", "fp8", "--tflops", "1000", "--shape", "8192x8192x8192")
+    assert r.exit_code == 0, r.output
+    dense = next(line for line in out_lines(r) if "dense peak" in line)
+    ceiling = next(line for line in out_lines(r) if "roofline ceiling" in line)
+    assert "1978.9 TFLOPS" in dense and "1978.9 TFLOPS" in ceiling
+
+
+def test_int8_is_rendered_in_tops():
+    r = run("--gpu", H200, "--format", "int8", "--tflops", "1000", "--shape", "8192x8192x8192")
+    assert r.exit_code == 0, r.output
+    assert "1978.9 TOPS" in r.stdout and "TFLOPS" not in r.stdout
+
+
+def test_alias_is_said_and_amd_fp8_is_fnuz():
+    r = run("--gpu", "5090", "--format", "fp4", "--tflops", "1000")
+    assert r.exit_code == 0 and "fp4 read as nvfp4" in r.stdout
+    assert "e4m3fnuz" in run("--gpu", "mi300x", "--format", "fp8", "--tflops", "1000").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--scaling", "bogus", "--tflops", "100"], ["--scaling 'bogus'", "tensor, row, block128"]),
+        (["--scaling", "row", "--tflops", "100"], ["--scaling 'row'", "fp8 and int8", "not bf16"]),
+        (["--time-ms", "3"], ["--time-ms", "--shape"]),
+        ([], ["--tflops", "--time-ms", "--shape"]),
+        (["--tflops", "500", "--clock-mhz", "5000"], ["--clock-mhz 5000", "1980 MHz maximum clock"]),
+        (["--tflops", "500", "--clock-mhz", "0"], ["--clock-mhz 0", "positive"]),
+        (["--tflops", "500", "--format", "fp6"], ["fp6 is a rate, not a format: use mxfp6"]),
+        (["--tflops", "500", "--format", "bogus"], ["known: fp32", "aliases are accepted", "fp8 = fp8_e4m3"]),
+    ],
+)
+def test_more_bad_input_names_the_flags(args, needles):
+    base = ["--gpu", H200] + ([] if "--format" in args else ["--format", "bf16"])
+    r = run(*base, *args)
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err
+    for needle in needles:
+        assert needle in err, (needle, err)
+    assert "(tflops)" not in err and "time_s" not in err  # flags, not parameter names

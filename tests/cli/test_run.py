@@ -71,9 +71,9 @@ def test_quick_run_table(quick):
     for header in ("shape (MxNxK)", "TFLOPS", "GB/s", "% dense peak", "% roofline", "bound", "status"):
         assert header in text
     assert FOOTER in text
-    for label in ("copy 32 MiB", "1x1024x2048", "32x1024x2048", "256x256x256"):
-        assert label in text
     records = read_records(out / "results.jsonl")
+    for label in (records[0]["workload"]["label"], "1x1024x2048", "32x1024x2048", "256x256x256"):
+        assert label in text
     tflops = records[-1]["derived"]["tflops"]
     from truepeak.report.table import fmt_tflops
 
@@ -121,4 +121,74 @@ def test_missing_torch_gives_the_install_command(capsys, monkeypatch, tmp_path):
     code, _, err = run_main(capsys, "--quick", "--out", str(tmp_path / "x"))
     assert code == 2
     assert err.count("\n") == 1  # one line
-    assert "pip install torch" in err and "pip install 'truepeak[measure]'" in err
+    # truepeak is not on PyPI: the hint is the README's install line, from a clone
+    assert "pip install -e '.[measure]' 'torch==2.13.0'" in err and "clone" in err
+    assert "pip install torch " not in err and "pip install 'truepeak[measure]'" not in err
+
+
+def test_one_install_hint_everywhere(monkeypatch):
+    from truepeak.bench import gemm, run
+    from truepeak.errors import INSTALL_HINT, MissingDependencyError, require
+
+    assert gemm.INSTALL == run.INSTALL == INSTALL_HINT
+    with pytest.raises(MissingDependencyError, match=r"install it with: pip install -e '\.\[measure\]'"):
+        require("truepeak_no_such_module", "a test")
+
+
+@pytest.mark.parametrize("kind", ["file", "under a file"])
+def test_out_that_cannot_be_a_folder_is_one_line_exit_2(capsys, tmp_path, kind):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    target = afile if kind == "file" else afile / "sub"
+    code, out, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(target), "--no-progress")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: ") and str(target) in err
+    assert ("existing file, not a folder" if kind == "file" else "Not a directory") in err
+
+
+def test_records_keep_the_command_line_as_typed(capsys, tmp_path):
+    args = ["--no-progress", "--out", str(tmp_path / "r"), "--device", "cpu", "--quick"]
+    code, _, err = run_main(capsys, *args)
+    assert code == 0, err
+    for rec in read_records(tmp_path / "r" / "results.jsonl"):
+        assert rec["env"]["argv"] == ["truepeak", "run", *args]
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0, err
+    assert "4 ok (4 resumed, 0 new), 0 skipped, 0 failed in" in err
+
+
+def test_resume_warns_about_a_torn_line_and_refuses_other_settings(capsys, tmp_path):
+    out = tmp_path / "r"
+    code, _, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
+    assert code == 0, err
+    path = out / "results.jsonl"
+    lines = path.read_bytes().splitlines()
+    path.write_bytes(b"\n".join(lines[:-1]) + b'\n{"key": "gemm|torn')
+    code, _, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress", "--resume")
+    assert code == 0, err
+    assert err.startswith(f"warning: {path} line 4 is not a valid record and is ignored: not valid JSON")
+    assert "3 ok (3 resumed, 0 new)" not in err and "4 ok (3 resumed, 1 new)" in err
+    code, _, err = run_main(capsys, "--device", "cpu", "--out", str(out), "--no-progress", "--resume")
+    last = err.splitlines()[-1]  # after the warning about the torn line, which stays in the file
+    assert code == 2 and last.startswith("error: cannot --resume") and "quick (there: True, now: False)" in last
+
+
+def test_ctrl_c_says_where_the_records_are_and_writes_the_summary(capsys, tmp_path, monkeypatch):
+    from truepeak.bench import run as R
+
+    real = R._run_gemm
+    calls = {"n": 0}
+
+    def interrupted(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(R, "_run_gemm", interrupted)
+    out = tmp_path / "r"
+    code, _, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
+    assert code == 130
+    assert (f"interrupted after 2 records; they are in {out / 'results.jsonl'}; continue with: "
+            f"truepeak run --resume --out {out}") in err
+    assert (out / "summary.md").exists() and len(read_records(out / "results.jsonl")) == 2

@@ -184,3 +184,44 @@ def test_help_has_examples():
     assert r.exit_code == 0
     for text in ("--claim", "--json", "--sources", "truepeak specs h200", "2015.2"):
         assert text in r.stdout, text
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Rendering fixes (fresh-user bugs 3 and 6)
+
+
+def test_list_marks_unverified_values_with_a_legend():
+    r = run()
+    b300 = _row(r.stdout, "NVIDIA B300")
+    assert b300[4] == "160 †" and b300[7] == "15000 †"
+    assert _row(r.stdout, "NVIDIA GB300")[4] == "160 †"
+    assert _row(r.stdout, "NVIDIA B200")[4] == "148"
+    assert "† unverified" in r.stdout and "* derived" in r.stdout
+
+
+def test_a100_l2_is_not_printed_twice():
+    r = run("a100-sxm-80gb")
+    line = next(line for line in r.stdout.splitlines() if "L2 cache" in line)
+    assert line.count("40 MiB") == 1, line
+
+
+def test_5090_shows_the_mxfp8_instruction_kind():
+    r = run("5090")
+    mx = _row(r.stdout, "fp8 (mxfp8 only)")
+    assert mx[1:4] == ["fp32", "838 †", "—"] and mx[5] == "2048"
+
+
+def test_mi355x_int8_has_the_rounding_note():
+    r = run("mi355x")
+    assert "int8: 10100 / 2 = 5050: within vendor rounding" in r.stdout
+
+
+def test_claim_platform_total_and_b300_sparse():
+    r = run("b200", "--claim", "144 PFLOPS FP4")
+    assert r.exit_code == 0, r.output
+    assert "SPARSE (2:4) 8-GPU PLATFORM TOTAL" in r.stdout and "9000 TFLOPS" in r.stdout
+    r = run("b300", "--claim", "18 PFLOPS FP4")
+    assert "SPARSE (2:4)" in r.stdout and "NEITHER" not in r.stdout
+    assert "sparse peak: 18000 TFLOPS (published; not 2 x dense on this part)" in r.stdout
+    r = run("b300", "--claim", "15 PFLOPS FP4")
+    assert "DENSE" in r.stdout and "15000 TFLOPS †" in r.stdout and "UNVERIFIED" in r.stdout

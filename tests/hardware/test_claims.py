@@ -163,3 +163,60 @@ def test_to_dict_round_trips_to_json():
     d = check_claim(WS, "4 PFLOPS FP4").to_dict()
     assert json.loads(json.dumps(d))["kind"] == "sparse"
     assert d["dense"] == pytest.approx(2015.2e12)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Blackwell Ultra sparse FP4, platform totals, parsing (fresh-user bug 3)
+
+
+def test_b300_18_pflops_fp4_is_the_published_sparse_figure():
+    v = check_claim("b300", "18 PFLOPS FP4")
+    assert v.kind == "sparse" and v.sparse_published and v.gpus == 1
+    assert v.matched / 1e12 == pytest.approx(18000) and v.dense / 1e12 == pytest.approx(15000)
+    assert "not 2 x dense" in v.explanation and "without a matching sparse rate" in v.explanation
+    assert "UNVERIFIED" in v.explanation and v.unverified
+
+
+def test_b300_15_pflops_fp4_is_dense_and_unverified():
+    v = check_claim("b300", "15 PFLOPS FP4")
+    assert v.kind == "dense" and v.unverified
+    assert "UNVERIFIED" in v.explanation and "12600" in v.explanation
+
+
+@pytest.mark.parametrize(("gpu", "text", "gpus", "dense"), [
+    ("b200", "144 PFLOPS FP4", 8, 9000),      # HGX B200: 8 x 18000 sparse
+    ("b300", "144 PFLOPS FP4", 8, 15000),     # HGX B300: 8 x 18000 sparse
+    ("gb200", "1440 PFLOPS FP4", 72, 10000),  # GB200 NVL72: 72 x 20000 sparse
+    ("b200", "72 PFLOPS FP4", 8, 9000),       # 8 x 9000 dense
+])
+def test_platform_totals_are_recognised(gpu, text, gpus, dense):
+    v = check_claim(gpu, text)
+    assert v.gpus == gpus and v.kind in ("dense", "sparse")
+    assert v.dense / 1e12 == pytest.approx(dense)
+    assert f"{gpus}-GPU" in v.explanation and f"divide by {gpus}" in v.explanation
+    if v.kind == "sparse":
+        assert "then by 2" in v.explanation
+
+
+def test_per_gpu_match_wins_over_a_platform_reading():
+    assert check_claim("b200", "18 PFLOPS FP4").gpus == 1
+
+
+@pytest.mark.parametrize("text", ["-5 TFLOPS BF16", "0 TFLOPS", "0.0 PFLOPS FP4", "\u22125 TFLOPS"])
+def test_non_positive_claims_are_errors(text):
+    with pytest.raises(TruepeakError, match="positive"):
+        parse_claim(text)
+
+
+@pytest.mark.parametrize(("text", "value"), [("4e3 TFLOPS FP4", 4e15), ("1.979E3 TFLOPS bf16", 1.979e15),
+                                             ("2e-3 EFLOPS fp8", 2e15)])
+def test_exponent_numbers_parse(text, value):
+    assert parse_claim(text).value == pytest.approx(value)
+
+
+def test_mxfp8_claim_uses_the_block_scaled_peak_on_the_5090():
+    v = check_claim("5090", "838 TFLOPS MXFP8")
+    assert v.kind == "dense" and v.formats == ("mxfp8",) and v.unverified
+    # naming the rate only keeps the plain fp32-accumulate reading: 838 is the sparse fp8 figure
+    w = check_claim("5090", "838 TFLOPS FP8")
+    assert w.kind == "sparse" and w.dense / 1e12 == pytest.approx(419) and w.formats == ()

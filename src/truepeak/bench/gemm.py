@@ -37,14 +37,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from truepeak.errors import require
+from truepeak.errors import INSTALL_HINT, require
 from truepeak.formats import Format, get_format
 from truepeak.roofline import Gemm
 
 if TYPE_CHECKING:  # pragma: no cover
     from truepeak.hardware.detect import DeviceInfo
 
-INSTALL = "pip install torch  (or: pip install 'truepeak[measure]')"
+INSTALL = INSTALL_HINT
 
 #: Largest relative Frobenius error ||out - ref|| / ||ref|| accepted per format (int8 must be exact).
 TOLERANCES: dict[str, float] = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 2e-2, "fp16": 2e-2, "fp8_e4m3": 0.1, "int8": 0.0}

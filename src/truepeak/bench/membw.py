@@ -3,7 +3,10 @@
 Method (measurement_methodology.md sections 1.1, 1.9 and 8.5):
     - Buffers far larger than the cache so every byte comes from DRAM: each of ``src`` and ``dst`` is at least 8x the
       device-reported L2 (GPU) or last-level cache (CPU). Defaults: 2 GiB per buffer on a GPU (34x the H200's 60 MiB
-      L2), 256 MiB on a CPU, 32 MiB in quick mode (cases.md C10: a working set under 2x L2 reads ~1.6x too high).
+      L2), 256 MiB on a CPU. Quick mode: 32 MiB, raised to 2x the cache (at most 1 GiB), so that even a smoke run's
+      working set (source + destination) is at least 4x the cache (cases.md C10: a working set under 2x L2 reads
+      ~1.6x too high). A copy whose working set is under 2x the cache (:func:`cache_resident`) is never used as a
+      roofline's memory ceiling.
     - Bytes counted read + write: ``2 * nbytes`` per copy (:class:`truepeak.roofline.Copy`), in decimal GB/s
       (1e9 B/s) as vendors and nccl-tests use. Reference: H200 device-to-device copy 4.24 TB/s = 88 % of 4.8 TB/s.
     - Source filled with uniform random fp32 values (never zeros).
@@ -29,8 +32,13 @@ if TYPE_CHECKING:  # pragma: no cover
 GPU_COPY_BYTES = 2 * 2**30
 CPU_COPY_BYTES = 256 * 2**20
 QUICK_COPY_BYTES = 32 * 2**20
-#: Each buffer is at least this many times the cache size.
+#: Quick mode raises each buffer to this many times the cache, up to QUICK_COPY_MAX_BYTES.
+QUICK_CACHE_MULTIPLE = 2
+QUICK_COPY_MAX_BYTES = 2**30
+#: Each buffer is at least this many times the cache size (outside quick mode).
 CACHE_MULTIPLE = 8
+#: A copy whose working set (source + destination) is under this many times the cache may be served from cache.
+RESIDENT_MULTIPLE = 2
 
 
 @dataclass
@@ -59,11 +67,20 @@ class CopyResult:
 
 
 def copy_bytes(device: DeviceInfo, quick: bool = False) -> int:
-    """Default bytes per buffer: 2 GiB (GPU), 256 MiB (CPU), 32 MiB (quick), raised to >= 8x the cache when needed."""
-    base = QUICK_COPY_BYTES if quick else (GPU_COPY_BYTES if device.kind == "cuda" else CPU_COPY_BYTES)
-    if device.l2_bytes and not quick:
-        base = max(base, CACHE_MULTIPLE * int(device.l2_bytes))
-    return base
+    """Default bytes per buffer: 2 GiB (GPU), 256 MiB (CPU), raised to >= 8x the cache when needed; quick mode
+    32 MiB raised to 2x the cache (at most 1 GiB)."""
+    cache = int(device.l2_bytes or 0)
+    if quick:
+        return max(QUICK_COPY_BYTES, min(QUICK_CACHE_MULTIPLE * cache, QUICK_COPY_MAX_BYTES))
+    base = GPU_COPY_BYTES if device.kind == "cuda" else CPU_COPY_BYTES
+    return max(base, CACHE_MULTIPLE * cache)
+
+
+def cache_resident(nbytes: int, cache_bytes: int | None) -> bool:
+    """Whether a copy of ``nbytes`` per buffer may run from cache: its working set (source + destination,
+    ``2 * nbytes``) is under 2x ``cache_bytes``. Such a figure reads too high (cases.md C10) and is not a memory
+    ceiling. False when the cache size is unknown."""
+    return bool(cache_bytes) and 2 * int(nbytes) < RESIDENT_MULTIPLE * int(cache_bytes)
 
 
 def measure_copy(device: DeviceInfo, *, nbytes: int | None = None, quick: bool = False, warmup_s: float = 0.2,
@@ -84,7 +101,7 @@ def measure_copy(device: DeviceInfo, *, nbytes: int | None = None, quick: bool =
         TruepeakError: ``nbytes`` below 4.
         torch.OutOfMemoryError: the buffers do not fit (the caller records it as a failed case).
     """
-    torch = require("torch", "measuring memory bandwidth", "pip install torch  (or: pip install 'truepeak[measure]')")
+    torch = require("torch", "measuring memory bandwidth")
     from truepeak.efficiency import derived_metrics
 
     nbytes = int(nbytes if nbytes is not None else copy_bytes(device, quick)) // 4 * 4
@@ -120,4 +137,4 @@ def measure_copy(device: DeviceInfo, *, nbytes: int | None = None, quick: bool =
     return CopyResult(nbytes, meas, derived, backend, notes)
 
 
-__all__ = ["CopyResult", "measure_copy", "copy_bytes", "GPU_COPY_BYTES", "CPU_COPY_BYTES", "QUICK_COPY_BYTES"]
+__all__ = ["CopyResult", "measure_copy", "copy_bytes", "cache_resident", "GPU_COPY_BYTES", "CPU_COPY_BYTES", "QUICK_COPY_BYTES"]

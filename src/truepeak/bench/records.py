@@ -239,6 +239,7 @@ def make_record(
     env: Mapping[str, Any] | None = None,
     key: str | None = None,
     mode: str | None = None,
+    run_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build one result record (plain JSON data).
 
@@ -256,12 +257,14 @@ def make_record(
         key: the resume key; default :func:`record_key` of kind, workload, backend, format and mode.
         mode: ``"sustained"``/``"burst"``/``"cpu"``; default the measurement's. Pass it for skipped/failed records so
             their key matches the case's.
+        run_config: the settings of the run that made the record (``truepeak run``: ``quick``, ``device``,
+            ``device_name``, ``budgets``), so ``--resume`` can refuse to mix runs made with different settings.
 
     Returns:
         A dict with ``schema_version``, ``methodology_version``, ``truepeak_version``, ``key``, ``kind``, ``status``,
         ``reason``, ``workload``, ``backend``, ``format``, ``mode``, ``time_s`` (the measurement's
         ``steady_median_s``, the robust per-call time results use), ``measurement``, ``warnings``, ``correctness``,
-        ``derived``, ``env`` and ``timestamp`` (UTC, ISO 8601).
+        ``derived``, ``env``, ``run_config`` (None unless given) and ``timestamp`` (UTC, ISO 8601).
 
     Raises:
         TruepeakError: unknown status, a skipped/failed record without a reason, an ok record without a measurement,
@@ -310,6 +313,7 @@ def make_record(
         "correctness": correctness,
         "derived": derived,
         "env": _default_environment() if env is None else env,
+        "run_config": None if run_config is None else dict(run_config),
         "timestamp": _utc_now(),
     }
     return _jsonable(record)
@@ -336,15 +340,22 @@ class RecordWriter:
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        new = not self.path.exists()
-        self._f = open(self.path, "ab")  # noqa: SIM115 (closed in close())
-        if not new and self.path.stat().st_size > 0:
-            with open(self.path, "rb") as r:
-                r.seek(-1, os.SEEK_END)
-                if r.read(1) != b"\n":
-                    self._f.write(b"\n")
-                    self._sync()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            new = not self.path.exists()
+            self._f = open(self.path, "ab")  # noqa: SIM115 (closed in close())
+        except OSError as exc:
+            raise TruepeakError(f"cannot write records to {self.path}: {_why(exc)}") from exc
+        try:
+            if not new and self.path.stat().st_size > 0:
+                with open(self.path, "rb") as r:
+                    r.seek(-1, os.SEEK_END)
+                    if r.read(1) != b"\n":
+                        self._f.write(b"\n")
+                        self._sync()
+        except OSError as exc:
+            self._f.close()
+            raise TruepeakError(f"cannot write records to {self.path}: {_why(exc)}") from exc
         if new:
             self._sync_dir()
 
@@ -368,15 +379,19 @@ class RecordWriter:
         """Append one record as one line and fsync it.
 
         Raises:
-            TruepeakError: the writer is closed, or the record is not a dict of JSON data.
+            TruepeakError: the writer is closed, the record is not a dict of JSON data, or the file cannot be written
+                (disk full, ...; the message names the file).
         """
         if self._f.closed:
             raise TruepeakError(f"the record writer for {self.path} is closed")
         if not isinstance(record, Mapping):
             raise TruepeakError(f"a record must be a dict, got {type(record).__name__}")
         line = json.dumps(_jsonable(record), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-        self._f.write(line.encode("utf-8") + b"\n")
-        self._sync()
+        try:
+            self._f.write(line.encode("utf-8") + b"\n")
+            self._sync()
+        except OSError as exc:
+            raise TruepeakError(f"cannot write records to {self.path}: {_why(exc)}") from exc
 
     def done_keys(self) -> set[str]:
         """Keys of ``ok`` and ``skipped`` records already in the file (``failed`` ones are retried by --resume)."""
@@ -399,12 +414,25 @@ class RecordWriter:
         self.close()
 
 
-class RecordList(list):
-    """A list of records with ``bad_lines``: the 1-based numbers of lines skipped by ``read_records(strict=False)``."""
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
 
-    def __init__(self, records: Iterable[dict[str, Any]] = (), bad_lines: Iterable[int] = ()):
+
+class RecordList(list):
+    """A list of records with what ``read_records(strict=False)`` skipped.
+
+    Attributes:
+        bad_lines: 1-based numbers of the skipped lines.
+        problems: ``(line number, why)`` of each skipped line, e.g. ``(4, "not valid JSON (...)")``.
+        line_numbers: the 1-based line number of each record, parallel to the list.
+    """
+
+    def __init__(self, records: Iterable[dict[str, Any]] = (), bad_lines: Iterable[int] = (),
+                 problems: Iterable[tuple[int, str]] = (), line_numbers: Iterable[int] | None = None):
         super().__init__(records)
-        self.bad_lines: list[int] = list(bad_lines)
+        self.problems: list[tuple[int, str]] = list(problems)
+        self.bad_lines: list[int] = list(bad_lines) or [n for n, _ in self.problems]
+        self.line_numbers: list[int] = list(line_numbers) if line_numbers is not None else []
 
 
 def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> RecordList:
@@ -415,7 +443,8 @@ def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> Record
     Args:
         path: the ``.jsonl`` file.
         strict: raise on the first malformed line (default). With ``strict=False`` malformed lines (e.g. a line torn by
-            a crash) are skipped and their numbers listed in the result's ``bad_lines``.
+            a crash) are skipped and their numbers listed in the result's ``bad_lines`` (with the reasons in
+            ``problems``).
 
     Returns:
         A :class:`RecordList` (a plain list of dicts, in file order, with a ``bad_lines`` attribute).
@@ -430,7 +459,8 @@ def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> Record
     except OSError as exc:
         raise TruepeakError(f"cannot read records file {p}: {exc.strerror or exc}") from exc
     records: list[dict[str, Any]] = []
-    bad: list[int] = []
+    numbers: list[int] = []
+    bad: list[tuple[int, str]] = []
     for n, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -442,15 +472,16 @@ def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> Record
         except UnicodeDecodeError as exc:
             problem = f"not UTF-8 ({exc.reason})"
         except json.JSONDecodeError as exc:
-            problem = f"not valid JSON ({exc.msg} at column {exc.colno})"
+            problem = f"not valid JSON: {exc.msg} (column {exc.colno})"
         if problem is None:
             records.append(obj)
+            numbers.append(n)
         elif strict:
             raise TruepeakError(f"{p}, line {n}: malformed record: {problem}; fix or delete the line, "
                                 "or read with strict=False to skip it")
         else:
-            bad.append(n)
-    return RecordList(records, bad)
+            bad.append((n, problem))
+    return RecordList(records, problems=bad, line_numbers=numbers)
 
 
 def done_keys(path: str | os.PathLike[str]) -> set[str]:

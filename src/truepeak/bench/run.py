@@ -42,19 +42,19 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from truepeak.bench import gemm as G
-from truepeak.bench.membw import copy_bytes
-from truepeak.errors import MeasurementError, TruepeakError, require
+from truepeak.bench.membw import cache_resident, copy_bytes
+from truepeak.errors import INSTALL_HINT, MeasurementError, TruepeakError, require
 from truepeak.formats import get_format
 from truepeak.hardware.detect import DeviceInfo, detect, with_measured_bandwidth
 from truepeak.roofline import Copy, Gemm
 
-INSTALL = "pip install torch  (or: pip install 'truepeak[measure]')"
+INSTALL = INSTALL_HINT
 
 #: Decode-regime M values (tokens per expert / batch rows).
 DECODE_M: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -156,6 +156,8 @@ class RunResult:
         records: the records of this run, in sweep order (for resumed cases, the records already in the file).
         device: the detected device.
         elapsed_s: wall time of the run.
+        notes: caveats in words (a summary that could not be written, a roofline left without a memory ceiling).
+        resumed_keys: keys of the records taken over from ``results.jsonl`` by ``resume`` (not measured again).
     """
 
     out_dir: Path
@@ -165,6 +167,24 @@ class RunResult:
     device: DeviceInfo
     elapsed_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    resumed_keys: frozenset[str] = frozenset()
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """:func:`run_main_job` was interrupted (Ctrl-C). The records finished so far are in ``records_path`` and
+    ``summary.md`` was written from them (``summary_path``; None if it could not be).
+
+    Attributes:
+        n_records: records of the run so far (resumed ones included).
+        out_dir, records_path, summary_path: where they are.
+    """
+
+    def __init__(self, n_records: int, out_dir: Path, records_path: Path, summary_path: Path | None):
+        super().__init__(f"interrupted after {n_records} records; they are in {records_path}")
+        self.n_records = n_records
+        self.out_dir = out_dir
+        self.records_path = records_path
+        self.summary_path = summary_path
 
 
 def default_out_dir(now: _dt.datetime | None = None) -> Path:
@@ -259,10 +279,79 @@ def _backend(case: Case, device: DeviceInfo) -> str:
 # Running
 
 
+def prepare_out_dir(out_dir: str | os.PathLike | None, resume: bool = False) -> Path:
+    """Check and create the output folder before anything is measured; returns it.
+
+    Raises:
+        TruepeakError: ``out_dir`` is a file, cannot be created or written (the message names the path and why), or
+            already holds ``results.jsonl`` without ``resume``.
+    """
+    out = Path(out_dir) if out_dir is not None else default_out_dir()
+    if out.exists() and not out.is_dir():
+        raise TruepeakError(f"--out {out} is an existing file, not a folder; choose a folder path for the results")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TruepeakError(f"cannot create the --out folder {out}: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise TruepeakError(f"cannot write into the --out folder {out}: permission denied")
+    path = out / "results.jsonl"
+    if path.exists() and not path.is_file():
+        raise TruepeakError(f"{path} exists but is not a file; choose another --out")
+    if path.exists() and path.stat().st_size > 0 and not resume:
+        raise TruepeakError(f"{path} already holds results; pass --resume to continue it, or choose another --out")
+    return out
+
+
+def budgets_name(budgets: Budgets) -> str:
+    """``"gpu"``, ``"cpu"``, ``"quick"``, ``"quick-gpu"`` for the built-in budgets, ``"custom"`` otherwise."""
+    for name, b in (("gpu", GPU_BUDGETS), ("cpu", CPU_BUDGETS), ("quick", QUICK_BUDGETS),
+                    ("quick-gpu", QUICK_GPU_BUDGETS)):
+        if budgets == b:
+            return name
+    return "custom"
+
+
+def run_config(dev: DeviceInfo, quick: bool, budgets: Budgets) -> dict[str, Any]:
+    """The settings stored in every record as ``run_config``; ``--resume`` refuses to mix records whose
+    :data:`RESUME_MUST_MATCH` fields differ."""
+    return {"quick": bool(quick), "device": dev.torch_device, "device_name": dev.name,
+            "budgets": budgets_name(budgets)}
+
+
+#: ``run_config`` fields that must be equal for ``--resume`` to continue a results file.
+RESUME_MUST_MATCH = ("quick", "device", "device_name", "budgets")
+
+
+def check_resume_config(previous: Iterable[dict], config: dict[str, Any], path: Path) -> None:
+    """Refuse to resume ``path`` when a record there was made with other settings (records without ``run_config``,
+    written before it existed, are not checked).
+
+    Raises:
+        TruepeakError: one line naming the settings that differ, e.g. ``quick (there: True, now: False)``.
+    """
+    for rec in previous:
+        there = rec.get("run_config")
+        if not isinstance(there, dict):
+            continue
+        keys = [k for k in RESUME_MUST_MATCH if k in there and there.get(k) != config.get(k)]
+        if len(keys) > 1 and "budgets" in keys:
+            keys.remove("budgets")  # follows from quick and device; name it only when it alone differs
+        diff = [f"{k} (there: {there.get(k)}, now: {config.get(k)})" for k in keys]
+        if diff:
+            raise TruepeakError(f"cannot --resume {path}: its records were made with different settings: "
+                                f"{'; '.join(diff)}; rerun with the same options (--quick, --device), "
+                                "or choose another --out")
+
+
+def _default_warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | DeviceInfo = "auto",
                  formats: str | Sequence[str] | None = None, quick: bool = False, resume: bool = False,
                  progress: bool | None = None, argv: Sequence[str] | None = None,
-                 budgets: Budgets | None = None) -> RunResult:
+                 budgets: Budgets | None = None, warn: Callable[[str], None] | None = None) -> RunResult:
     """Run the main job and write ``results.jsonl`` and ``summary.md`` under ``out_dir``.
 
     Args:
@@ -274,6 +363,8 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
         progress: a transient progress bar on stderr; None shows it only when stderr is a terminal.
         argv: command line recorded in each record's environment (default ``sys.argv``).
         budgets: override the time budgets (:data:`GPU_BUDGETS`, :data:`CPU_BUDGETS`, :data:`QUICK_BUDGETS`).
+        warn: called with one line per problem found in a resumed ``results.jsonl`` (a torn or malformed line, which
+            is ignored); default prints ``warning: ...`` on stderr.
 
     Returns:
         :class:`RunResult`.
@@ -281,98 +372,138 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     Raises:
         MissingDependencyError: torch is not installed (message carries the install command).
         UnknownNameError: an unknown format name.
-        TruepeakError: a bad device string, or ``results.jsonl`` already exists in ``out_dir`` without ``resume``.
+        TruepeakError: a bad device string; ``out_dir`` is a file or cannot be created or written;
+            ``results.jsonl`` already exists in ``out_dir`` without ``resume``; ``resume`` into records made with
+            other settings (:func:`check_resume_config`); results cannot be written.
         UnsupportedError: ``cuda`` asked for but not available.
+        RunInterrupted: Ctrl-C; the records so far are kept and summary.md is written from them.
     """
-    from truepeak.bench.records import RecordWriter, environment, read_records
+    from truepeak.bench.records import RecordWriter, environment
 
     torch = require("torch", "truepeak run", INSTALL)
+    warn = warn or _default_warn
     t_start = time.perf_counter()
-    dev = device if isinstance(device, DeviceInfo) else detect(device)
     fmts = parse_formats(formats)
+    dev = device if isinstance(device, DeviceInfo) else detect(device)
+    out = prepare_out_dir(out_dir, resume)  # before anything is measured
+    path = out / "results.jsonl"
     explicit = fmts is not None
     if fmts is None:
         fmts = default_formats(dev, quick)
     if budgets is None:
         budgets = (QUICK_GPU_BUDGETS if dev.kind == "cuda" else QUICK_BUDGETS) if quick else (
             GPU_BUDGETS if dev.kind == "cuda" else CPU_BUDGETS)
-
-    out = Path(out_dir) if out_dir is not None else default_out_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "results.jsonl"
-    if path.exists() and path.stat().st_size > 0 and not resume:
-        raise TruepeakError(f"{path} already holds results; pass --resume to continue it, or choose another --out")
-
-    if dev.kind == "cuda":
-        torch.cuda.set_device(dev.index or 0)
-    skips: dict[str, str] = {}
-    if dev.kind == "cpu" and "bf16" in fmts and not explicit:
-        ok, why = cpu_bf16_fast_enough(torch)
-        if not ok:
-            skips["bf16"] = why
-    cases = plan_cases(dev, fmts, quick, skips)
-    env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
-    env["device"] = dev.to_dict()
+    config = run_config(dev, quick, budgets)
 
     previous: dict[str, dict] = {}
     if resume and path.exists():
-        for rec in read_records(path, strict=False):
-            if isinstance(rec.get("key"), str):
-                previous[rec["key"]] = rec  # the last record of a key wins
+        previous = _read_previous(path, warn)
+        check_resume_config(previous.values(), config, path)
 
     records: list[dict[str, Any]] = []
-    acc = dev.accelerator
+    resumed: set[str] = set()
+    acc, bw_note = dev.accelerator, ""
     weights = G.WeightCache()
     settled = dev.kind != "cuda" or budgets.settle_s <= 0
     notes: list[str] = []
-    with RecordWriter(path) as writer, _Progress(len(cases), progress) as bar:
-        done = writer.done_keys() if resume else set()
-        for case in cases:
-            bar.update(f"{case.format or 'copy'} {case.label}")
-            key = case_key(case, dev)
-            if key in done and key in previous:
-                rec = previous[key]
-                records.append(rec)
+    env: dict[str, Any] | None = None
+    try:
+        if dev.kind == "cuda":
+            torch.cuda.set_device(dev.index or 0)
+        skips: dict[str, str] = {}
+        if dev.kind == "cpu" and "bf16" in fmts and not explicit:
+            ok, why = cpu_bf16_fast_enough(torch)
+            if not ok:
+                skips["bf16"] = why
+        cases = plan_cases(dev, fmts, quick, skips)
+        env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
+        env["device"] = dev.to_dict()
+        with RecordWriter(path) as writer, _Progress(len(cases), progress) as bar:
+            done = writer.done_keys() if resume else set()
+            for case in cases:
+                bar.update(f"{case.format or 'copy'} {case.label}")
+                key = case_key(case, dev)
+                if key in done and key in previous:
+                    rec = previous[key]
+                    resumed.add(key)
+                else:
+                    if not settled and case.kind == "gemm" and not case.skip_reason:
+                        settle_gpu(torch, dev, budgets.settle_s)
+                        settled = True
+                    if case.kind == "membw":
+                        rec = _run_copy(case, dev, budgets, quick, env, key, run_config=config)
+                    else:
+                        rec = _run_gemm(case, dev, acc, budgets, weights, env, key, run_config=config,
+                                        bandwidth_note=bw_note)
+                    writer.write(rec)
                 if case.kind == "membw":
-                    acc = _roofline_accelerator(dev, rec)
+                    acc, bw_note = _roofline_accelerator(dev, rec)
+                    if bw_note:
+                        notes.append(bw_note)
+                records.append(rec)
                 bar.advance()
-                continue
-            if not settled and case.kind == "gemm" and not case.skip_reason:
-                settle_gpu(torch, dev, budgets.settle_s)
-                settled = True
-            if case.kind == "membw":
-                rec = _run_copy(case, dev, budgets, quick, env, key)
-                acc = _roofline_accelerator(dev, rec)
-            else:
-                rec = _run_gemm(case, dev, acc, budgets, weights, env, key)
-            writer.write(rec)
-            records.append(rec)
-            bar.advance()
+    except KeyboardInterrupt:
+        weights.clear()
+        summary = _write_summary(records, dev, out, env, budgets, quick, []) if env is not None else None
+        raise RunInterrupted(len(records), out, path, summary) from None
     weights.clear()
     if dev.kind == "cuda":
         torch.cuda.empty_cache()
 
+    summary = _write_summary(records, dev, out, env, budgets, quick, notes)
+    return RunResult(out, path, summary, records, dev, time.perf_counter() - t_start, notes, frozenset(resumed))
+
+
+def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
+    """The records of a results file being resumed, by key (the last of a key wins). Each line that is not a valid
+    record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored."""
+    from truepeak.bench.records import STATUSES, read_records
+
+    recs = read_records(path, strict=False)
+    problems = list(recs.problems)
+    previous: dict[str, dict] = {}
+    for n, rec in zip(recs.line_numbers or [None] * len(recs), recs):
+        if not isinstance(rec.get("key"), str) or rec.get("status") not in STATUSES:
+            problems.append((n, "a JSON object without a string 'key' and a status (ok, skipped, failed)"))
+            continue
+        previous[rec["key"]] = rec
+    for n, why in sorted(problems, key=lambda p: p[0] or 0):
+        warn(f"{path} line {n} is not a valid record and is ignored: {why}")
+    return previous
+
+
+def _write_summary(records: list[dict], dev: DeviceInfo, out: Path, env: dict, budgets: Budgets, quick: bool,
+                   notes: list[str]) -> Path | None:
+    """Write summary.md; on failure add a note and return None."""
     from truepeak.report.markdown import write_summary
 
     summary = out / "summary.md"
     try:
         write_summary(records, dev, summary, env=env, budgets=budgets, quick=quick)
     except OSError as exc:
-        notes.append(f"could not write {summary}: {exc}")
-        summary = None
-    return RunResult(out, path, summary, records, dev, time.perf_counter() - t_start, notes)
+        notes.append(f"could not write {summary}: {exc.strerror or exc}")
+        return None
+    return summary
 
 
-def _roofline_accelerator(dev: DeviceInfo, copy_record: dict) -> Any:
-    """The accelerator GEMM records are placed against: the catalog one, or (no catalog bandwidth, e.g. a CPU) the
-    same with the measured copy bandwidth as the roofline's memory ceiling."""
+def _roofline_accelerator(dev: DeviceInfo, copy_record: dict) -> tuple[Any, str]:
+    """The accelerator GEMM records are placed against, and why it has no memory ceiling ("" when it has one or the
+    catalog decides): the catalog one, or (no catalog bandwidth, e.g. a CPU) the same with the measured copy
+    bandwidth as the roofline's memory ceiling. A copy whose working set is under 2x the cache
+    (:func:`~truepeak.bench.membw.cache_resident`) is never used: it measures the cache, not memory."""
     acc = dev.accelerator
     if acc.memory_bandwidth is not None or copy_record.get("status") != "ok":
-        return acc
+        return acc, ""
     gbps = (copy_record.get("derived") or {}).get("gbps")
     if not gbps:
-        return acc
-    return with_measured_bandwidth(acc, gbps * 1e9, f"truepeak run copy bandwidth, {copy_record['workload']['label']}")
+        return acc, ""
+    workload = copy_record.get("workload") or {}
+    nbytes = int(workload.get("nbytes") or 0)
+    if cache_resident(nbytes, dev.l2_bytes):
+        return acc, (f"no roofline memory ceiling: the copy's working set ({2 * nbytes / 2**20:.0f} MiB, source + "
+                     f"destination) is under 2x the {dev.l2_bytes / 2**20:.0f} MiB cache, so its bandwidth is a "
+                     "cache figure, not memory (cases.md C10); % of roofline is left empty")
+    return with_measured_bandwidth(acc, gbps * 1e9, f"truepeak run copy bandwidth, {workload.get('label')}"), ""
 
 
 def settle_gpu(torch: Any, dev: DeviceInfo, seconds: float) -> float:
@@ -418,11 +549,13 @@ def cpu_bf16_fast_enough(torch: Any, size: int = 512, ratio: float = 2.0) -> tup
     return True, ""
 
 
-def _run_copy(case: Case, dev: DeviceInfo, budgets: Budgets, quick: bool, env: dict, key: str) -> dict:
+def _run_copy(case: Case, dev: DeviceInfo, budgets: Budgets, quick: bool, env: dict, key: str, *,
+              run_config: dict | None = None) -> dict:
     from truepeak.bench.membw import measure_copy
     from truepeak.bench.records import make_record
 
-    common = dict(kind="membw", workload=case.workload(), backend=_backend(case, dev), format=None, env=env, key=key)
+    common = dict(kind="membw", workload=case.workload(), backend=_backend(case, dev), format=None, env=env, key=key,
+                  run_config=run_config)
     try:
         res = measure_copy(dev, nbytes=case.nbytes, quick=quick, warmup_s=budgets.copy_warmup_s,
                            budget_s=budgets.copy_budget_s)
@@ -438,12 +571,12 @@ def _run_copy(case: Case, dev: DeviceInfo, budgets: Budgets, quick: bool, env: d
 
 
 def _run_gemm(case: Case, dev: DeviceInfo, acc: Any, budgets: Budgets, weights: G.WeightCache, env: dict,
-              key: str) -> dict:
+              key: str, *, run_config: dict | None = None, bandwidth_note: str = "") -> dict:
     from truepeak.bench.records import make_record
 
     mode = _mode(dev)
     common = dict(kind="gemm", workload=case.workload(), backend=_backend(case, dev), format=case.format, env=env,
-                  key=key)
+                  key=key, run_config=run_config)
     if case.skip_reason:
         return make_record(**common, measurement=None, status="skipped", reason=case.skip_reason, mode=mode)
     shape = (case.m, case.n, case.k)
@@ -487,6 +620,8 @@ def _run_gemm(case: Case, dev: DeviceInfo, acc: Any, budgets: Budgets, weights: 
         clock = meas.telemetry.sm_clock_median_hz if meas.telemetry is not None else None
         work = Gemm(case.m, case.n, case.k, case.format, scaling="tensor" if case.format == "fp8_e4m3" else None)
         derived = derived_metrics_for(acc, work, meas.steady_median_s, clock, dev.sm_count)
+        if derived.get("bandwidth_gbps") is None and bandwidth_note:
+            derived["bandwidth_source"] = bandwidth_note
         return make_record(**common, measurement=meas, status="ok", correctness=correctness, derived=derived)
     except KeyboardInterrupt:
         raise
@@ -602,6 +737,7 @@ def latest_records(records: Iterable[dict]) -> list[dict]:
     return [last[k] for k in order]
 
 
-__all__ = ["Budgets", "Case", "RunResult", "run_main_job", "plan_cases", "default_formats", "parse_formats",
+__all__ = ["Budgets", "Case", "RunResult", "RunInterrupted", "run_main_job", "prepare_out_dir", "run_config",
+           "check_resume_config", "budgets_name", "plan_cases", "default_formats", "parse_formats",
            "gemm_shapes", "default_out_dir", "case_key", "settle_gpu", "cpu_bf16_fast_enough", "latest_records",
            "DECODE_M", "MODEL_NK", "GPU_SQUARES", "CPU_SQUARES", "GPU_BUDGETS", "CPU_BUDGETS", "QUICK_BUDGETS"]

@@ -7,8 +7,15 @@ objects, and renders them. Results go to stdout; progress, warnings and errors g
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
+import typer.main
+
+try:  # typer >= 0.2x carries its own copy of click; older typer uses click itself
+    from typer._click.exceptions import ClickException, UsageError
+except ImportError:  # pragma: no cover
+    from click.exceptions import ClickException, UsageError
 
 from truepeak.errors import TruepeakError
 
@@ -48,13 +55,55 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _usage_hint(exc: ClickException, command: Any, args: list[str]) -> str:
+    """`` (see 'truepeak specs --help')``: the help of the command the error is about (from the error's context, else
+    the first argument that names a subcommand)."""
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None and ctx.command.get_help_option(ctx) is not None:
+        return f" (see '{ctx.command_path} {ctx.help_option_names[0]}')"
+    names = getattr(command, "commands", {}) or {}
+    sub = next((a for a in args if not a.startswith("-")), None)
+    return f" (see 'truepeak {sub} --help')" if sub in names else " (see 'truepeak --help')"
+
+
+def invoked_argv(ctx: Any) -> list[str] | None:
+    """The command line as the user typed it (``["truepeak", "run", ...]``), when :func:`main` started this command;
+    None otherwise (the command was invoked some other way, e.g. typer's CliRunner)."""
+    obj = ctx.find_root().obj if ctx is not None else None
+    argv = obj.get("argv") if isinstance(obj, dict) else None
+    return list(argv) if argv is not None else None
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app; a :class:`TruepeakError` becomes one line on stderr and exit status 2."""
+    """Console entry point: run the app and exit with its status.
+
+    Every failure the user can cause ends in ONE line on stderr, never a traceback or a boxed panel:
+
+    - a usage error (bad option value, missing option, unknown command or option, extra argument):
+      ``error: <click's message> (see 'truepeak <cmd> --help')``, exit status 2;
+    - a :class:`TruepeakError`: ``error: <message>``, its exit status (2);
+    - Ctrl-C (KeyboardInterrupt, click's Abort): exit status 130.
+
+    ``--help`` and ``--version`` print and exit 0. ``argv`` (default ``sys.argv[1:]``) is recorded as typed, after
+    ``truepeak``, in the records ``truepeak run`` writes.
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = typer.main.get_command(app)
     try:
-        app(args=argv, prog_name="truepeak")
+        rv = command.main(args=args, prog_name="truepeak", standalone_mode=False,
+                          obj={"argv": ["truepeak", *args]})
     except TruepeakError as exc:
         typer.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        typer.echo("interrupted; records written so far are kept", err=True)
+    except UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `truepeak` alone: the help is already printed
+            sys.exit(2)
+        typer.echo(f"error: {exc.format_message()}{_usage_hint(exc, command, args)}", err=True)
+        sys.exit(2)
+    except ClickException as exc:
+        typer.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        typer.echo("interrupted", err=True)
         sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -8,12 +8,13 @@ Bad input (unknown format or device, missing torch) prints ``error: <one line>``
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Optional
 
 import typer
 
-from truepeak.cli.app import app
-from truepeak.errors import MissingDependencyError, TruepeakError
+from truepeak.cli.app import app, invoked_argv
+from truepeak.errors import INSTALL_HINT, MissingDependencyError, TruepeakError
 from truepeak.formats import FORMAT_NAMES, get_format
 
 HELP = "\n\n".join([
@@ -41,7 +42,8 @@ def _formats(text: Optional[str]) -> Optional[list[str]]:
 
 
 def _argv(out, device, formats, quick, resume, as_json, no_progress) -> list[str]:
-    """The command line as given options, recorded in every record (canonical, so a run can be repeated)."""
+    """The command line rebuilt from the parsed options: recorded only when the command was not started through
+    :func:`truepeak.cli.app.main` (which passes the command line as typed)."""
     argv = ["truepeak", "run"]
     if out is not None:
         argv += ["--out", out]
@@ -56,6 +58,7 @@ def _argv(out, device, formats, quick, resume, as_json, no_progress) -> list[str
 
 @app.command("run", help=HELP)
 def run_command(
+    ctx: typer.Context,
     out: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
                                       help="Output folder (default ./truepeak-run-YYYYmmdd-HHMMSS)."),
     device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, cuda or cuda:N."),
@@ -70,8 +73,7 @@ def run_command(
         import torch  # noqa: F401
     except ImportError:
         raise MissingDependencyError(
-            "truepeak run needs torch, which is not installed; install it with: pip install torch  "
-            "(or: pip install 'truepeak[measure]')") from None
+            f"truepeak run needs torch, which is not installed; install it with: {INSTALL_HINT}") from None
     from truepeak.hardware.detect import parse_device
 
     parse_device(device)  # validate before any work
@@ -79,12 +81,19 @@ def run_command(
     if resume and out is None:
         raise TruepeakError("--resume needs --out DIR naming the run to continue")
 
-    from truepeak.bench.run import run_main_job
+    from truepeak.bench.run import RunInterrupted, latest_records, run_main_job
 
-    result = run_main_job(out, device=device, formats=fmts, quick=quick, resume=resume,
-                          progress=False if no_progress else None,
-                          argv=_argv(out, device, formats, quick, resume, as_json, no_progress))
-    from truepeak.bench.run import latest_records
+    argv = invoked_argv(ctx) or _argv(out, device, formats, quick, resume, as_json, no_progress)
+    try:
+        result = run_main_job(out, device=device, formats=fmts, quick=quick, resume=resume,
+                              progress=False if no_progress else None, argv=argv,
+                              warn=lambda message: typer.echo(f"warning: {message}", err=True))
+    except RunInterrupted as stop:
+        typer.echo(f"interrupted after {stop.n_records} records; they are in {stop.records_path}; continue with: "
+                   f"truepeak run --resume --out {shlex.quote(str(stop.out_dir))}", err=True)
+        if stop.summary_path is not None:
+            typer.echo(f"summary so far: {stop.summary_path}", err=True)
+        raise typer.Exit(130) from None
 
     records = latest_records(result.records)
     if as_json:
@@ -97,9 +106,18 @@ def run_command(
         typer.echo(f"note: {note}", err=True)
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
-    counts = {s: sum(1 for r in records if r.get("status") == s) for s in ("ok", "skipped", "failed")}
-    typer.echo(f"{counts['ok']} ok, {counts['skipped']} skipped, {counts['failed']} failed in "
-               f"{result.elapsed_s:.1f} s", err=True)
+    typer.echo(f"{count_line(records, result.resumed_keys)} in {result.elapsed_s:.1f} s", err=True)
     typer.echo(f"records: {result.records_path}", err=True)
     if result.summary_path is not None:
         typer.echo(f"summary: {result.summary_path}", err=True)
+
+
+def count_line(records: list[dict], resumed_keys: frozenset[str] | set[str] = frozenset()) -> str:
+    """``"41 ok (12 resumed, 29 new), 3 skipped, 0 failed"``: per status, how many records were taken over from
+    results.jsonl by --resume and how many were made by this run (the split is shown where any were resumed)."""
+    parts = []
+    for status in ("ok", "skipped", "failed"):
+        of = [r for r in records if r.get("status") == status]
+        old = sum(1 for r in of if r.get("key") in resumed_keys)
+        parts.append(f"{len(of)} {status}" + (f" ({old} resumed, {len(of) - old} new)" if old else ""))
+    return ", ".join(parts)

@@ -29,6 +29,9 @@ from truepeak.hardware.lookup import get_accelerator
 
 FOOTER = "TFLOPS = 1e12 FLOP/s, dense unless labelled sparse; TB/s decimal"
 DERIVED_MARK = "*"
+UNVERIFIED_MARK = "†"
+LEGEND = (f"{DERIVED_MARK} derived (computed from other published numbers, not published itself); "
+          f"{UNVERIFIED_MARK} unverified (a single third-party report or conflicting sources)")
 JSON_SCHEMA = "truepeak.specs/1"
 JSON_UNITS = {
     "flops": "FLOP/s (ops/s for int8); dense unless the key says sparse",
@@ -53,7 +56,8 @@ HELP = "\n\n".join([
     "  truepeak specs 5090 --json > rtx5090.json",
     "NAME is a marketing name, a torch.cuda.get_device_name() / NVML string or an alias (case, spaces and hyphens "
     "do not matter).",
-    f"Units: {FOOTER}. Values marked {DERIVED_MARK} are derived (computed from other published numbers).",
+    f"Units: {FOOTER}. Values marked {DERIVED_MARK} are derived (computed from other published numbers), "
+    f"{UNVERIFIED_MARK} unverified.",
 ])
 
 
@@ -86,7 +90,7 @@ def specs_command(
         if sources:
             _line(console, "sources")
             console.print(sources_table(catalog.sources))
-        _line(console, f"{FOOTER}. {DERIVED_MARK} derived. `truepeak specs NAME` shows one accelerator.")
+        _line(console, f"{FOOTER}. {LEGEND}. `truepeak specs NAME` shows one accelerator.")
         return
 
     acc = get_accelerator(name)
@@ -141,8 +145,10 @@ def _tflops(flops: float | None) -> str:
     return "—" if flops is None else _num(flops / 1e12)
 
 
-def _mark(derived: bool) -> str:
-    return f" {DERIVED_MARK}" if derived else ""
+def _mark(derived: bool, unverified: bool = False) -> str:
+    """`` *`` for a derived value, `` †`` for an unverified one (both may apply)."""
+    marks = (DERIVED_MARK if derived else "") + (UNVERIFIED_MARK if unverified else "")
+    return f" {marks}" if marks else ""
 
 
 def list_table(accs) -> Table:
@@ -158,7 +164,7 @@ def list_table(accs) -> Table:
         for fmt in ("bf16", "fp8_e4m3", "nvfp4"):
             if a.has_rate(fmt):
                 p = a.peak(fmt)
-                row.append(_tflops(p.dense) + _mark(p.derived))
+                row.append(_tflops(p.dense) + _mark(p.derived, p.unverified))
             else:
                 row.append("—")
         row.append(_sourced_num(a.tdp_w, 1, 0))
@@ -169,7 +175,7 @@ def list_table(accs) -> Table:
 def _sourced_num(s: Sourced | None, scale: float, digits: int, min_digits: int = 0) -> str:
     if s is None:
         return "—"
-    return _num(s.value / scale, digits, min_digits) + _mark(s.derived)
+    return _num(s.value / scale, digits, min_digits) + _mark(s.derived, s.unverified)
 
 
 def sources_table(sources: dict[str, str]) -> Table:
@@ -200,18 +206,21 @@ def peaks_table(acc: Accelerator, *, sources: bool = False) -> tuple[Table, list
     max_clock = acc.max_clock_hz.value if acc.max_clock_hz else None
     for p in acc.peaks:
         refs = []
-        for text in (p.why_not and f"does not reproduce from FLOP/clk/SM x SMs x clock: {p.why_not}", p.note):
+        for text in (p.why_not and f"does not reproduce from FLOP/clk/SM x SMs x clock: {p.why_not}", p.note,
+                     p.sparse_ratio_note and f"sparse is not 2 x dense: {p.sparse_ratio_note}"):
             if text:
-                acc_text = f" ({p.accumulate} acc)" if p.accumulate not in ("fp32", "int32") else ""
-                notes.append(f"[{len(notes) + 1}] {p.rate}{acc_text}: {text}")
+                notes.append(f"[{len(notes) + 1}] {p.label}: {text}")
                 refs.append(str(len(notes)))
         clock = p.clock_hz if p.clock_hz is not None else boost
         clock_text = "—" if clock is None else _num(clock / 1e6, 0)
         if p.clock_hz is not None and max_clock is not None and abs(p.clock_hz - max_clock) < 1:
             clock_text += " (max)"
-        per_clk = acc.architecture.rate_per_clk(p.rate, p.accumulate)
+        per_clk = acc.peak_flop_per_clk(p)
         label = "int8 (TOPS)" if p.rate == "int8" else p.rate
-        row = [label, p.accumulate, _tflops(p.dense), _tflops(p.sparse), DERIVED_MARK if p.derived else "",
+        if p.formats:
+            label += f" ({', '.join(p.formats)} only)"
+        row = [label, p.accumulate, _tflops(p.dense) + _mark(False, p.unverified), _tflops(p.sparse),
+               DERIVED_MARK if p.derived else "",
                "—" if per_clk is None else str(per_clk), clock_text, ",".join(refs)]
         if sources:
             row.append(p.source)
@@ -242,7 +251,9 @@ def properties_table(acc: Accelerator, *, sources: bool = False) -> Table:
         if s is None:
             row = [label, "not published in our sources"] + (["—"] if sources else [])
         else:
-            value = fmt(s.value) + _mark(s.derived) + (f" ({s.note})" if s.note else "")
+            text = fmt(s.value)
+            note = f" ({s.note})" if s.note and s.note not in text else ""  # no "(40 MiB) (40 MiB)"
+            value = text + _mark(s.derived, s.unverified) + note
             row = [label, value] + ([s.source] if sources else [])
         t.add_row(*(Text(c) for c in row))
     arch = acc.architecture
@@ -273,7 +284,7 @@ def accelerator_view(acc: Accelerator, *, sources: bool = False) -> list:
         out.append(Text(f"note: {note}"))
     if acc.architecture.note:
         out.append(Text(f"architecture note: {acc.architecture.note}"))
-    out.append(Text(f"{FOOTER}. {DERIVED_MARK} derived (computed from other published numbers, not published itself)."))
+    out.append(Text(f"{FOOTER}. {LEGEND}."))
     return out
 
 
@@ -284,21 +295,33 @@ _KIND_WORDS = {
     "ambiguous": "AMBIGUOUS — name the format to decide",
 }
 
+_PLATFORM_WORDS = {
+    "dense": "DENSE {n}-GPU PLATFORM TOTAL — divide by {n} for one GPU",
+    "sparse": "SPARSE (2:4) {n}-GPU PLATFORM TOTAL — divide by {n}, then use the dense value below",
+}
+
 
 def claim_lines(v: ClaimVerdict) -> list[str]:
     """The lines ``truepeak specs NAME --claim TEXT`` prints."""
     unit = "TOPS" if v.rate == "int8" else "TFLOPS"
+    words = _PLATFORM_WORDS[v.kind].format(n=v.gpus) if v.gpus > 1 else _KIND_WORDS[v.kind]
     lines = [
         f"claim:       {v.text}  ({v.accelerator})",
-        f"verdict:     {_KIND_WORDS[v.kind]}",
+        f"verdict:     {words}",
     ]
     if v.rate:
         acc = f", {v.accumulate} accumulate" if v.accumulate else ""
-        lines.append(f"format:      {v.rate}{acc}")
+        only = f" ({', '.join(v.formats)} only)" if v.formats else ""
+        lines.append(f"format:      {v.rate}{only}{acc}")
     if v.dense is not None:
-        lines.append(f"dense peak:  {_tflops(v.dense)} {unit}{_mark(v.derived)}  <- use this for efficiency")
+        lines.append(f"dense peak:  {_tflops(v.dense)} {unit}{_mark(v.derived, v.unverified)}  <- use this for efficiency")
     if v.sparse is not None:
-        pub = "" if v.sparse_published else " (2 x dense; not published for this SKU)"
+        if not v.sparse_published:
+            pub = " (2 x dense; not published for this SKU)"
+        elif v.dense is not None and abs(v.sparse / (2 * v.dense) - 1) > 0.015:
+            pub = " (published; not 2 x dense on this part)"
+        else:
+            pub = ""
         lines.append(f"sparse peak: {_tflops(v.sparse)} {unit}{pub}")
     lines.append(f"tolerance:   ±{v.tolerance * 100:g} % (marketing rounding)")
     lines.append(v.explanation)

@@ -5,10 +5,15 @@ frozen dataclasses in SI units (FLOP/s, B/s, Hz, bytes).
 
 Rules the catalog keeps (tested over every entry in tests/hardware/test_catalog.py):
     - Efficiency denominators are *dense* peaks. A sparse value (2:4 structured sparsity) is stored beside its dense
-      value and equals 2 x dense within vendor rounding (1.5 %).
+      value and equals 2 x dense within vendor rounding (1.5 %), unless the peak carries a ``sparse_ratio_note`` saying
+      why the published sparse figure is not 2 x dense (Blackwell Ultra raised dense NVFP4 without a matching sparse rate).
+    - A peak may list ``formats`` (e.g. ``["mxfp8"]``): it then governs only those formats and takes precedence over the
+      plain peak of its rate for them (a separate instruction kind: block-scaled MXFP8 on GeForce, accelerators.md
+      section 2 notes). Such a peak may carry its own ``flop_per_clk_per_sm``.
     - For every NVIDIA entry, FLOP/clk/SM (per architecture, from ``[architectures]``) x SM count x the peak's clock basis
       reproduces the dense peak within 2 %, unless the peak carries a ``why_not`` note saying why it cannot.
-    - Values we derived rather than found published carry ``derived = true``.
+    - Values we derived rather than found published carry ``derived = true``; values from a single third-party report
+      or conflicting sources carry ``unverified = true``.
 
 Sources: see the ``[sources]`` table of the data file and ../shared/data/accelerators.md.
 """
@@ -42,12 +47,14 @@ class Sourced:
         source: where it comes from (a key of the ``[sources]`` table and/or a locator).
         derived: True if we computed it rather than found it published.
         note: caveats in words.
+        unverified: True if it rests on a single third-party report or on conflicting sources.
     """
 
     value: Any
     source: str
     derived: bool = False
     note: str = ""
+    unverified: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,12 @@ class Peak:
         clock_hz: clock basis of this peak if it differs from the accelerator's spec boost clock, else None.
         why_not: why FLOP/clk/SM x SMs x clock cannot reproduce this peak (empty if it can).
         note: other caveats.
+        formats: format names this peak alone governs (e.g. ``("mxfp8",)``); empty: every format of ``rate`` that no
+            format-specific peak claims.
+        flop_per_clk_per_sm: this peak's own dense FLOP/clk/SM when it differs from the architecture's rate for
+            ``rate@accumulate`` (a different instruction kind), else None.
+        unverified: True if the dense value rests on a single third-party report or on conflicting sources.
+        sparse_ratio_note: why the published sparse value is not 2 x dense (empty where it is).
     """
 
     rate: str
@@ -75,6 +88,18 @@ class Peak:
     clock_hz: float | None = None
     why_not: str = ""
     note: str = ""
+    formats: tuple[str, ...] = ()
+    flop_per_clk_per_sm: int | None = None
+    unverified: bool = False
+    sparse_ratio_note: str = ""
+
+    @property
+    def label(self) -> str:
+        """``"fp8"``, ``"fp16 (fp16 accumulate)"``, ``"fp8 (mxfp8)"``: the rate, its formats and a non-default accumulator."""
+        parts = list(self.formats)
+        if self.accumulate not in ("fp32", "int32"):
+            parts.append(f"{self.accumulate} accumulate")
+        return self.rate + (f" ({', '.join(parts)})" if parts else "")
 
 
 @dataclass(frozen=True)
@@ -143,7 +168,10 @@ class Accelerator:
     sparse_headlines: tuple[str, ...] = field(default=())
 
     def peak(self, fmt: str | Format, accumulate: str | None = None) -> Peak:
-        """The catalog peak that governs ``fmt`` (by its ``rate``) with the given accumulator.
+        """The catalog peak that governs ``fmt`` with the given accumulator.
+
+        A peak listing ``fmt`` in its ``formats`` comes first (e.g. the RTX 5090's block-scaled mxfp8 peak); otherwise the
+        plain peak (no ``formats``) of ``fmt.rate``. A format-specific peak never governs other formats.
 
         Args:
             fmt: a format name or :class:`~truepeak.formats.Format`.
@@ -158,10 +186,12 @@ class Accelerator:
         f = get_format(fmt)
         acc = accumulate or f.accumulate
         for p in self.peaks:
-            if p.rate == f.rate and p.accumulate == acc:
+            if f.name in p.formats and p.rate == f.rate and p.accumulate == acc:
                 return p
-        have = ", ".join(f"{p.rate}" + (f" ({p.accumulate} accumulate)" if p.accumulate not in ("fp32", "int32") else "")
-                         for p in self.peaks)
+        for p in self.peaks:
+            if not p.formats and p.rate == f.rate and p.accumulate == acc:
+                return p
+        have = ", ".join(p.label for p in self.peaks)
         raise UnsupportedError(
             f"{self.name} has no published {f.rate} peak with {acc} accumulate (needed for {f.name}); it has: {have}"
         )
@@ -178,10 +208,21 @@ class Accelerator:
         """Dense peak in FLOP/s for ``fmt`` (the efficiency denominator). Raises like :meth:`peak`."""
         return self.peak(fmt, accumulate).dense
 
+    def peak_flop_per_clk(self, p: Peak) -> int | None:
+        """Dense FLOP/clk/SM behind one of this accelerator's peaks: its own, else the architecture's, else None."""
+        if p.flop_per_clk_per_sm is not None:
+            return p.flop_per_clk_per_sm
+        return self.architecture.rate_per_clk(p.rate, p.accumulate)
+
     def flop_per_clk_per_sm(self, fmt: str | Format, accumulate: str | None = None) -> int | None:
-        """Dense FLOP per clock per SM for ``fmt`` on this architecture, or None if unknown."""
+        """Dense FLOP per clock per SM for ``fmt``: that of the peak governing it (which may be a format-specific
+        instruction kind), else the architecture's rate for its ``rate@accumulate``; None if unknown."""
         f = get_format(fmt)
-        return self.architecture.rate_per_clk(f.rate, accumulate or f.accumulate)
+        acc = accumulate or f.accumulate
+        try:
+            return self.peak_flop_per_clk(self.peak(f, acc))
+        except UnsupportedError:
+            return self.architecture.rate_per_clk(f.rate, acc)
 
     def peak_at_clock(self, fmt: str | Format, clock_hz: float, sm_count: int | None = None,
                       accumulate: str | None = None) -> float | None:
@@ -211,7 +252,7 @@ class Accelerator:
 def _sourced_dict(s: Sourced | None) -> dict[str, Any] | None:
     if s is None:
         return None
-    return {"value": s.value, "source": s.source, "derived": s.derived, "note": s.note}
+    return {"value": s.value, "source": s.source, "derived": s.derived, "note": s.note, "unverified": s.unverified}
 
 
 def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
@@ -220,9 +261,10 @@ def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
     Keys: ``key``, ``name``, ``vendor``, ``architecture`` (key), ``compute_capability``, ``device_names``, ``aliases``,
     ``memory_type``, ``headline``, ``sparse_headlines``, ``notes``; ``memory_bytes``, ``memory_bandwidth_bytes_per_s``,
     ``sm_count``, ``boost_clock_hz``, ``max_clock_hz``, ``l2_bytes``, ``smem_per_block_bytes``, ``tdp_w``,
-    ``interconnect``: each ``{value, source, derived, note}`` or null; ``peaks``: a list of ``{rate, accumulate,
-    dense_flops, sparse_flops, flop_per_clk_per_sm, clock_hz, source, derived, why_not, note}`` where ``clock_hz`` is
-    the clock basis of that peak (the peak's own clock, else the boost clock).
+    ``interconnect``: each ``{value, source, derived, note, unverified}`` or null; ``peaks``: a list of ``{rate,
+    formats, accumulate, dense_flops, sparse_flops, flop_per_clk_per_sm, clock_hz, source, derived, unverified,
+    why_not, note, sparse_ratio_note}`` where ``clock_hz`` is the clock basis of that peak (the peak's own clock, else
+    the boost clock) and ``formats`` lists the formats a format-specific peak alone governs (empty: all of its rate).
     """
     boost = acc.boost_clock_hz.value if acc.boost_clock_hz else None
     return {
@@ -249,15 +291,18 @@ def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
         "peaks": [
             {
                 "rate": p.rate,
+                "formats": list(p.formats),
                 "accumulate": p.accumulate,
                 "dense_flops": p.dense,
                 "sparse_flops": p.sparse,
-                "flop_per_clk_per_sm": acc.architecture.rate_per_clk(p.rate, p.accumulate),
+                "flop_per_clk_per_sm": acc.peak_flop_per_clk(p),
                 "clock_hz": p.clock_hz if p.clock_hz is not None else boost,
                 "source": p.source,
                 "derived": p.derived,
+                "unverified": p.unverified,
                 "why_not": p.why_not,
                 "note": p.note,
+                "sparse_ratio_note": p.sparse_ratio_note,
             }
             for p in acc.peaks
         ],
@@ -286,7 +331,8 @@ def _sourced(raw: Any, factor: float | None, where: str) -> Sourced:
     value = raw["value"] if factor is None else raw["value"] * factor
     if factor == 1 and isinstance(raw["value"], int):
         value = int(raw["value"])
-    return Sourced(value, raw["source"], bool(raw.get("derived", False)), raw.get("note", ""))
+    return Sourced(value, raw["source"], bool(raw.get("derived", False)), raw.get("note", ""),
+                   bool(raw.get("unverified", False)))
 
 
 def _peak(raw: dict, default_clock_hz: float | None, where: str) -> Peak:
@@ -295,6 +341,15 @@ def _peak(raw: dict, default_clock_hz: float | None, where: str) -> Peak:
         raise ValueError(f"catalog: {where}: unknown rate {rate!r}; known: {RATES}")
     sparse = raw.get("sparse_tflops")
     clock = raw.get("clock_mhz")
+    formats = tuple(raw.get("formats", ()))
+    for name in formats:
+        try:
+            f = get_format(name)
+        except UnknownNameError:
+            raise ValueError(f"catalog: {where}: unknown format {name!r} in formats") from None
+        if f.name != name or f.rate != rate:
+            raise ValueError(f"catalog: {where}: formats entry {name!r} must be a canonical format of rate {rate!r}")
+    per_clk = raw.get("flop_per_clk_per_sm")
     return Peak(
         rate=rate,
         accumulate=raw.get("accumulate", "int32" if rate == "int8" else "fp32"),
@@ -305,6 +360,10 @@ def _peak(raw: dict, default_clock_hz: float | None, where: str) -> Peak:
         clock_hz=None if clock is None else clock * MEGA,
         why_not=raw.get("why_not", ""),
         note=raw.get("note", ""),
+        formats=formats,
+        flop_per_clk_per_sm=None if per_clk is None else int(per_clk),
+        unverified=bool(raw.get("unverified", False)),
+        sparse_ratio_note=raw.get("sparse_ratio_note", ""),
     )
 
 

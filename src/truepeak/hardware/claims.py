@@ -11,6 +11,11 @@ Accepted forms (case-insensitive): ``<number> <unit> [format]`` or ``[format] <n
 ``TFLOP/s``, ``TF``, ``PF``), GOPS, TOPS, POPS and ``AI TOPS``. Formats: a catalog rate (fp32, tf32, bf16, fp16, fp8,
 fp6, fp4, int8), ``fp16/bf16``, or any :func:`truepeak.formats.get_format` name (``nvfp4`` -> fp4, ``e4m3`` -> fp8).
 Without a format every rate of the accelerator is tried (``TOPS`` alone means int8; ``AI TOPS`` means sparse FP4).
+Numbers may use thousands separators and exponents (``1,979``, ``4e3``); zero and negative figures are rejected.
+
+A claim that matches no per-GPU peak but is 8 or 72 x a dense or sparse peak (:data:`PLATFORM_GPUS`) is read as an
+HGX / DGX (8 GPUs) or NVL72 (72 GPUs) platform total: divide by the GPU count, then by 2 if sparse (accelerators.md
+section 1, trap 2).
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from truepeak.hardware.catalog import Accelerator, Peak
 #: "3.7 PFLOPS" for 2 x 1871.2 is -1.1 %). Dense and sparse differ by 2x, so they can never both match.
 TOLERANCE = 0.05
 
+#: GPU counts of the platforms whose pages print totals: HGX / DGX boards (8) and NVL72 racks (72).
+PLATFORM_GPUS = (8, 72)
+
 ACCEPTED_FORMS = (
     "'4 PFLOPS FP4', '4000 AI TOPS', '1979 TFLOPS FP8', '989 TFLOPS bf16', '1.979 PFLOPS' "
     "(units: GFLOPS, TFLOPS, PFLOPS, TOPS, POPS, AI TOPS; formats: fp32, tf32, bf16, fp16, fp8, fp6, fp4, int8 "
@@ -33,7 +41,7 @@ ACCEPTED_FORMS = (
 )
 
 _SCALE = {"g": 1e9, "t": 1e12, "p": 1e15, "e": 1e18}
-_NUMBER = r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+_NUMBER = r"(?P<sign>[-+\u2212]\s*)?(?P<num>(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?)"
 _UNIT = (
     r"(?P<unit>ai[\s_-]*tops"
     r"|(?P<fp>[gtpe])(?:flop(?:/s|s)?|flops)"
@@ -63,6 +71,7 @@ class ParsedClaim:
     ai_tops: bool
     ops: bool  # the unit was *OPS (integer operations)
     stated: str | None  # "dense" or "sparse" if the text says so
+    format: str | None = None  # the canonical format name when the claim named one (mxfp8), not only a rate (fp8)
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,10 @@ class ClaimVerdict:
         accumulate: the accumulator of the matched peak (fp32, fp16, int32), or None.
         kind: ``"dense"`` (matches the dense peak), ``"sparse"`` (matches the 2:4-sparse peak), ``"neither"`` or
             ``"ambiguous"`` (no format given and several readings fit; ``alternatives`` lists them).
+        gpus: 1 for a per-GPU figure; 8 or 72 when the claim is that many GPUs' total (an HGX / NVL72 platform page);
+            ``matched`` is then the platform total.
+        unverified: the matched peak's dense value is marked unverified in the catalog (``explanation`` says why).
+        formats: the formats a format-specific matched peak alone governs (e.g. ``("mxfp8",)``), else empty.
         dense: the dense peak to use for efficiency, FLOP/s (None if ``rate`` is unknown or absent on this GPU).
         sparse: the sparse peak, FLOP/s: the published one, or 2 x dense when ``sparse_published`` is False.
         matched: the catalog value the claim matched, FLOP/s (None for neither / ambiguous).
@@ -105,6 +118,9 @@ class ClaimVerdict:
     tolerance: float
     explanation: str
     alternatives: tuple[str, ...] = field(default=())
+    gpus: int = 1
+    unverified: bool = False
+    formats: tuple[str, ...] = ()
 
     @property
     def format(self) -> str | None:
@@ -123,6 +139,7 @@ class ClaimVerdict:
         """JSON-ready dict; rates in FLOP/s (SI), ``deviation`` and ``tolerance`` as fractions."""
         d = asdict(self)
         d["alternatives"] = list(self.alternatives)
+        d["formats"] = list(self.formats)
         return d
 
 
@@ -139,6 +156,8 @@ def parse_claim(text: str) -> ParsedClaim:
     if not m:
         raise TruepeakError(f"cannot read the claim {raw!r}: expected a number and a unit, e.g. {ACCEPTED_FORMS}")
     value = float(m.group("num").replace(",", ""))
+    if (m.group("sign") or "").strip() in ("-", "\u2212") or value <= 0:
+        raise TruepeakError(f"cannot read the claim {raw!r}: a peak figure must be positive, e.g. {ACCEPTED_FORMS}")
     unit = m.group("unit")
     ai_tops = unit.startswith("ai")
     if ai_tops:
@@ -168,6 +187,7 @@ def parse_claim(text: str) -> ParsedClaim:
     rest = rest.replace("2:4", " ").replace("fp16/bf16", "bf16").replace("bf16/fp16", "bf16")
 
     rates: list[str] = []
+    formats: list[str] = []
     for word in re.split(r"[^a-z0-9_.]+", rest):
         if not word or word in _FILLER:
             continue
@@ -175,17 +195,20 @@ def parse_claim(text: str) -> ParsedClaim:
             rates.append(word)
             continue
         try:
-            rates.append(get_format(word).rate)
+            f = get_format(word)
         except UnknownNameError:
             raise TruepeakError(
                 f"cannot read the claim {raw!r}: {word!r} is not a number format; write e.g. {ACCEPTED_FORMS}"
             ) from None
+        rates.append(f.rate)
+        formats.append(f.name)
     if len(set(rates)) > 1:
         raise TruepeakError(f"cannot read the claim {raw!r}: it names several formats ({', '.join(rates)}); give one")
     rate = rates[0] if rates else None
     if ai_tops and rate not in (None, "fp4"):
         raise TruepeakError(f"cannot read the claim {raw!r}: 'AI TOPS' is a sparse FP4 figure by definition, not {rate}")
-    return ParsedClaim(raw, value * scale, rate, accumulate, ai_tops, ops, stated)
+    fmt = formats[0] if len(set(formats)) == 1 and len(formats) == len(rates) else None
+    return ParsedClaim(raw, value * scale, rate, accumulate, ai_tops, ops, stated, fmt)
 
 
 def _default_accumulate(rate: str) -> str:
@@ -202,23 +225,28 @@ def _t(x: float) -> str:
 
 
 def _peak_label(p: Peak) -> str:
-    acc = "" if p.accumulate == _default_accumulate(p.rate) else f" ({p.accumulate} accumulate)"
-    return f"{p.rate}{acc}"
+    return p.label
 
 
 @dataclass(frozen=True)
 class _Match:
     peak: Peak
     kind: str  # dense | sparse
-    value: float
+    value: float  # per GPU
     published: bool
+    gpus: int = 1
+
+    @property
+    def total(self) -> float:
+        return self.gpus * self.value
 
     def words(self) -> str:
         if self.kind == "dense":
             what = "dense"
         else:
             what = "2:4-sparse" if self.published else "2:4-sparse (2 x dense, unpublished)"
-        return f"{what} {_peak_label(self.peak)} {_t(self.value)} {_unit(self.peak.rate)}"
+        text = f"{what} {_peak_label(self.peak)} {_t(self.value)} {_unit(self.peak.rate)}"
+        return text if self.gpus == 1 else f"{self.gpus} x the {text} ({_t(self.total)}, a {self.gpus}-GPU total)"
 
 
 def _candidate_rates(acc: Accelerator, claim: ParsedClaim) -> list[str]:
@@ -232,20 +260,46 @@ def _candidate_rates(acc: Accelerator, claim: ParsedClaim) -> list[str]:
     return [r for r in have if r != "int8"]
 
 
-def _matches(acc: Accelerator, claim: ParsedClaim, rates: list[str], tolerance: float) -> list[_Match]:
+def _candidate_peaks(acc: Accelerator, claim: ParsedClaim, rates: list[str]) -> list[Peak]:
+    """The peaks a claim is compared with: those governing its named format (a format-specific peak such as the RTX
+    5090's mxfp8 one only when the claim names that format), else the plain peaks of the candidate rates."""
+    if claim.format is not None:
+        out: list[Peak] = []
+        for accumulate in dict.fromkeys(p.accumulate for p in acc.peaks if p.rate == claim.rate):
+            if acc.has_rate(claim.format, accumulate):
+                p = acc.peak(claim.format, accumulate)
+                if p not in out:
+                    out.append(p)
+        return out
+    return [p for p in acc.peaks if p.rate in rates and not p.formats]
+
+
+def _matches(acc: Accelerator, claim: ParsedClaim, rates: list[str], tolerance: float,
+             gpus: tuple[int, ...] = (1,)) -> list[_Match]:
     out = []
-    for p in acc.peaks:
-        if p.rate not in rates or (claim.accumulate and p.accumulate != claim.accumulate):
+    for p in _candidate_peaks(acc, claim, rates):
+        if claim.accumulate and p.accumulate != claim.accumulate:
             continue
         refs = [("dense", p.dense, True)]
         if p.sparse is not None:
             refs.append(("sparse", p.sparse, True))
         elif p.rate != "fp32":  # fp32 runs on the CUDA cores: no sparse mode
             refs.append(("sparse", 2 * p.dense, False))
-        for kind, value, published in refs:
-            if abs(claim.value / value - 1) <= tolerance:
-                out.append(_Match(p, kind, value, published))
+        for n in gpus:
+            for kind, value, published in refs:
+                if abs(claim.value / (n * value) - 1) <= tolerance:
+                    out.append(_Match(p, kind, value, published, n))
     return out
+
+
+def _caveat(p: Peak) -> str:
+    """The UNVERIFIED caveat of a peak, from its note (empty for a verified peak)."""
+    if not p.unverified:
+        return ""
+    note = p.note.strip()
+    if note.lower().startswith("unverified"):
+        note = note.split(":", 1)[1].strip() if ":" in note else ""
+    return f" UNVERIFIED: the dense {p.label} value is not confirmed by a primary source" + (f" ({note})" if note else "") + "."
 
 
 def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE) -> ClaimVerdict:
@@ -271,6 +325,8 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
     claim = parse_claim(text)
     rates = _candidate_rates(acc, claim)
     found = _matches(acc, claim, rates, tolerance)
+    if not found:  # not a per-GPU figure: an HGX / DGX / NVL72 platform total? (accelerators.md section 1)
+        found = _matches(acc, claim, rates, tolerance, PLATFORM_GPUS)
     tol = f"+-{tolerance * 100:g} % allowed for marketing rounding"
     prefix = "'AI TOPS' is by definition the 2:4-sparse FP4 rate. " if claim.ai_tops else ""
 
@@ -292,7 +348,10 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
         peak = None
         if rate is not None:
             want = claim.accumulate or _default_accumulate(rate)
-            peak = next((p for p in acc.peaks if p.rate == rate and p.accumulate == want), None)
+            if claim.format is not None and acc.has_rate(claim.format, want):
+                peak = acc.peak(claim.format, want)
+            else:
+                peak = next((p for p in acc.peaks if p.rate == rate and p.accumulate == want and not p.formats), None)
         if peak is None:
             have = ", ".join(sorted({p.rate for p in acc.peaks}, key=RATES.index))
             if rate is not None:
@@ -318,7 +377,7 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
                 f"dense.{hint} Use the dense {_t(peak.dense)} {_unit(rate)}.")
         return verdict(rate=rate, accumulate=peak.accumulate, kind="neither", dense=peak.dense, sparse=sparse,
                        deviation=ratio - 1, sparse_published=peak.sparse is not None, derived=peak.derived,
-                       explanation=expl)
+                       explanation=expl + _caveat(peak), unverified=peak.unverified, formats=peak.formats)
 
     kinds = {f.kind for f in chosen}
     denses = {round(f.peak.dense / 1e9) for f in chosen}
@@ -328,19 +387,30 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
                 + ". Name the format (e.g. '... BF16') to decide.")
         return verdict(rate=None, kind="ambiguous", dense=None, explanation=expl, alternatives=alts)
 
-    best = min(chosen, key=lambda f: abs(claim.value / f.value - 1))
+    best = min(chosen, key=lambda f: abs(claim.value / f.total - 1))
     p = best.peak
-    dev = claim.value / best.value - 1
+    dev = claim.value / best.total - 1
     same = sorted({f.peak.rate for f in chosen} - {p.rate}, key=RATES.index)
     also = f" (same value for {', '.join(same)})" if same else ""
     other = f" It is also the {others[0].words()}." if others else ""
     sparse = p.sparse if p.sparse is not None else (2 * p.dense if p.rate != "fp32" else None)
     derived = " (derived)" if p.derived else ""
     unit = _unit(p.rate)
-    if best.kind == "sparse":
+    if best.gpus > 1:
+        per_gpu = f"divide by {best.gpus}" + (", then by 2 (2:4 sparsity)" if best.kind == "sparse" else "")
+        what = "2:4-SPARSE" if best.kind == "sparse" else "DENSE"
+        ratio = f"; the vendor's sparse rate is not 2 x dense here: {p.sparse_ratio_note}" if (
+            best.kind == "sparse" and p.sparse_ratio_note) else ""
+        expl = (f"{prefix}{claim.text!r} = {_t(claim.value)} {unit} is {'an' if best.gpus == 8 else 'a'} {best.gpus}-GPU "
+                f"{'HGX / DGX' if best.gpus == 8 else 'NVL72'} {what} platform total: {best.gpus} x the "
+                f"{'2:4-sparse' if best.kind == 'sparse' else 'dense'} {_peak_label(p)} peak of {acc.name} "
+                f"({best.gpus} x {_t(best.value)} = {_t(best.total)}; {dev * 100:+.1f} %, {tol}){also}. Per GPU: "
+                f"{per_gpu}{ratio}. Efficiency must use the per-GPU dense peak: {_t(p.dense)} {unit}{derived}.{other}")
+    elif best.kind == "sparse":
         pub = "" if best.published else " -- 2 x dense; the vendor's sparse figure is not in the catalog"
+        ratio = (f" The sparse rate is not 2 x dense here: {p.sparse_ratio_note}." if p.sparse_ratio_note else "")
         expl = (f"{prefix}{claim.text!r} = {_t(claim.value)} {unit} is the 2:4-SPARSE {_peak_label(p)} peak of "
-                f"{acc.name} ({_t(best.value)}{pub}; {dev * 100:+.1f} %, {tol}){also}. "
+                f"{acc.name} ({_t(best.value)}{pub}; {dev * 100:+.1f} %, {tol}){also}.{ratio} "
                 f"Efficiency must use the dense peak: {_t(p.dense)} {unit}{derived}.{other}")
     else:
         expl = (f"{prefix}{claim.text!r} = {_t(claim.value)} {unit} is the DENSE {_peak_label(p)} peak of {acc.name} "
@@ -348,6 +418,7 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
                 f"denominator.{other}")
     if claim.stated and claim.stated != best.kind:
         expl += f" Note: the claim says {claim.stated}, but the number is the {best.kind} rate."
+    expl += _caveat(p)
     return verdict(rate=p.rate, accumulate=p.accumulate, kind=best.kind, dense=p.dense, sparse=sparse,
-                   matched=best.value, deviation=dev, sparse_published=p.sparse is not None, derived=p.derived,
-                   explanation=expl)
+                   matched=best.total, deviation=dev, sparse_published=p.sparse is not None, derived=p.derived,
+                   explanation=expl, gpus=best.gpus, unverified=p.unverified, formats=p.formats)

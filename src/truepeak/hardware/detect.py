@@ -12,14 +12,26 @@ CPUs: no catalog entry. The model name comes from /proc/cpuinfo; py-cpuinfo (abo
 /proc/cpuinfo is missing (macOS, Windows) or names no model, then ``platform.processor()``. The fp32 peak is
 *estimated* and labelled so (``derived=True``, "estimated" in its source)::
 
-    fp32 peak = physical cores x fp32 SIMD lanes x 2 (FLOP per FMA) x FMA units per core x clock
+    fp32 peak = physical cores x FMA units per core x (FMA datapath bits / 32) fp32 lanes x 2 (FLOP per FMA) x clock
 
-with lanes from the instruction-set flags (avx512f: 16, avx2/fma: 8, neon/asimd: 4, else 1 = scalar), FMA units
-*assumed* 2 per core wherever the core has vector FMA (AVX2 / AVX-512 x86 cores since Haswell and Zen, Arm Neoverse
-N1-class cores; cores with 4 vector pipes such as Apple M1 or Neoverse V1 make this an underestimate, cores that run
-AVX-512 on 256-bit halves such as AMD Zen 4 make it a 2x overestimate), and the clock the highest one the system reports
-(``cpuinfo_max_freq`` in sysfs, else the largest ``cpu MHz`` in /proc/cpuinfo, else py-cpuinfo's). The CPU accelerator
-has **no memory bandwidth**: `truepeak run` measures the copy bandwidth first and uses that measured value as the CPU
+with the FMA datapath per core taken from the vendor and family (:func:`fma_datapath`), not from the widest
+instruction set alone: a core can decode AVX-512 and still execute it on 256-bit pipes.
+
+===========================================  ==============  ================================
+CPU                                          FMA datapath    FLOP/cycle/core (fp32)
+===========================================  ==============  ================================
+AMD family 0x17 model < 0x30 (Zen 1)         2 x 128-bit     16
+AMD family 0x17 model >= 0x30 (Zen 2)        2 x 256-bit     32
+AMD family 0x19 (Zen 3, Zen 4)               2 x 256-bit     32 (Zen 4 runs AVX-512 in halves)
+AMD family 0x1a (Zen 5) with avx512f         2 x 512-bit     64 (else 2 x 256-bit: 32)
+Intel with avx512f                           2 x 512-bit     64 (assumed: some SKUs have 1 unit)
+Intel with avx2 + fma                        2 x 256-bit     32
+Arm64 with NEON (asimd)                      2 x 128-bit     16 (assumed; 4-pipe cores are more)
+anything else                                1 x widest SIMD (avx512f 512, avx2/fma 256, sse/neon 128, scalar 32)
+===========================================  ==============  ================================
+
+The clock is the highest one the system reports (``cpuinfo_max_freq`` in sysfs, else the largest ``cpu MHz`` in
+/proc/cpuinfo, else py-cpuinfo's). The CPU accelerator has **no memory bandwidth**: `truepeak run` measures the copy bandwidth first and uses that measured value as the CPU
 roofline's memory ceiling (:func:`with_measured_bandwidth`).
 
 Sources: measurement_methodology.md section 1 (size rotation from the *device-reported* L2: the H200 reports 60 MiB,
@@ -32,6 +44,7 @@ import dataclasses
 import os
 import platform
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,7 +69,8 @@ class DeviceInfo:
         compute_capability: ``"9.0"`` for a CUDA GPU, None for a CPU.
         sm_count: streaming multiprocessors (GPU) or physical cores (CPU).
         l2_bytes: cache size that input rotation must defeat, in bytes: the device-reported L2 of a GPU, the
-            last-level cache (L3 where present) of a CPU.
+            last-level cache (L3 where present) of a CPU, summed over the cache domains of the CPUs this process may
+            run on.
         smem_per_block_bytes: opt-in shared memory per block in bytes (GPU; None for a CPU or an old torch).
         max_sm_clock_hz: maximum SM clock from NVML (GPU) or the highest reported core clock (CPU), in Hz; None if
             unknown.
@@ -151,7 +165,7 @@ def detect(device: str = "auto") -> DeviceInfo:
         if not torch.cuda.is_available():
             return detect_cpu()
         return detect_cuda(torch.cuda.current_device())
-    torch = require("torch", "measuring on a CUDA GPU", "pip install torch  (or: pip install 'truepeak[measure]')")
+    torch = require("torch", "measuring on a CUDA GPU")
     if not torch.cuda.is_available():
         raise UnsupportedError(f"device {device!r} was asked for, but torch {torch.__version__} sees no CUDA GPU; "
                                "use --device cpu, or install a CUDA build of torch")
@@ -291,13 +305,15 @@ class CpuSpec:
     Attributes:
         model: model name.
         cores: physical cores available to this process.
-        lanes: fp32 SIMD lanes of the widest vector FMA (16 for AVX-512, 8 for AVX2, 4 for NEON, 1 scalar).
-        isa: the instruction set that gave ``lanes`` ("avx512f", "avx2", "asimd", "scalar").
-        fma_units: vector FMA units assumed per core.
+        lanes: fp32 lanes of one FMA unit (its datapath bits / 32: 16 for 512-bit, 8 for 256-bit, 4 for 128-bit,
+            1 scalar).
+        isa: the widest vector instruction set the flags show ("avx512f", "avx2", "fma", "asimd", "scalar").
+        fma_units: vector FMA units per core.
         clock_hz: clock used for the estimate, in Hz, or None if none was found.
         clock_source: where the clock came from.
         cache_bytes: last-level cache in bytes, or None.
         memory_bytes: system memory in bytes, or None.
+        fma_basis: why this FMA datapath (vendor/family rule and what is assumed).
     """
 
     model: str
@@ -309,20 +325,33 @@ class CpuSpec:
     clock_source: str
     cache_bytes: int | None = None
     memory_bytes: int | None = None
+    fma_basis: str = ""
+
+    @property
+    def clock_is_max(self) -> bool:
+        """Whether ``clock_hz`` is the maximum clock (sysfs ``cpuinfo_max_freq``), not a momentary or nominal one."""
+        return self.clock_source == "cpuinfo_max_freq"
+
+    @property
+    def flop_per_cycle_per_core(self) -> int:
+        """fp32 FLOP per cycle per core: FMA units x lanes x 2 (an FMA is 2 FLOP)."""
+        return self.fma_units * self.lanes * 2
 
     @property
     def fp32_peak_flops(self) -> float | None:
-        """Estimated fp32 peak in FLOP/s: cores x lanes x 2 (FMA) x FMA units x clock; None without a clock."""
+        """Estimated fp32 peak in FLOP/s: cores x FMA units x lanes x 2 (FMA) x clock; None without a clock."""
         if not self.clock_hz:
             return None
-        return self.cores * self.lanes * 2 * self.fma_units * self.clock_hz
+        return self.cores * self.flop_per_cycle_per_core * self.clock_hz
 
     @property
     def formula(self) -> str:
-        """The estimate written out, e.g. ``"2 cores x 16 fp32 lanes (avx512f) x 2 (FMA) x 2 FMA units x 2.596 GHz"``."""
+        """The estimate written out, e.g. ``"2 cores x 2 FMA units x 8 fp32 lanes (256-bit) x 2 (FMA) = 32 FLOP/cycle/
+        core x 2.596 GHz (...) [AMD family 0x19 (Zen 3/Zen 4): ...]"``."""
         clock = f"{self.clock_hz / 1e9:.3f} GHz ({self.clock_source})" if self.clock_hz else "unknown clock"
-        return (f"{self.cores} cores x {self.lanes} fp32 lanes ({self.isa}) x 2 (FMA) x {self.fma_units} FMA units "
-                f"(assumed) x {clock}")
+        basis = f" [{self.fma_basis}]" if self.fma_basis else ""
+        return (f"{self.cores} cores x {self.fma_units} FMA units x {self.lanes} fp32 lanes ({self.lanes * 32}-bit) "
+                f"x 2 (FMA) = {self.flop_per_cycle_per_core} FLOP/cycle/core x {clock}{basis}")
 
 
 def simd_lanes(flags: set[str] | frozenset[str]) -> tuple[int, str]:
@@ -336,8 +365,53 @@ def simd_lanes(flags: set[str] | frozenset[str]) -> tuple[int, str]:
     return 1, "scalar"
 
 
+def fma_datapath(vendor: str | None, family: int | None, model: int | None, flags: set[str] | frozenset[str],
+                 machine: str = "") -> tuple[int, int, str]:
+    """FMA units per core and the bits of each, from vendor and family (see the module docstring's table).
+
+    Args:
+        vendor: /proc/cpuinfo ``vendor_id`` ("AuthenticAMD", "GenuineIntel", ...), or None.
+        family, model: /proc/cpuinfo ``cpu family`` and ``model`` (decimal there: Zen 4 is family 25 = 0x19).
+        flags: instruction-set flags.
+        machine: ``platform.machine()``.
+
+    Returns:
+        ``(units, bits, basis)``: basis says which rule applied and what is assumed.
+    """
+    vendor = (vendor or "").strip()
+    arm = machine.lower() in ("arm64", "aarch64") or "asimd" in flags or "neon" in flags
+    avx512 = "avx512f" in flags
+    avx2_fma = "avx2" in flags and "fma" in flags
+    if vendor in ("AuthenticAMD", "HygonGenuine") and family is not None:
+        fam = f"AMD family {family:#x}"
+        if family == 0x17 or (vendor == "HygonGenuine" and family == 0x18):
+            if model is not None and model >= 0x30:
+                return 2, 256, f"{fam} model {model:#x} (Zen 2): 2 x 256-bit FMA pipes"
+            return 2, 128, f"{fam} (Zen 1/Zen+): 2 x 128-bit FMA pipes, AVX2 runs in 128-bit halves"
+        if family == 0x19:
+            return 2, 256, (f"{fam} (Zen 3/Zen 4): 2 x 256-bit FMA pipes"
+                            + (", AVX-512 runs on them in 256-bit halves" if avx512 else ""))
+        if family == 0x1A:
+            if avx512:
+                return 2, 512, f"{fam} (Zen 5): 2 x 512-bit FMA pipes (assumed: mobile Zen 5 has 256-bit ones)"
+            return 2, 256, f"{fam} (Zen 5) without avx512f: 2 x 256-bit FMA pipes"
+    if vendor == "GenuineIntel":
+        if avx512:
+            return 2, 512, "Intel with avx512f: 2 x 512-bit FMA units (assumed: some SKUs have 1)"
+        if avx2_fma:
+            return 2, 256, "Intel with avx2 + fma: 2 x 256-bit FMA units"
+    if arm and not (avx512 or avx2_fma):
+        return 2, 128, "Arm64 NEON: 2 x 128-bit FMA pipes (assumed; cores with 4 pipes reach more)"
+    lanes, isa = simd_lanes(flags)
+    if isa == "scalar":
+        return 1, 32, "no vector FMA flags: 1 scalar FMA per cycle (assumed)"
+    return 1, lanes * 32, (f"vendor/family not in truepeak's table ({vendor or 'unknown vendor'}"
+                           f"{f', family {family:#x}' if family is not None else ''}): 1 x {lanes * 32}-bit "
+                           f"({isa}) FMA unit assumed, likely an underestimate")
+
+
 def fma_units(isa: str) -> int:
-    """Vector FMA units assumed per core: 2 on AVX2 / AVX-512 x86 and on NEON (Neoverse N1-class), 1 for scalar code."""
+    """Deprecated: vector FMA units by instruction set alone (use :func:`fma_datapath`); 1 scalar, 2 vector."""
     return 1 if isa == "scalar" else 2
 
 
@@ -346,9 +420,12 @@ def parse_cpuinfo(text: str) -> dict:
 
     Returns:
         ``{"model": str | None, "flags": set[str], "mhz": float | None (the largest "cpu MHz"),
-        "threads_per_core": int | None (siblings / cpu cores), "cache_bytes": int | None ("cache size")}``.
+        "threads_per_core": int | None (siblings / cpu cores), "cache_bytes": int | None ("cache size"),
+        "vendor": str | None ("vendor_id"), "family": int | None ("cpu family"), "model_number": int | None
+        ("model")}``.
     """
     model = None
+    vendor = family = model_number = None
     flags: set[str] = set()
     mhz: list[float] = []
     siblings = cpu_cores = None
@@ -373,11 +450,17 @@ def parse_cpuinfo(text: str) -> dict:
             cpu_cores = _int(value)
         elif key == "cache size" and cache is None:
             cache = _size_bytes(value)
+        elif key == "vendor_id" and vendor is None:
+            vendor = value
+        elif key == "cpu family" and family is None:
+            family = _int(value)
+        elif key == "model" and model_number is None:
+            model_number = _int(value)
     tpc = None
     if siblings and cpu_cores and siblings >= cpu_cores:
         tpc = max(1, siblings // cpu_cores)
     return {"model": model, "flags": flags, "mhz": max(mhz) if mhz else None, "threads_per_core": tpc,
-            "cache_bytes": cache}
+            "cache_bytes": cache, "vendor": vendor, "family": family, "model_number": model_number}
 
 
 def cpu_spec_from(cpuinfo_text: str | None, *, logical_cpus: int, max_freq_khz: str | None = None,
@@ -396,13 +479,18 @@ def cpu_spec_from(cpuinfo_text: str | None, *, logical_cpus: int, max_freq_khz: 
         machine: ``platform.machine()``; "arm64"/"aarch64" imply NEON when no flags are known.
     """
     info = parse_cpuinfo(cpuinfo_text) if cpuinfo_text else {"model": None, "flags": set(), "mhz": None,
-                                                               "threads_per_core": None, "cache_bytes": None}
+                                                               "threads_per_core": None, "cache_bytes": None,
+                                                               "vendor": None, "family": None, "model_number": None}
     py = py_cpuinfo or {}
     model = info["model"] or py.get("brand_raw") or platform.processor() or machine or "unknown CPU"
     flags = info["flags"] or {str(f).lower() for f in py.get("flags", ())}
     if not flags and machine.lower() in ("arm64", "aarch64"):
         flags = {"asimd"}  # NEON is mandatory on AArch64
-    lanes, isa = simd_lanes(flags)
+    _, isa = simd_lanes(flags)
+    vendor = info["vendor"] or py.get("vendor_id_raw")
+    family = info["family"] if info["family"] is not None else _int(py.get("family"))
+    model_number = info["model_number"] if info["model_number"] is not None else _int(py.get("model"))
+    units, bits, basis = fma_datapath(vendor, family, model_number, flags, machine)
     tpc = info["threads_per_core"] or 1
     cores = max(1, logical_cpus // tpc)
 
@@ -417,8 +505,9 @@ def cpu_spec_from(cpuinfo_text: str | None, *, logical_cpus: int, max_freq_khz: 
         if hz and hz[0]:
             clock_hz, clock_source = float(hz[0]), "py-cpuinfo"
     cache = cache_bytes or info["cache_bytes"] or py.get("l3_cache_size") or py.get("l2_cache_size") or None
-    return CpuSpec(model=model, cores=cores, lanes=lanes, isa=isa, fma_units=fma_units(isa), clock_hz=clock_hz,
-                   clock_source=clock_source, cache_bytes=int(cache) if cache else None, memory_bytes=memory_bytes)
+    return CpuSpec(model=model, cores=cores, lanes=bits // 32, isa=isa, fma_units=units, clock_hz=clock_hz,
+                   clock_source=clock_source, cache_bytes=int(cache) if cache else None, memory_bytes=memory_bytes,
+                   fma_basis=basis)
 
 
 def cpu_accelerator(spec: CpuSpec) -> Accelerator:
@@ -431,8 +520,9 @@ def cpu_accelerator(spec: CpuSpec) -> Accelerator:
     if spec.fp32_peak_flops:
         peaks = (Peak("fp32", "fp32", spec.fp32_peak_flops, None, est, derived=True, clock_hz=spec.clock_hz,
                       note="estimated from the instruction set, core count and clock; not a vendor figure"),)
-    arch = Architecture("cpu", f"CPU ({spec.isa})", {"fp32": spec.lanes * 2 * spec.fma_units},
-                        "fp32 lanes x 2 (FMA) x FMA units per core (assumed)")
+    arch = Architecture("cpu", f"CPU ({spec.isa})", {"fp32": spec.flop_per_cycle_per_core},
+                        "FMA units x fp32 lanes per unit x 2 (FMA) per core, from vendor and family (estimated): "
+                        + (spec.fma_basis or "no basis"))
     slug = re.sub(r"[^a-z0-9]+", "-", spec.model.lower()).strip("-") or "unknown"
     return Accelerator(
         key=f"cpu-{slug}", name=spec.model, vendor="cpu", architecture=arch, compute_capability=None,
@@ -441,7 +531,9 @@ def cpu_accelerator(spec: CpuSpec) -> Accelerator:
         memory_bandwidth=None,
         sm_count=Sourced(spec.cores, "physical cores available to this process"),
         boost_clock_hz=Sourced(spec.clock_hz, spec.clock_source) if spec.clock_hz else None,
-        max_clock_hz=Sourced(spec.clock_hz, spec.clock_source) if spec.clock_hz else None,
+        # only sysfs cpuinfo_max_freq is a maximum; "cpu MHz" (in a VM often the nominal clock) is not, and cores
+        # boost above it, so a GEMM may measure above the peak at that clock (the plausibility check allows headroom)
+        max_clock_hz=Sourced(spec.clock_hz, spec.clock_source) if spec.clock_hz and spec.clock_is_max else None,
         l2_bytes=Sourced(spec.cache_bytes, "last-level cache reported by the OS") if spec.cache_bytes else None,
         smem_per_block_bytes=None, tdp_w=None, interconnect=None,
         headline="fp32 peak " + est,
@@ -479,6 +571,9 @@ def detect_cpu() -> DeviceInfo:
              "CPU memory bandwidth: the measured copy bandwidth is used as the roofline's memory ceiling"]
     if spec.clock_hz is None:
         notes.append("no CPU clock found, so no fp32 peak estimate and no efficiency")
+    elif not spec.clock_is_max:
+        notes.append(f"the CPU clock is from {spec.clock_source}, not a maximum clock: cores that boost above it can "
+                     "measure above 100 % of the estimated fp32 peak")
     if spec.cache_bytes is None:
         notes.append(f"no cache size reported; {DEFAULT_CPU_CACHE_BYTES // 2**20} MiB assumed for rotation sizing")
     return DeviceInfo("cpu", spec.model, acc, False, None, spec.cores, spec.cache_bytes or DEFAULT_CPU_CACHE_BYTES,
@@ -507,17 +602,36 @@ def _size_bytes(text: str) -> int | None:
     return int(hit.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[hit.group(2).upper()]
 
 
-def _sysfs_llc_bytes() -> int | None:
-    """Largest data/unified cache of cpu0 from /sys/devices/system/cpu/cpu0/cache/index*/size."""
-    best = None
-    for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        kind = _read(str(d / "type"))
-        if kind and kind.strip() == "Instruction":
-            continue
-        size = _size_bytes(_read(str(d / "size")) or "")
-        if size and (best is None or size > best):
-            best = size
-    return best
+def _sysfs_llc_bytes(root: str = "/sys/devices/system/cpu", cpus: Iterable[int] | None = None) -> int | None:
+    """Last-level cache this process can use, in bytes, from sysfs: the highest-level data/unified cache
+    (``index*/level``, ``size``), summed over its distinct domains (``shared_cpu_list``) among ``cpus`` (default the
+    CPUs this process may run on). A multi-threaded copy or GEMM uses every domain's L3, so one domain's size (cpu0's
+    alone) would undersize the buffers on a multi-CCD or multi-socket machine."""
+    if cpus is None:
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cpus = [0]
+    domains: dict[tuple[int, str], int] = {}
+    for cpu in cpus:
+        best: tuple[int, str, int] | None = None
+        for d in Path(root, f"cpu{cpu}", "cache").glob("index*"):
+            kind = _read(str(d / "type"))
+            if kind and kind.strip() == "Instruction":
+                continue
+            size = _size_bytes(_read(str(d / "size")) or "")
+            level = _int((_read(str(d / "level")) or "").strip()) or 0
+            if not size:
+                continue
+            shared = (_read(str(d / "shared_cpu_list")) or f"cpu{cpu}").strip()
+            if best is None or (level, size) > (best[0], best[2]):
+                best = (level, shared, size)
+        if best is not None:
+            domains[(best[0], best[1])] = best[2]
+    if not domains:
+        return None
+    top = max(level for level, _ in domains)
+    return sum(size for (level, _), size in domains.items() if level == top)
 
 
 def _meminfo_bytes() -> int | None:
@@ -538,5 +652,5 @@ def _py_cpuinfo() -> dict | None:
 
 
 __all__ = ["DeviceInfo", "CpuSpec", "detect", "detect_cpu", "detect_cuda", "cuda_device_info", "cpu_spec_from",
-           "cpu_accelerator", "parse_cpuinfo", "parse_device", "simd_lanes", "unknown_gpu_accelerator",
+           "cpu_accelerator", "parse_cpuinfo", "parse_device", "simd_lanes", "fma_datapath", "unknown_gpu_accelerator",
            "with_measured_bandwidth"]

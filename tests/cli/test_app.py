@@ -1,0 +1,71 @@
+"""The console entry point's error boundary: every usage error is ONE line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import pytest
+
+import truepeak.cli  # noqa: F401  (registers every command)
+from truepeak.cli.app import main
+
+
+def call(capsys, *args: str) -> tuple[int, str, str]:
+    """Run ``truepeak ARGS`` through :func:`main`: (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(("args", "needle", "see"), [
+    (["efficiency", "--tflops", "abc"], "Invalid value for '--tflops'", "truepeak efficiency --help"),
+    (["efficiency", "--tflops", "100"], "Missing option '--gpu'", "truepeak efficiency --help"),
+    (["bogus"], "No such command 'bogus'", "truepeak --help"),
+    (["specs", "h200", "extra"], "unexpected extra argument", "truepeak specs --help"),
+    (["specs", "--bogus"], "No such option: --bogus", "truepeak specs --help"),
+    (["run", "--out"], "Option '--out' requires an argument", "truepeak run --help"),
+])
+def test_usage_errors_are_one_line_exit_2(capsys, args, needle, see):
+    code, out, err = call(capsys, *args)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1, err  # one line, no boxed panel, no "Usage:" block
+    assert err.startswith("error: ") and needle in err
+    assert err.rstrip().endswith(f"(see '{see}')")
+    assert "╭" not in err and "Usage:" not in err
+
+
+def test_help_and_version_exit_0(capsys):
+    code, out, err = call(capsys, "--help")
+    assert code == 0 and "efficiency" in out and "specs" in out and err == ""
+    code, out, _ = call(capsys, "specs", "--help")
+    assert code == 0 and "--sources" in out
+    code, out, _ = call(capsys, "--version")
+    assert code == 0 and out.startswith("truepeak ")
+
+
+def test_no_arguments_prints_the_help_once(capsys):
+    code, out, err = call(capsys)
+    assert code == 2
+    assert out.count("Commands") == 1 and "error" not in err
+
+
+def test_a_successful_command_exits_0(capsys):
+    code, out, err = call(capsys, "specs", "h200")
+    assert code == 0 and "H200" in out
+
+
+def test_truepeak_errors_stay_one_line(capsys):
+    code, _, err = call(capsys, "specs", "h300-nonexistent")
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_keyboard_interrupt_exits_130(capsys, monkeypatch):
+    import typer.main
+
+    class Boom:
+        def main(self, **kwargs):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(typer.main, "get_command", lambda app: Boom())
+    code, _, err = call(capsys, "specs")
+    assert code == 130 and err.count("\n") == 1
