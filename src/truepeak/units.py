@@ -1,0 +1,92 @@
+"""Rendering numbers: the one place where SI values (FLOP/s, B/s, s, B, fractions) become text.
+
+Everything inside truepeak is SI (DESIGN.md "Conventions"); tables, messages and Markdown call these functions so that a
+number prints the same way everywhere. Decimal prefixes (TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s), as vendors and
+nccl-tests use; binary sizes (MiB, GiB) only for buffer sizes, labelled as such.
+"""
+
+from __future__ import annotations
+
+import math
+
+TERA = 1e12
+GIGA = 1e9
+DASH = "-"
+
+#: The footer every table and report carries.
+UNITS_FOOTER = ("TFLOPS = 1e12 FLOP/s (TOPS for int8), GB/s = 1e9 B/s (decimal); "
+                "efficiency is against the DENSE peak, never the 2:4-sparse one")
+
+
+def _bad(x: float | None) -> bool:
+    return x is None or not isinstance(x, (int, float)) or not math.isfinite(x)
+
+
+def rate_unit(rate: str) -> str:
+    """``"TOPS"`` for the int8 rate (integer operations), ``"TFLOPS"`` otherwise.
+
+    Args:
+        rate: a catalog rate key (``"int8"``, ``"bf16"``...) or a format name (``"int8"``, ``"fp8_e4m3"``...).
+    """
+    from truepeak.formats import RATES, get_format
+
+    key = rate if rate in RATES else get_format(rate).rate
+    return "TOPS" if key == "int8" else "TFLOPS"
+
+
+def fmt_rate(flop_per_s: float | None) -> str:
+    """A throughput in FLOP/s as a number of TFLOPS: one decimal from 100 up (``1978.9``, ``989.4``), four
+    significant digits below (``46.1``, ``0.805``). ``None``/non-finite -> ``"-"``."""
+    if _bad(flop_per_s):
+        return DASH
+    x = flop_per_s / TERA
+    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.4g}"
+
+
+def fmt_bandwidth(bytes_per_s: float | None) -> str:
+    """A bandwidth in B/s as a number of GB/s (1e9): whole numbers from 100 up (``4274``), three significant digits
+    below (``42.1``)."""
+    if _bad(bytes_per_s):
+        return DASH
+    x = bytes_per_s / GIGA
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def fmt_pct(fraction: float | None, sign: bool = True) -> str:
+    """A fraction as a percentage: one decimal from 10 % up (``"64.5 %"``), three significant digits below
+    (``"0.798 %"``). ``sign=False`` drops the `` %`` (table cells under a "%" header)."""
+    if _bad(fraction):
+        return DASH
+    p = 100 * fraction
+    text = f"{p:.1f}" if abs(p) >= 10 else f"{p:.3g}"
+    return f"{text} %" if sign else text
+
+
+def fmt_time(seconds: float | None) -> str:
+    """Seconds with a unit chosen from the magnitude, four significant digits: ``1.111 ms``, ``20.1 µs``."""
+    if _bad(seconds):
+        return DASH
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def fmt_bytes(nbytes: float | None) -> str:
+    """Bytes with a decimal prefix (kB, MB, GB: 1e3, 1e6, 1e9), four significant digits: ``14.16 MB``."""
+    if _bad(nbytes):
+        return DASH
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.4g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def fmt_size(nbytes: float | None) -> str:
+    """A buffer size with a binary prefix (KiB, MiB, GiB: 2**10, 2**20, 2**30): ``2 GiB``, ``60 MiB``."""
+    if _bad(nbytes):
+        return DASH
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.4g} {unit}"
+    return f"{nbytes:.0f} B"
