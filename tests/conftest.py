@@ -1,9 +1,11 @@
 """Shared test set-up.
 
-- Tests marked ``@pytest.mark.gpu`` are skipped unless torch sees a CUDA GPU (the reason is reported), so
-  ``python -m pytest`` stays green on a laptop and runs everything on a GPU box.
+- Tests marked ``@pytest.mark.gpu`` (the marker is declared in pyproject.toml) are skipped unless torch sees a CUDA GPU
+  (the reason is reported), so ``python -m pytest`` stays green on a laptop and runs everything on a GPU box.
 - ``fake_pynvml``: a stand-in NVML module (an H200 at 1455 of 1980 MHz, 690.5 W of 700 W, power-capped, no temperature
   sensor) installed as ``pynvml`` for the test, to exercise telemetry without a GPU.
+- Every test starts and ends with an empty NVML cache (:func:`truepeak.hardware.nvml.clear_cache`): the process-wide
+  NVML session must not carry one test's ``pynvml`` into the next.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 import types
 
 import pytest
+
+from truepeak.hardware import nvml
 
 
 @functools.lru_cache(maxsize=1)
@@ -30,10 +34,6 @@ def _cuda_unavailable_reason() -> str | None:
     return f"needs a CUDA GPU (torch {torch.__version__} sees none)"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
@@ -46,24 +46,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_nvml_cache():
+    nvml.clear_cache()
+    yield
+    nvml.clear_cache()
+
+
 class _NotSupported(Exception):
     pass
 
 
 @pytest.fixture
 def fake_pynvml(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
-    """Install a fake ``pynvml``; ``fake_pynvml.calls`` counts nvmlInit / nvmlShutdown."""
+    """Install a fake ``pynvml``; ``fake_pynvml.calls`` counts nvmlInit, nvmlShutdown and the static reads
+    (``max_clock``, ``power_limit``, ``name``)."""
     calls: dict[str, int] = {}
+
+    def count(key: str, value=None):
+        calls[key] = calls.get(key, 0) + 1
+        return value
+
     nv = types.ModuleType("pynvml")
     nv.calls = calls
     nv.NVML_CLOCK_SM, nv.NVML_CLOCK_MEM, nv.NVML_TEMPERATURE_GPU = 1, 2, 0
     nv.nvmlClocksEventReasonSwPowerCap = 0x4
-    nv.nvmlInit = lambda: calls.__setitem__("init", calls.get("init", 0) + 1)
-    nv.nvmlShutdown = lambda: calls.__setitem__("shutdown", calls.get("shutdown", 0) + 1)
+    nv.nvmlInit = lambda: count("init")
+    nv.nvmlShutdown = lambda: count("shutdown")
     nv.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)
-    nv.nvmlDeviceGetMaxClockInfo = lambda h, clk: 1980
-    nv.nvmlDeviceGetEnforcedPowerLimit = lambda h: 700_000
-    nv.nvmlDeviceGetName = lambda h: b"NVIDIA H200"
+    nv.nvmlDeviceGetHandleByPciBusId = lambda bus: ("handle", 3)
+    nv.nvmlDeviceGetIndex = lambda h: h[1]
+    nv.nvmlDeviceGetMaxClockInfo = lambda h, clk: count("max_clock", 1980)
+    nv.nvmlDeviceGetEnforcedPowerLimit = lambda h: count("power_limit", 700_000)
+    nv.nvmlDeviceGetName = lambda h: count("name", b"NVIDIA H200")
+    nv.nvmlSystemGetDriverVersion = lambda: b"580.95.05"
     nv.nvmlDeviceGetClockInfo = lambda h, clk: 1455 if clk == 1 else 3201
     nv.nvmlDeviceGetPowerUsage = lambda h: 690_500
 

@@ -7,10 +7,11 @@ import math
 
 import pytest
 
-from truepeak.efficiency import analyze, derived_metrics, percent
+from truepeak.efficiency import DERIVED_KEYS, analyze, derived_metrics
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
 from truepeak.hardware.catalog import Accelerator, Architecture, Peak, Sourced, load_catalog
 from truepeak.roofline import Copy, Gemm
+from truepeak.units import fmt_pct
 
 
 def catalog_acc(key: str) -> Accelerator:
@@ -52,21 +53,16 @@ def test_S1_large_gemm_against_dense_not_sparse(ws):
     e = analyze(ws, "nvfp4", tflops=1300)
     assert e.dense_flops == 2015.2e12          # 188 SMs x 2.617 GHz x 4096 FLOP/clk/SM
     assert e.pct_dense == pytest.approx(1300 / 2015.2)
-    assert percent(e.pct_dense) == "64.5 %"   # not 32.5 % of "4000"
+    assert fmt_pct(e.pct_dense) == "64.5 %"   # not 32.5 % of "4000"
     # the sparse-headline trap: computed, labelled wrong, never the efficiency
     assert e.sparse_flops == 4030.4e12
-    assert percent(e.pct_sparse) == "32.3 %"
+    assert fmt_pct(e.pct_sparse) == "32.3 %"
     assert e.sparse_trap == ("against the 4030.4 TFLOPS sparse figure this would read 32.3 % — wrong: "
                              "2:4 sparsity doubles the datasheet rate; dense GEMMs never reach it")
 
 
 def test_S1_moe_aggregate(ws):
-    assert percent(analyze(ws, "nvfp4", tflops=437).pct_dense) == "21.7 %"  # 437 / 2015.2 = 0.2169
-
-
-def test_S1_tokens_per_expert():
-    # batch 512, 256 experts, top-8: 512 * 8 / 256 = 16 rows per expert -> the GEMM below has M = 16
-    assert 512 * 8 // 256 == 16
+    assert fmt_pct(analyze(ws, "nvfp4", tflops=437).pct_dense) == "21.7 %"  # 437 / 2015.2 = 0.2169
 
 
 def test_S1_per_expert_gemm_counts():
@@ -114,14 +110,14 @@ def test_S1_server_edition():
 
 def test_C01_h200(h200):
     e = analyze(h200, "bf16", tflops=420)
-    assert percent(e.pct_dense) == "42.4 %"
-    assert percent(e.pct_sparse) == "21.2 %"
+    assert fmt_pct(e.pct_dense) == "42.4 %"
+    assert fmt_pct(e.pct_sparse) == "21.2 %"
     assert "wrong" in e.sparse_trap  # 21.2 % appears only as the labelled trap
 
 
 def test_C01_h100():
     acc = catalog_acc("h100-sxm")
-    assert percent(analyze(acc, "bf16", tflops=480).pct_dense) == "48.5 %"
+    assert fmt_pct(analyze(acc, "bf16", tflops=480).pct_dense) == "48.5 %"
 
 
 def test_C01_h100_by_hand():
@@ -150,7 +146,7 @@ def test_C08_analyze_rejects_impossible_time():
 
 def test_C08_analyze_accepts_plausible_time():
     e = analyze(rtx4090(), "fp32", shape="4096x4096x4096", time_s=2.75e-3)
-    assert percent(e.pct_dense) == "60.5 %"
+    assert fmt_pct(e.pct_dense) == "60.5 %"
     assert e.time_floor_s == pytest.approx(1.664e-3, rel=1e-3)
     assert e.bound == "compute"
 
@@ -244,6 +240,18 @@ def test_to_dict_is_json(ws):
     back = json.loads(json.dumps(d))
     assert back["bound"] == "memory" and back["gemm"]["label"] == "16x6144x4096"
     assert back["pct_dense"] == pytest.approx(0.8 / 2015.2)
+    # the GEMM's counts are written as keys of their own (S1: see test_S1_per_expert_gemm_counts)
+    assert back["shape"] == [16, 6144, 4096] and back["flop"] == 805_306_368 and back["min_bytes"] == 14_389_248
+    assert (back["a_bytes"], back["b_bytes"], back["c_bytes"]) == (36_864, 14_155_776, 196_608)
+    assert back["intensity"] == pytest.approx(55.966, abs=1e-3)
+
+
+def test_counts_come_from_the_gemm(ws):
+    e = analyze(ws, "nvfp4", shape="16x6144x4096", tflops=0.8)
+    assert e.shape == (16, 6144, 4096) and e.flop == e.gemm.flop and e.b_bytes == 14_155_776
+    bare = analyze(ws, "nvfp4", tflops=1300)
+    assert bare.gemm is None and bare.shape is None and bare.flop is None and bare.intensity is None
+    assert bare.to_dict()["min_bytes"] is None
 
 
 def test_no_bandwidth_no_roofline():
@@ -254,39 +262,47 @@ def test_no_bandwidth_no_roofline():
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# derived_metrics (used by `truepeak run` for every record)
+# derived_metrics (used by `truepeak run` for every record): SI values, fractions
 
-KEYS = {"tflops", "gbps", "pct_dense", "pct_roofline", "bound", "attainable_tflops", "pct_at_clock", "pct_bandwidth"}
+KEYS = set(DERIVED_KEYS)
+PLACEMENT = {"sm_clock_hz", "dense_peak_flop_per_s", "peak_source", "peak_estimated", "bandwidth_bytes_per_s",
+             "bandwidth_source"}
 
 
 def test_derived_metrics_gemm(h200):
     g = Gemm(8192, 8192, 8192, "bf16")
     m = derived_metrics(h200, g, 1.5e-3, clock_hz=1.5e9)
     assert set(m) == KEYS
-    assert m["tflops"] == pytest.approx(1_099_511_627_776 / 1.5e-3 / 1e12)        # 733.0
-    assert m["gbps"] == pytest.approx(3 * 134_217_728 / 1.5e-3 / 1e9)              # 268.4
-    assert m["pct_dense"] == pytest.approx(m["tflops"] / 989.4)
-    assert m["bound"] == "compute" and m["attainable_tflops"] == pytest.approx(989.4)
-    assert m["pct_roofline"] == pytest.approx(m["pct_dense"])
-    assert m["pct_at_clock"] == pytest.approx(m["tflops"] / 811.008)
-    assert m["pct_bandwidth"] == pytest.approx(m["gbps"] / 4800)
+    assert m["flop_per_s"] == pytest.approx(1_099_511_627_776 / 1.5e-3)             # 733.0 TFLOPS
+    assert m["bytes_per_s"] == pytest.approx(3 * 134_217_728 / 1.5e-3)              # 268.4 GB/s
+    assert m["pct_dense"] == pytest.approx(0.740861, abs=1e-6)                      # 733.007 / 989.4
+    assert m["bound"] == "compute" and m["attainable_flop_per_s"] == pytest.approx(989.4e12)
+    assert m["pct_roofline"] == pytest.approx(0.740861, abs=1e-6)
+    assert m["pct_at_clock"] == pytest.approx(0.903823, abs=1e-6)                   # 733.007 / 811.008 at 1.5 GHz
+    assert m["pct_bandwidth"] == pytest.approx(0.0559241, abs=1e-7)                 # 268.4 / 4800
+    # what the percentages are against, so a record explains itself
+    assert m["sm_clock_hz"] == 1.5e9 and m["dense_peak_flop_per_s"] == 989.4e12 and m["peak_estimated"] is False
+    assert m["bandwidth_bytes_per_s"] == 4.8e12 and m["peak_source"] and m["bandwidth_source"]
 
 
 def test_derived_metrics_copy(h200):
     m = derived_metrics(h200, Copy(2**30), 0.5e-3)
     assert set(m) == KEYS
-    assert m["gbps"] == pytest.approx(2 * 2**30 / 0.5e-3 / 1e9)     # 4295 GB/s, read + write
-    assert m["pct_bandwidth"] == pytest.approx(2 * 2**30 / 0.5e-3 / 4.8e12)  # 89.5 %
-    assert all(m[k] is None for k in KEYS - {"gbps", "pct_bandwidth"})
+    assert m["bytes_per_s"] == pytest.approx(2 * 2**30 / 0.5e-3)     # 4295 GB/s, read + write
+    assert m["pct_bandwidth"] == pytest.approx(0.894785, abs=1e-6)   # 4295 / 4800 = 89.5 %
+    assert m["bandwidth_bytes_per_s"] == 4.8e12
+    assert all(m[k] is None for k in KEYS - {"bytes_per_s", "pct_bandwidth", "bandwidth_bytes_per_s",
+                                             "bandwidth_source"})
 
 
 def test_derived_metrics_cpu_accelerator():
     cpu = make_acc(key="cpu", name="CPU")
     m = derived_metrics(cpu, Gemm(256, 256, 256, "fp32"), 1e-3, clock_hz=3e9)
-    assert m["tflops"] == pytest.approx(2 * 256**3 / 1e-3 / 1e12)
-    assert all(m[k] is None for k in KEYS - {"tflops", "gbps"})
+    assert m["flop_per_s"] == pytest.approx(2 * 256**3 / 1e-3)       # 33.55 GFLOP/s
+    assert m["sm_clock_hz"] == 3e9
+    assert all(m[k] is None for k in KEYS - {"flop_per_s", "bytes_per_s", "sm_clock_hz"})
     c = derived_metrics(cpu, Copy(1000), 1e-6)
-    assert c["gbps"] == pytest.approx(2.0) and c["pct_bandwidth"] is None
+    assert c["bytes_per_s"] == pytest.approx(2e9) and c["pct_bandwidth"] is None
 
 
 def test_derived_metrics_rejects(h200):
@@ -302,7 +318,7 @@ def test_derived_metrics_rejects(h200):
 
 def test_derived_metrics_ignores_unusable_clock(h200):
     m = derived_metrics(h200, Gemm(1024, 1024, 1024, "bf16"), 1e-3, clock_hz=math.nan)
-    assert m["pct_at_clock"] is None and m["pct_dense"] is not None
+    assert m["pct_at_clock"] is None and m["sm_clock_hz"] is None and m["pct_dense"] is not None
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -119,10 +119,32 @@ def test_format_names_cover_all_formats():
     assert "int32" not in FORMAT_NAMES
 
 
-@pytest.mark.parametrize("dims", [(0, 4), (4, 0), (-1, 4), (2.5, 4)])
+@pytest.mark.parametrize("dims", [(0, 4), (4, 0), (-1, 4), (2.5, 4), (True, 4)])
 def test_matrix_bytes_rejects_bad_dims(dims):
-    with pytest.raises(TruepeakError):
+    with pytest.raises(TruepeakError, match="not a positive whole number") as err:
         get_format("bf16").matrix_bytes(*dims)
+    assert not isinstance(err.value, UnknownNameError)  # a bad dimension is no unknown name
+
+
+@pytest.mark.parametrize(("fmt", "scaling"), [("bf16", "tensor"), ("fp32", "row"), ("nvfp4", "block"),
+                                              ("mxfp8", "block128"), ("bf16", "block")])
+def test_matrix_bytes_takes_the_scalings_check_scaling_takes(fmt, scaling):
+    """One rule: matrix_bytes accepts exactly what check_scaling accepts (no hidden "block", no fp32 scales on bf16)."""
+    from truepeak.formats import check_scaling
+
+    with pytest.raises(TruepeakError) as by_check:
+        check_scaling(fmt, scaling)
+    with pytest.raises(TruepeakError) as by_bytes:
+        get_format(fmt).matrix_bytes(16, 256, scaling)
+    assert str(by_bytes.value) == str(by_check.value)
+
+
+def test_default_accumulate_is_the_formats_accumulator():
+    from truepeak.formats import default_accumulate
+
+    assert {f.name: f.accumulate for f in all_formats() if f.accumulate != "fp32"} == {"int8": "int32"}
+    assert all(f.accumulate == default_accumulate(f.rate) for f in all_formats())
+    assert get_format("nvfp4").is_block_scaled and not get_format("fp8").is_block_scaled
 
 
 def test_unknown_scaling_rejected():

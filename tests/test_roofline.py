@@ -14,11 +14,8 @@ from truepeak.roofline import Copy, Gemm, Roofline, check_plausible, check_time,
 
 
 def catalog_acc(key: str):
-    """A catalog entry by key; skip while the catalog (completed in parallel) lacks it."""
-    try:
-        return load_catalog().by_key(key)
-    except KeyError:
-        pytest.skip(f"catalog has no {key!r} entry yet")
+    """A catalog entry by key. The catalog is complete: a missing entry fails (UnknownNameError), never skips."""
+    return load_catalog().by_key(key)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -188,8 +185,27 @@ def test_copy():
     c = Copy(2**30)
     assert c.min_bytes == 2 * 2**30  # read + write
     assert c.flop == 0 and c.intensity == 0.0
+    assert c.label == "copy 1073741824 B"
     with pytest.raises(TruepeakError):
         Copy(0)
+
+
+def test_bad_dimensions_are_truepeak_errors_not_unknown_names():
+    from truepeak.errors import UnknownNameError
+
+    for make in (lambda: Gemm(0, 1, 1, "bf16"), lambda: Copy(-1)):
+        with pytest.raises(TruepeakError, match="not a positive whole number") as err:
+            make()
+        assert not isinstance(err.value, UnknownNameError)
+
+
+def test_roofline_for_an_accelerator_without_bandwidth():
+    import dataclasses
+
+    acc = dataclasses.replace(load_catalog().by_key("h200-sxm"), memory_bandwidth=None)
+    assert acc.bandwidth_bytes_per_s is None
+    with pytest.raises(UnsupportedError, match="no memory bandwidth"):
+        roofline_for(acc, "bf16")
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -289,10 +305,13 @@ def test_check_clock():
 
 
 def test_rate_text_is_one_formatter_for_peaks_and_ceilings():
-    from truepeak.roofline import rate_text
+    from truepeak.roofline import rate_text, rate_unit
+    from truepeak.units import fmt_rate
 
+    assert rate_text is fmt_rate  # kept importable; truepeak.units is the one formatter
     assert rate_text(1978.9e12) == "1978.9" and rate_text(1979e12) == "1979.0"
     assert rate_text(100.29e12) == "100.3" and rate_text(0.8e12) == "0.8" and rate_text(82.6e12) == "82.6"
+    assert rate_unit("int8") == "TOPS" and rate_unit("nvfp4") == "TFLOPS"
 
 
 def test_clock_given_in_ghz_is_rejected_as_a_unit_mistake():

@@ -1,7 +1,8 @@
 """Efficiency of a measured GEMM against the DENSE peak and the roofline (the workflow of ../shared/cases.md S1).
 
 Pure Python (no torch). Units inside are SI (FLOP, bytes, seconds, FLOP/s, B/s, Hz); fractions are fractions
-(0.645, rendered "64.5 %"). Only :func:`derived_metrics` returns rendered units (TFLOPS, GB/s), as its keys say.
+(0.645, rendered "64.5 %" by :mod:`truepeak.units` only when shown). :func:`derived_metrics` returns SI values too; the
+report converts them.
 
 Formulas (sources in :mod:`truepeak.roofline`): FLOP = 2 M N K; minimum bytes = A + B + C in their formats; intensity =
 FLOP / bytes; attainable = min(dense peak, bandwidth x intensity) (Williams et al. 2009); efficiency = achieved / dense
@@ -17,31 +18,28 @@ from typing import TYPE_CHECKING, Any
 
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
 from truepeak.formats import Format, check_scaling, get_format
-from truepeak.roofline import (  # noqa: F401  (plausibility_limit is re-exported: it used to live here)
-    GIGA,
+from truepeak.roofline import (
     TERA,
     Copy,
     Gemm,
-    PlausibilityLimit,
     Roofline,
     check_clock,
     check_plausible,
     check_time,
     parse_shape,
     plausibility_limit,
-    rate_text,
-    rate_unit,
 )
+from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_time, rate_unit
 
 if TYPE_CHECKING:  # pragma: no cover
-    from truepeak.hardware.catalog import Accelerator
+    from truepeak.hardware.catalog import Accelerator, Peak
+    from truepeak.roofline import PlausibilityLimit
 
 #: Relative disagreement allowed between a given throughput and shape / time (rounding of typed numbers).
 CONSISTENCY_TOLERANCE = 0.01
 
 SPARSE_WHY = "2:4 sparsity doubles the datasheet rate; dense GEMMs never reach it"
 SPARSE_WHY_NOT_2X = "it is the 2:4-sparse rate (not 2 x dense on this part); dense GEMMs never reach it"
-
 
 @dataclass(frozen=True)
 class Efficiency:
@@ -63,10 +61,10 @@ class Efficiency:
             in one line (None without a sparse peak).
         clock_hz, peak_at_clock_flops, pct_at_clock: with a measured SM clock, the dense peak at that clock
             (FLOP/clk/SM x SMs x clock) and achieved / it.
-        shape: (M, N, K) or None; ``gemm`` the :class:`~truepeak.roofline.Gemm`.
+        gemm: the :class:`~truepeak.roofline.Gemm`, or None without a shape; ``shape``, ``flop``, ``min_bytes``,
+            ``a_bytes``, ``b_bytes``, ``c_bytes`` and ``intensity`` (FLOP/B) are read from it (None without it).
         time_s: measured (or implied) seconds per GEMM; None without a shape.
-        flop, min_bytes, a_bytes, b_bytes, c_bytes: counts of the GEMM (FLOP, bytes).
-        intensity: FLOP/B; ``ridge``: dense peak / bandwidth (FLOP/B); ``bandwidth``: spec memory bandwidth (B/s).
+        ridge: dense peak / bandwidth (FLOP/B); ``bandwidth``: spec memory bandwidth (B/s).
         attainable_flops: the roofline ceiling at this shape (FLOP/s); ``pct_roofline``: achieved / it.
         bound: ``"memory"`` or ``"compute"``; ``time_floor_s``: max(FLOP / peak, bytes / bandwidth).
         achieved_bandwidth, pct_bandwidth: min_bytes / time (B/s) and its fraction of the spec bandwidth; set for
@@ -94,15 +92,8 @@ class Efficiency:
     clock_hz: float | None = None
     peak_at_clock_flops: float | None = None
     pct_at_clock: float | None = None
-    shape: tuple[int, int, int] | None = None
     gemm: Gemm | None = None
     time_s: float | None = None
-    flop: int | None = None
-    min_bytes: int | None = None
-    a_bytes: int | None = None
-    b_bytes: int | None = None
-    c_bytes: int | None = None
-    intensity: float | None = None
     bandwidth: float | None = None
     ridge: float | None = None
     attainable_flops: float | None = None
@@ -113,8 +104,41 @@ class Efficiency:
     pct_bandwidth: float | None = None
     notes: tuple[str, ...] = field(default=())
 
+    # -- counts of the GEMM (None without a shape) ---------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int, int] | None:
+        return None if self.gemm is None else (self.gemm.m, self.gemm.n, self.gemm.k)
+
+    @property
+    def flop(self) -> int | None:
+        return None if self.gemm is None else self.gemm.flop
+
+    @property
+    def min_bytes(self) -> int | None:
+        return None if self.gemm is None else self.gemm.min_bytes
+
+    @property
+    def a_bytes(self) -> int | None:
+        return None if self.gemm is None else self.gemm.a_bytes
+
+    @property
+    def b_bytes(self) -> int | None:
+        return None if self.gemm is None else self.gemm.b_bytes
+
+    @property
+    def c_bytes(self) -> int | None:
+        return None if self.gemm is None else self.gemm.c_bytes
+
+    @property
+    def intensity(self) -> float | None:
+        return None if self.gemm is None else self.gemm.intensity
+
+    #: Properties :meth:`to_dict` writes beside the fields.
+    _COUNTS = ("shape", "flop", "min_bytes", "a_bytes", "b_bytes", "c_bytes", "intensity")
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (SI units, fractions); the GEMM becomes its M, N, K and formats."""
+        """JSON-ready dict (SI units, fractions); the GEMM becomes its M, N, K and formats, and its counts (shape,
+        flop, min_bytes, a/b/c_bytes, intensity) are written as keys of their own."""
         out: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
@@ -126,16 +150,11 @@ class Efficiency:
             elif isinstance(value, tuple):
                 value = list(value)
             out[name] = value
+        for name in self._COUNTS:
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
         out["units"] = "SI: FLOP, B, s, FLOP/s, B/s, Hz; pct_* are fractions; efficiency is against the DENSE peak"
         return out
-
-
-def percent(fraction: float) -> str:
-    """Render a fraction as a percentage: one decimal from 10 % up ("64.5 %"), three significant digits below."""
-    p = 100 * fraction
-    if abs(p) >= 10:
-        return f"{p:.1f} %"
-    return f"{p:.3g} %"
 
 
 def _as_gemm(shape: Any, fmt: Format, scaling: str | None) -> Gemm:
@@ -185,6 +204,24 @@ def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None,
     peak = acc.peak(f, accumulate)
     if not isinstance(shape, Gemm):
         check_scaling(f, scaling)
+    achieved, t, clk, gemm = _resolve_inputs(acc, f, tflops, shape, time_s, scaling, clock_hz)
+    lim = plausibility_limit(acc, f, peak.accumulate, clk)
+    if achieved is not None:
+        check_plausible(achieved, lim)
+    notes: list[str] = []
+    out = _peak_fields(acc, f, peak, lim, achieved, clk, notes)
+    if gemm is not None:
+        out.update(gemm=gemm, time_s=t)
+        out.update(_roofline_fields(acc, gemm, float(peak.dense), achieved, t, notes))
+    out["notes"] = tuple(notes)
+    return Efficiency(**out)
+
+
+def _resolve_inputs(acc: Accelerator, f: Format, tflops: float | None, shape: Any, time_s: float | None,
+                    scaling: str | None, clock_hz: float | None
+                    ) -> tuple[float | None, float | None, float | None, Gemm | None]:
+    """``(achieved FLOP/s, seconds per GEMM, checked clock, Gemm)`` from any two of throughput, shape and time (the
+    third implied); Nones for what cannot be known. Raises as :func:`analyze` says."""
     if tflops is None and time_s is None and shape is None:
         raise TruepeakError("give a measured throughput, a time per GEMM with its shape (MxNxK, e.g. 16x6144x4096), "
                             "or a shape alone for its roofline bounds")
@@ -192,25 +229,28 @@ def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None,
     t = None if time_s is None else check_time(time_s)
     clk = None if clock_hz is None else check_clock(acc, clock_hz)
     gemm = None if shape is None else _as_gemm(shape, f, scaling)
-    if t is not None and gemm is None:
-        raise TruepeakError("a time needs the GEMM shape (MxNxK, e.g. 16x6144x4096) to give the FLOP count; "
-                            "or give the throughput alone")
-    if gemm is not None:
+    if gemm is None:
         if t is not None:
-            implied = gemm.flop / t
-            if achieved is not None and abs(achieved - implied) > CONSISTENCY_TOLERANCE * implied:
-                raise TruepeakError(
-                    f"inconsistent input: {gemm.label} ({gemm.flop:.4g} FLOP) in {t * 1e3:.6g} ms is "
-                    f"{implied / TERA:.4g} {rate_unit(f)}, not {achieved / TERA:.4g}; give any two of throughput, "
-                    "shape and time")
-            achieved = implied
-        elif achieved is not None:
-            t = gemm.flop / achieved
+            raise TruepeakError("a time needs the GEMM shape (MxNxK, e.g. 16x6144x4096) to give the FLOP count; "
+                                "or give the throughput alone")
+        return achieved, t, clk, gemm
+    if t is not None:
+        implied = gemm.flop / t
+        if achieved is not None and abs(achieved - implied) > CONSISTENCY_TOLERANCE * implied:
+            unit = rate_unit(f)
+            raise TruepeakError(
+                f"inconsistent input: {gemm.label} ({gemm.flop:.4g} FLOP) in {fmt_time(t)} is "
+                f"{fmt_rate(implied)} {unit}, not {fmt_rate(achieved)}; give any two of throughput, shape and time")
+        achieved = implied
+    elif achieved is not None:
+        t = gemm.flop / achieved
+    return achieved, t, clk, gemm
 
-    lim = plausibility_limit(acc, f, peak.accumulate, clk)
-    if achieved is not None:
-        check_plausible(achieved, lim)
 
+def _peak_fields(acc: Accelerator, f: Format, peak: Peak, lim: PlausibilityLimit, achieved: float | None,
+                 clk: float | None, notes: list[str]) -> dict[str, Any]:
+    """The fields about the peak: dense (and its provenance), sparse (the labelled trap), at the measured clock.
+    Appends warnings to ``notes``."""
     dense = float(peak.dense)
     unit = rate_unit(f)
     out: dict[str, Any] = dict(
@@ -219,50 +259,53 @@ def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None,
         achieved_flops=achieved, pct_dense=None if achieved is None else achieved / dense, pct_sparse=None,
         sparse_trap=None, ceiling_flops=lim.ceiling, ceiling_basis=lim.basis, peak_note=peak.note, unit=unit,
     )
-    notes: list[str] = []
     if achieved is not None:
         above = lim.above_spec_note(achieved)
         if above:
             notes.append(above)
     if peak.sparse and achieved is not None:
         out["pct_sparse"] = achieved / peak.sparse
-        out["sparse_trap"] = (f"against the {rate_text(peak.sparse)} {unit} sparse figure this would read "
-                              f"{percent(achieved / peak.sparse)} — wrong: "
+        out["sparse_trap"] = (f"against the {fmt_rate(peak.sparse)} {unit} sparse figure this would read "
+                              f"{fmt_pct(achieved / peak.sparse)} — wrong: "
                               f"{SPARSE_WHY_NOT_2X if peak.sparse_ratio_note else SPARSE_WHY}")
-    if clk is not None:
-        at_clock = acc.peak_at_clock(f, clk, accumulate=peak.accumulate)
-        out["clock_hz"] = clk
-        if at_clock is not None:
-            out["peak_at_clock_flops"] = at_clock
-            if achieved is not None:
-                out["pct_at_clock"] = achieved / at_clock
-                if achieved > at_clock * (1 + 1e-9):
-                    notes.append(f"above the peak at the given {clk / 1e6:.0f} MHz clock: the SM clock during the run "
-                                 "was higher than the value given (a median or idle sample?)")
-        else:
-            notes.append(f"no FLOP/clk/SM or SM count for {f.name} on {acc.name}: no peak at the measured clock")
+    if clk is None:
+        return out
+    at_clock = acc.peak_at_clock(f, clk, accumulate=peak.accumulate)
+    out["clock_hz"] = clk
+    if at_clock is None:
+        notes.append(f"no FLOP/clk/SM or SM count for {f.name} on {acc.name}: no peak at the measured clock")
+        return out
+    out["peak_at_clock_flops"] = at_clock
+    if achieved is not None:
+        out["pct_at_clock"] = achieved / at_clock
+        if achieved > at_clock * (1 + 1e-9):
+            notes.append(f"above the peak at the given {clk / 1e6:.0f} MHz clock: the SM clock during the run "
+                         "was higher than the value given (a median or idle sample?)")
+    return out
 
-    if gemm is not None:
-        out.update(shape=(gemm.m, gemm.n, gemm.k), gemm=gemm, time_s=t, flop=gemm.flop, min_bytes=gemm.min_bytes,
-                   a_bytes=gemm.a_bytes, b_bytes=gemm.b_bytes, c_bytes=gemm.c_bytes, intensity=gemm.intensity)
-        bw = acc.memory_bandwidth.value if acc.memory_bandwidth else None
-        if bw:
-            roof = Roofline(dense, float(bw))
-            ceiling = roof.attainable(gemm.intensity)
-            bound = roof.bound(gemm.intensity)
-            out.update(bandwidth=float(bw), ridge=roof.ridge, attainable_flops=ceiling, bound=bound,
-                       time_floor_s=roof.time_floor(gemm.flop, gemm.min_bytes))
-            if achieved is not None:
-                out["pct_roofline"] = achieved / ceiling
-                achieved_bw = gemm.min_bytes / t
-                if bound == "memory":
-                    out.update(achieved_bandwidth=achieved_bw, pct_bandwidth=achieved_bw / bw)
-                if achieved > ceiling * (1 + 1e-9):
-                    notes.append(_above_memory_roof(acc, gemm, achieved_bw, float(bw)))
-        else:
-            notes.append(f"{acc.name} has no memory bandwidth in the catalog: no roofline")
-    out["notes"] = tuple(notes)
-    return Efficiency(**out)
+
+def _roofline_fields(acc: Accelerator, gemm: Gemm, dense: float, achieved: float | None, t: float | None,
+                     notes: list[str]) -> dict[str, Any]:
+    """The roofline fields of a GEMM shape (ridge, ceiling, bound, time floor; with a measurement, % of the
+    roofline and, memory-bound, the achieved bandwidth). Appends warnings to ``notes``."""
+    bw = acc.memory_bandwidth.value if acc.memory_bandwidth else None
+    if not bw:
+        notes.append(f"{acc.name} has no memory bandwidth in the catalog: no roofline")
+        return {}
+    roof = Roofline(dense, float(bw))
+    ceiling = roof.attainable(gemm.intensity)
+    bound = roof.bound(gemm.intensity)
+    out: dict[str, Any] = dict(bandwidth=float(bw), ridge=roof.ridge, attainable_flops=ceiling, bound=bound,
+                               time_floor_s=roof.time_floor(gemm.flop, gemm.min_bytes))
+    if achieved is None:
+        return out
+    out["pct_roofline"] = achieved / ceiling
+    achieved_bw = gemm.min_bytes / t
+    if bound == "memory":
+        out.update(achieved_bandwidth=achieved_bw, pct_bandwidth=achieved_bw / bw)
+    if achieved > ceiling * (1 + 1e-9):
+        notes.append(_above_memory_roof(acc, gemm, achieved_bw, float(bw)))
+    return out
 
 
 def _tflops_input(tflops: float) -> float:
@@ -279,30 +322,48 @@ def _tflops_input(tflops: float) -> float:
 
 def _above_memory_roof(acc: Accelerator, gemm: Gemm, achieved_bw: float, bw: float) -> str:
     l2 = acc.l2_bytes.value if acc.l2_bytes else None
-    where = (f"the {gemm.min_bytes / 1e6:.1f} MB working set fits in the {l2 / 1e6:.0f} MB L2"
+    where = (f"the {fmt_bytes(gemm.min_bytes)} working set fits in the {fmt_bytes(l2)} L2"
              if l2 and gemm.min_bytes < 2 * l2 else "the operands came from cache")
-    return (f"{achieved_bw / GIGA:.0f} GB/s of minimum traffic is above the {bw / GIGA:.0f} GB/s memory bandwidth: "
-            f"{where}; a serving workload streams these bytes from DRAM (rotate buffers over >= 2x L2 when measuring)")
+    return (f"{fmt_bandwidth(achieved_bw)} GB/s of minimum traffic is above the {fmt_bandwidth(bw)} GB/s memory "
+            f"bandwidth: {where}; a serving workload streams these bytes from DRAM (rotate buffers over >= 2x L2 "
+            "when measuring)")
+
+
+#: The keys of :func:`derived_metrics` (SI units; ``pct_*`` are fractions).
+DERIVED_KEYS: tuple[str, ...] = (
+    "flop_per_s", "bytes_per_s", "pct_dense", "pct_roofline", "bound", "attainable_flop_per_s", "pct_at_clock",
+    "pct_bandwidth", "sm_clock_hz", "dense_peak_flop_per_s", "peak_source", "peak_estimated",
+    "bandwidth_bytes_per_s", "bandwidth_source",
+)
 
 
 def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str | Format | None = None,
                     clock_hz: float | None = None, sm_count: int | None = None, *,
                     accumulate: str | None = None) -> dict[str, Any]:
-    """Metrics of one measurement, for every record ``truepeak run`` writes.
+    """Metrics of one measurement, stored as ``derived`` in every record ``truepeak run`` writes; each record names the
+    peak, clock and bandwidth it was placed against, so its percentages explain themselves.
 
     Args:
         acc: the accelerator (may be one built for a CPU: no peaks, ``memory_bandwidth`` None → those fields None).
         work: a :class:`Gemm` or :class:`Copy`.
         time_s: median seconds per call.
         fmt: format whose peak applies; default the GEMM's input format.
-        clock_hz: median sampled SM clock (Hz) for ``pct_at_clock`` (None, 0 or non-finite: left out).
+        clock_hz: median sampled SM clock (Hz) for ``pct_at_clock`` (None, 0, non-finite or far above the maximum:
+            left out).
         sm_count: device-reported SM count (default the catalog's).
         accumulate: accumulator for the peak (default the format's).
 
     Returns:
-        dict with keys ``tflops`` (TFLOPS = 1e12 FLOP/s), ``gbps`` (GB/s = 1e9 B/s of minimum traffic), ``pct_dense``,
-        ``pct_roofline``, ``bound`` (``"compute"``/``"memory"``), ``attainable_tflops`` (TFLOPS), ``pct_at_clock``,
-        ``pct_bandwidth``; fractions; None where undefined. A Copy has only ``gbps`` and ``pct_bandwidth``.
+        dict with the keys of :data:`DERIVED_KEYS`, SI units, fractions, None where undefined:
+
+        - ``flop_per_s`` = FLOP / time; ``bytes_per_s`` = minimum bytes / time (read + write for a copy);
+        - ``pct_dense`` = flop_per_s / ``dense_peak_flop_per_s`` (with ``peak_source``, ``peak_estimated``);
+        - ``attainable_flop_per_s`` = min(dense peak, bandwidth x intensity), ``pct_roofline`` = flop_per_s / it,
+          ``bound`` (``"compute"``/``"memory"``);
+        - ``pct_at_clock`` = flop_per_s / (FLOP/clk/SM x SMs x ``sm_clock_hz``), the clock used (None if unusable);
+        - ``pct_bandwidth`` = bytes_per_s / ``bandwidth_bytes_per_s`` (with ``bandwidth_source``).
+
+        A Copy has only the bytes and bandwidth fields set.
 
     Raises:
         MeasurementError: a zero, negative or non-finite time; a GEMM throughput above the plausibility ceiling
@@ -311,16 +372,18 @@ def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str
         UnknownNameError: unknown format.
     """
     t = check_time(time_s)
-    out: dict[str, Any] = dict(tflops=None, gbps=work.min_bytes / t / GIGA, pct_dense=None, pct_roofline=None,
-                               bound=None, attainable_tflops=None, pct_at_clock=None, pct_bandwidth=None)
-    bw = acc.memory_bandwidth.value if acc.memory_bandwidth else None
+    out: dict[str, Any] = dict.fromkeys(DERIVED_KEYS)
+    out["bytes_per_s"] = work.min_bytes / t
+    bw_spec = acc.memory_bandwidth
+    bw = bw_spec.value if bw_spec else None
     if bw:
-        out["pct_bandwidth"] = work.min_bytes / t / bw
+        out.update(pct_bandwidth=work.min_bytes / t / bw, bandwidth_bytes_per_s=float(bw),
+                   bandwidth_source=bw_spec.source)
     if isinstance(work, Copy) or work.flop == 0:
         return out
     f = get_format(fmt if fmt is not None else work.format)
     achieved = work.flop / t
-    out["tflops"] = achieved / TERA
+    out["flop_per_s"] = achieved
     try:
         peak = acc.peak(f, accumulate)
     except UnsupportedError:
@@ -330,13 +393,15 @@ def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str
             clock_hz = check_clock(acc, clock_hz)
         except MeasurementError:  # an unusable clock sample (nan, 0, far above the maximum): no pct_at_clock
             clock_hz = None
+    out["sm_clock_hz"] = clock_hz
     if peak is not None:
         check_plausible(achieved, plausibility_limit(acc, f, peak.accumulate, clock_hz, sm_count))
-        out["pct_dense"] = achieved / peak.dense
+        out.update(pct_dense=achieved / peak.dense, dense_peak_flop_per_s=float(peak.dense),
+                   peak_source=peak.source, peak_estimated=bool(peak.derived))
         if bw:
             roof = Roofline(float(peak.dense), float(bw))
             ceiling = roof.attainable(work.intensity)
-            out.update(attainable_tflops=ceiling / TERA, pct_roofline=achieved / ceiling,
+            out.update(attainable_flop_per_s=ceiling, pct_roofline=achieved / ceiling,
                        bound=roof.bound(work.intensity))
     if clock_hz is not None:
         at_clock = acc.peak_at_clock(f, clock_hz, sm_count, accumulate=accumulate)

@@ -1,7 +1,8 @@
 """Number formats: bits per value *including* block-scale overhead, and the byte count of a matrix.
 
 Pure Python. Each :class:`Format` knows its payload width, its block scale (for MX / NV block-scaled formats), which
-catalog peak applies to it (``rate``), its default accumulator, and the format a GEMM on it usually writes.
+catalog peak applies to it (``rate``), its default accumulator (:func:`default_accumulate`, the one rule), and the
+format a GEMM on it usually writes. :func:`check_scaling` is the one rule for which fp32 scale layouts a format takes.
 
 Sources:
     - OCP Microscaling (MX) Formats Specification v1.0: MXFP8/MXFP6/MXFP4 share one E8M0 (8-bit) scale per 32 values.
@@ -29,7 +30,6 @@ class Format:
         name: canonical name (``"nvfp4"``).
         element_bits: payload bits per value (4 for nvfp4, 32 for tf32 because it is stored as fp32).
         rate: the catalog peak that governs its throughput: fp32, tf32, bf16, fp16, fp8, fp6, fp4 or int8.
-        accumulate: default accumulator precision (``"fp32"`` for floats, ``"int32"`` for int8).
         output: name of the format a GEMM on these inputs writes by default.
         block_size: values sharing one scale (16 for nvfp4, 32 for MX formats), or ``None`` without block scales.
         scale_bits: bits of one block scale (8 for E8M0 and E4M3 scales).
@@ -41,13 +41,17 @@ class Format:
     name: str
     element_bits: int
     rate: str
-    accumulate: str
     output: str
     block_size: int | None = None
     scale_bits: int = 0
     torch_dtype: str | None = None
     aliases: tuple[str, ...] = field(default=())
     description: str = ""
+
+    @property
+    def accumulate(self) -> str:
+        """Default accumulator precision: :func:`default_accumulate` of :attr:`rate` (``"fp32"``; ``"int32"`` for int8)."""
+        return default_accumulate(self.rate)
 
     @property
     def bits_per_value(self) -> float:
@@ -63,6 +67,8 @@ class Format:
 
     @property
     def is_block_scaled(self) -> bool:
+        """True for formats whose values carry their own block scales (mxfp8, mxfp6, mxfp4: one E8M0 per 32 values;
+        nvfp4: one E4M3 per 16). Their scale bytes are always counted and they take no ``scaling``."""
         return self.block_size is not None
 
     def values_bytes(self, count: int | float) -> float:
@@ -77,71 +83,82 @@ class Format:
             inner: the reduction dimension K; block scales group values along it.
             scaling: for fp8 and int8 only: ``"tensor"`` (one fp32 scale), ``"row"`` (one fp32 scale per outer index),
                 ``"block128"`` (DeepSeek-V3 style: 1 x 128 blocks for activations, 128 x 128 for weights). ``None``
-                counts no scale. Block-scaled formats carry their own scales and reject this argument.
+                counts no scale. Which format takes which scaling is :func:`check_scaling`'s rule: block-scaled formats
+                carry their own scales (always counted) and 16/32-bit formats take none.
             weight: with ``scaling="block128"``, use 128 x 128 blocks (weights) instead of 1 x 128 (activations).
 
         Returns:
             Bytes, rounded up to a whole byte. A partial last block still stores a whole scale.
 
         Raises:
-            TruepeakError: non-positive dimensions, or a scaling this format does not take.
+            TruepeakError: a dimension that is not a positive whole number, or a scaling this format does not take.
+            UnknownNameError: an unknown scaling name.
         """
-        _check_dims(outer=outer, inner=inner)
+        check_positive_int("outer", outer)
+        check_positive_int("inner", inner)
+        scaling = check_scaling(self, scaling)
         payload = outer * inner * self.element_bits
         if self.block_size:
-            if scaling not in (None, "block"):
-                raise UnknownNameError(f"{self.name} carries its own block scales; scaling={scaling!r} does not apply")
             payload += outer * math.ceil(inner / self.block_size) * self.scale_bits
-            return math.ceil(payload / 8)
-        data = math.ceil(payload / 8)
-        return data + 4 * _scale_count(scaling, outer, inner, weight)
+        return math.ceil(payload / 8) + 4 * _scale_count(scaling, outer, inner, weight)
 
 
-def _check_dims(**dims: int) -> None:
-    for key, value in dims.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise UnknownNameError(f"{key}={value!r} is not a positive whole number")
+def default_accumulate(rate: str) -> str:
+    """The accumulator a rate's GEMMs use unless told otherwise: ``"int32"`` for integer rates (int8), ``"fp32"`` for
+    every float rate (bf16/fp16/fp8 GEMMs in PyTorch accumulate in fp32). The one rule for the catalog, claims and the
+    CLI; a peak with another accumulator (the GeForce fp16-accumulate rates) is labelled as such."""
+    return "int32" if rate.startswith("int") else "fp32"
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Return ``value`` if it is a positive whole number (an ``int``, not a ``bool``).
+
+    Raises:
+        TruepeakError: one line naming ``name`` and the bad value.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise TruepeakError(f"{name}={value!r} is not a positive whole number")
+    return value
 
 
 SCALINGS = ("tensor", "row", "block128")
 
 
 def _scale_count(scaling: str | None, outer: int, inner: int, weight: bool) -> int:
+    """fp32 scales of a matrix under a scaling :func:`check_scaling` accepted (None: none)."""
     if scaling is None:
         return 0
     if scaling == "tensor":
         return 1
     if scaling == "row":
         return outer
-    if scaling == "block128":
-        return (math.ceil(outer / 128) if weight else outer) * math.ceil(inner / 128)
-    raise UnknownNameError(f"unknown scaling {scaling!r}; known: {', '.join(SCALINGS)}")
+    return (math.ceil(outer / 128) if weight else outer) * math.ceil(inner / 128)  # block128
 
 
 _FORMATS: tuple[Format, ...] = (
-    Format("fp32", 32, "fp32", "fp32", "fp32", torch_dtype="float32", aliases=("float32", "float", "f32"),
+    Format("fp32", 32, "fp32", "fp32", torch_dtype="float32", aliases=("float32", "float", "f32"),
            description="IEEE single precision on the CUDA cores (no TF32)"),
-    Format("tf32", 32, "tf32", "fp32", "fp32", torch_dtype="float32", aliases=("tensorfloat32",),
+    Format("tf32", 32, "tf32", "fp32", torch_dtype="float32", aliases=("tensorfloat32",),
            description="fp32 storage, 10-bit-mantissa tensor-core math"),
-    Format("bf16", 16, "bf16", "fp32", "bf16", torch_dtype="bfloat16", aliases=("bfloat16",),
+    Format("bf16", 16, "bf16", "bf16", torch_dtype="bfloat16", aliases=("bfloat16",),
            description="bfloat16, fp32 accumulate"),
-    Format("fp16", 16, "fp16", "fp32", "fp16", torch_dtype="float16", aliases=("float16", "half"),
+    Format("fp16", 16, "fp16", "fp16", torch_dtype="float16", aliases=("float16", "half"),
            description="IEEE half, fp32 accumulate"),
-    Format("fp8_e4m3", 8, "fp8", "fp32", "bf16", torch_dtype="float8_e4m3fn",
+    Format("fp8_e4m3", 8, "fp8", "bf16", torch_dtype="float8_e4m3fn",
            aliases=("fp8", "e4m3", "float8_e4m3fn", "fp8e4m3"), description="fp8 E4M3 (fp32 scales: tensor, row or 128-block)"),
-    Format("fp8_e5m2", 8, "fp8", "fp32", "bf16", torch_dtype="float8_e5m2",
+    Format("fp8_e5m2", 8, "fp8", "bf16", torch_dtype="float8_e5m2",
            aliases=("e5m2", "float8_e5m2", "fp8e5m2"), description="fp8 E5M2 (fp32 scales: tensor, row or 128-block)"),
-    Format("mxfp8", 8, "fp8", "fp32", "bf16", block_size=32, scale_bits=8, torch_dtype="float8_e4m3fn",
+    Format("mxfp8", 8, "fp8", "bf16", block_size=32, scale_bits=8, torch_dtype="float8_e4m3fn",
            aliases=("mxfp8_e4m3",), description="OCP MX fp8 E4M3, one E8M0 scale per 32 values"),
-    Format("mxfp6", 6, "fp6", "fp32", "bf16", block_size=32, scale_bits=8,
+    Format("mxfp6", 6, "fp6", "bf16", block_size=32, scale_bits=8,
            aliases=("mxfp6_e3m2", "mxfp6_e2m3"), description="OCP MX fp6, one E8M0 scale per 32 values"),
-    Format("mxfp4", 4, "fp4", "fp32", "bf16", block_size=32, scale_bits=8, torch_dtype="float4_e2m1fn_x2",
+    Format("mxfp4", 4, "fp4", "bf16", block_size=32, scale_bits=8, torch_dtype="float4_e2m1fn_x2",
            aliases=("mxfp4_e2m1",), description="OCP MX fp4 E2M1, one E8M0 scale per 32 values"),
-    Format("nvfp4", 4, "fp4", "fp32", "bf16", block_size=16, scale_bits=8, torch_dtype="float4_e2m1fn_x2",
+    Format("nvfp4", 4, "fp4", "bf16", block_size=16, scale_bits=8, torch_dtype="float4_e2m1fn_x2",
            aliases=("fp4", "nvfp4_e2m1"), description="NVIDIA fp4 E2M1, one E4M3 scale per 16 values"),
-    Format("int8", 8, "int8", "int32", "int32", torch_dtype="int8", aliases=("i8",),
+    Format("int8", 8, "int8", "int32", torch_dtype="int8", aliases=("i8",),
            description="8-bit integer, int32 accumulate (rates in TOPS)"),
-    Format("int32", 32, "int32", "int32", "int32", torch_dtype="int32", description="32-bit integer (GEMM output only)"),
+    Format("int32", 32, "int32", "int32", torch_dtype="int32", description="32-bit integer (GEMM output only)"),
 )
 
 #: Formats a user can measure or ask about (int32 exists only as an int8 GEMM's output).

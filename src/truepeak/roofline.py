@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
-from truepeak.formats import Format, check_scaling, get_format
+from truepeak.formats import Format, check_positive_int, check_scaling, get_format
+from truepeak.units import fmt_rate
+from truepeak.units import rate_unit as _rate_unit
 
 if TYPE_CHECKING:  # pragma: no cover
     from truepeak.hardware.catalog import Accelerator
@@ -35,20 +37,18 @@ GIGA = 1e9
 SHAPE_FORM = "MxNxK, e.g. 16x6144x4096 (or M=16,N=6144,K=4096)"
 
 
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise TruepeakError(f"{name}={value!r} is not a positive whole number")
-    return value
-
-
-def _finite_positive(name: str, value: float, unit: str = "") -> float:
-    """Return ``float(value)``; raise MeasurementError if it is not finite and > 0."""
+def _finite_positive(name: str, value: object, unit: str = "", error: type[TruepeakError] = MeasurementError) -> float:
+    """Return ``float(value)``; raise ``error`` (one line naming ``name``) unless it is a finite number > 0 (a bool is
+    no number)."""
+    if isinstance(value, bool):
+        raise error(f"{name} {value!r} is not a number")
     try:
-        v = float(value)
+        v = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise MeasurementError(f"{name} {value!r} is not a number") from None
+        raise error(f"{name} {value!r} is not a number") from None
     if not math.isfinite(v) or v <= 0:
-        raise MeasurementError(f"{name} {value!r}{unit} is not a positive finite number; a measurement must be > 0")
+        what = "a measurement must be > 0" if error is MeasurementError else "it must be > 0"
+        raise error(f"{name} {value!r}{unit} is not a positive finite number; {what}")
     return v
 
 
@@ -84,7 +84,7 @@ class Gemm:
 
     def __post_init__(self) -> None:
         for name in ("m", "n", "k"):
-            _positive_int(name.upper(), getattr(self, name))
+            check_positive_int(name.upper(), getattr(self, name))
         fmt = get_format(self.format)
         object.__setattr__(self, "format", fmt)
         out = self.out_format if self.out_format is not None else fmt.output
@@ -141,7 +141,7 @@ class Copy:
     nbytes: int
 
     def __post_init__(self) -> None:
-        _positive_int("nbytes", self.nbytes)
+        check_positive_int("nbytes", self.nbytes)
 
     @property
     def intensity(self) -> float:
@@ -150,6 +150,7 @@ class Copy:
 
     @property
     def flop(self) -> int:
+        """0 FLOP: a copy moves bytes and does no arithmetic (so it has no TFLOPS and no compute efficiency)."""
         return 0
 
     @property
@@ -159,6 +160,8 @@ class Copy:
 
     @property
     def label(self) -> str:
+        """``"copy 1073741824 B"``: the bytes copied (``nbytes``, not the 2x counted as traffic), for tables and
+        record keys."""
         return f"copy {self.nbytes} B"
 
 
@@ -233,10 +236,8 @@ class Roofline:
     bandwidth: float
 
     def __post_init__(self) -> None:
-        for name in ("peak_flops", "bandwidth"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                raise TruepeakError(f"roofline {name}={v!r} must be a positive finite number")
+        _finite_positive("roofline peak_flops", self.peak_flops, " FLOP/s", TruepeakError)
+        _finite_positive("roofline bandwidth", self.bandwidth, " B/s", TruepeakError)
 
     @property
     def ridge(self) -> float:
@@ -268,9 +269,10 @@ def roofline_for(acc: Accelerator, fmt: str | Format, accumulate: str | None = N
         UnsupportedError: the accelerator has no peak for that format/accumulator, or no memory bandwidth.
     """
     peak = acc.dense_flops(fmt, accumulate)
-    if acc.memory_bandwidth is None or not acc.memory_bandwidth.value:
+    bandwidth = acc.bandwidth_bytes_per_s
+    if bandwidth is None:
         raise UnsupportedError(f"{acc.name} has no memory bandwidth in the catalog, so it has no roofline")
-    return Roofline(float(peak), float(acc.memory_bandwidth.value))
+    return Roofline(float(peak), bandwidth)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -295,15 +297,13 @@ CLOCK_HINT = "--clock-mhz compares against the peak at the clock the GPU ran"
 
 
 def rate_unit(fmt: str | Format) -> str:
-    """``"TOPS"`` for int8 (integer operations), ``"TFLOPS"`` otherwise."""
-    return "TOPS" if get_format(fmt).rate == "int8" else "TFLOPS"
+    """``"TOPS"`` for int8 (integer operations), ``"TFLOPS"`` otherwise: :func:`truepeak.units.rate_unit` (kept here
+    for existing imports)."""
+    return _rate_unit(fmt)
 
 
-def rate_text(flops: float) -> str:
-    """A throughput in FLOP/s as the number of TFLOPS (TOPS) that every efficiency line prints: one decimal from 100 up
-    (1978.9, 100.3), four significant digits below (0.8, 12.35). One formatter for peaks, ceilings and measurements."""
-    x = flops / TERA
-    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.4g}"
+#: A throughput in FLOP/s as TFLOPS text: :func:`truepeak.units.fmt_rate` (kept here for existing imports).
+rate_text = fmt_rate
 
 
 @dataclass(frozen=True)
@@ -393,8 +393,7 @@ def plausibility_limit(acc: Accelerator, fmt: str | Format, accumulate: str | No
     f = get_format(fmt)
     peak = acc.peak(f, accumulate)
     dense = float(peak.dense)
-    spec_clock = peak.clock_hz if peak.clock_hz is not None else (
-        float(acc.boost_clock_hz.value) if acc.boost_clock_hz is not None and acc.boost_clock_hz.value else None)
+    spec_clock = acc.clock_basis_hz(peak)
     candidates: list[tuple[float, str]] = [(dense, "")]
     max_clock = float(acc.max_clock_hz.value) if acc.max_clock_hz is not None and acc.max_clock_hz.value else None
     at_max = None if max_clock is None else acc.peak_at_clock(f, max_clock, sm_count, accumulate=peak.accumulate)
@@ -418,7 +417,7 @@ def plausibility_limit(acc: Accelerator, fmt: str | Format, accumulate: str | No
         basis = ""
     what = f"dense {peak.label} peak of {acc.name}"
     known = acc.peak_at_clock(f, 1.0, sm_count, accumulate=peak.accumulate) is not None
-    return PlausibilityLimit(dense, ceiling, what, basis, spec_clock, measured, rate_unit(f), known)
+    return PlausibilityLimit(dense, ceiling, what, basis, spec_clock, measured, _rate_unit(f), known)
 
 
 def check_plausible(achieved_flops: float, peak: float | PlausibilityLimit, what: str = "") -> float:
@@ -439,15 +438,14 @@ def check_plausible(achieved_flops: float, peak: float | PlausibilityLimit, what
     achieved = _finite_positive("throughput", achieved_flops, " FLOP/s")
     lim = peak if isinstance(peak, PlausibilityLimit) else PlausibilityLimit(peak, peak, what)
     for value in (lim.spec_peak, lim.ceiling):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise TruepeakError(f"peak {value!r} FLOP/s must be a positive finite number")
+        _finite_positive("peak", value, " FLOP/s", TruepeakError)
     fraction = achieved / lim.spec_peak
     if achieved > lim.ceiling * (1 + 1e-12):
         u = lim.unit
-        above = f"above the {rate_text(lim.ceiling)} {u} ceiling, {lim.basis}; " if lim.basis else ""
+        above = f"above the {fmt_rate(lim.ceiling)} {u} ceiling, {lim.basis}; " if lim.basis else ""
         hint = "" if lim.clock_hz is not None else f"; {CLOCK_HINT}"
         raise MeasurementError(
-            f"{rate_text(achieved)} {u} is {100 * fraction:.0f} % of the {rate_text(lim.spec_peak)} {u} {lim.what}: "
+            f"{fmt_rate(achieved)} {u} is {100 * fraction:.0f} % of the {fmt_rate(lim.spec_peak)} {u} {lim.what}: "
             f"this cannot be a real measurement ({above}{TIMING_CAUSES}){hint}"
         )
     return fraction

@@ -72,6 +72,16 @@ def fmt_time(seconds: float | None) -> str:
     return f"{seconds / 1e-9:.4g} ns"
 
 
+def fmt_time_in(seconds: float | None, scale: float) -> str:
+    """Seconds as a number of ``scale``-second units (1e-6 for a µs column), four significant digits as
+    :func:`fmt_time` (whole numbers from 10000 up, never an exponent): ``21636``, ``6.711``, ``12.35``, ``0.5``. For
+    table columns whose one unit is printed in the header (STYLE.md point 4)."""
+    if _bad(seconds):
+        return DASH
+    v = seconds / scale
+    return f"{v:.0f}" if abs(v) >= 9999.5 else f"{v:.4g}"
+
+
 def fmt_bytes(nbytes: float | None) -> str:
     """Bytes with a decimal prefix (kB, MB, GB: 1e3, 1e6, 1e9), four significant digits: ``14.16 MB``."""
     if _bad(nbytes):

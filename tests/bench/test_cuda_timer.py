@@ -90,7 +90,12 @@ def test_eager_calls_and_planned_samples_and_sleep_cycles():
 
 # -- the timing flow on a simulated GPU --------------------------------------------------------------------------------
 class FakeGPU:
-    """A one-stream GPU timeline: launches add their duration; events read the timeline; graphs replay sums."""
+    """A one-stream GPU timeline: launches add their duration; events read the timeline; graphs replay sums.
+
+    :meth:`now` is the host clock of this simulated machine (the host waits for every launch, so it reads the timeline);
+    :meth:`time_cuda` passes it as ``timer``, so warm-up length and sample counts depend on simulated time only, never
+    on how loaded the machine running the tests is.
+    """
 
     def __init__(self, clock_hz: float = 1.5e9, fail_capture: bool = False, has_sleep: bool = True):
         self.t = 0.0
@@ -101,6 +106,12 @@ class FakeGPU:
         self.replays = 0
         self.sleeps: list[int] = []
         self.torch = self._make_torch(has_sleep)
+
+    def now(self) -> float:
+        return self.t
+
+    def time_cuda(self, fn, **kwargs):
+        return time_cuda(fn, timer=self.now, **kwargs)
 
     def launch(self, seconds: float) -> None:
         if self.capturing is not None:
@@ -200,7 +211,7 @@ def test_sustained_eager_for_long_kernels(fake_gpu):
         seen.append(i)
         gpu.launch(200e-6)
 
-    m = time_cuda(fn, n_sets=3, warmup_s=0.01, budget_s=0.01, telemetry=False)
+    m = gpu.time_cuda(fn, n_sets=3, warmup_s=0.01, budget_s=0.01, telemetry=False)
     assert m.mode == "sustained" and not m.graph and m.calls_per_sample == 1 and m.n_sets == 3
     assert m.n_samples == 50  # 10 ms budget / 200 us
     assert all(s == pytest.approx(200e-6) for s in m.samples_s)
@@ -210,9 +221,29 @@ def test_sustained_eager_for_long_kernels(fake_gpu):
     assert gpu.replays == 0
 
 
+def test_host_stalls_do_not_change_the_plan(fake_gpu):
+    """A loaded CI machine stalls the test process; the plan follows the simulated clock, so counts stay exact."""
+    import time
+
+    gpu = fake_gpu()
+    calls = []
+
+    def fn(i):
+        calls.append(i)
+        if len(calls) in (3, 40):
+            time.sleep(0.005)  # a 5 ms host stall during the estimate and the warm-up
+        gpu.launch(200e-6)
+
+    m = gpu.time_cuda(fn, n_sets=3, warmup_s=0.01, budget_s=0.01, telemetry=False)
+    calm = gpu.time_cuda(lambda i: gpu.launch(200e-6), n_sets=3, warmup_s=0.01, budget_s=0.01, telemetry=False)
+    assert m.n_samples == calm.n_samples == 50
+    assert m.warmup_s == pytest.approx(calm.warmup_s)  # simulated seconds: the stalls are invisible
+
+
 def test_short_kernels_use_a_cuda_graph(fake_gpu):
     gpu = fake_gpu()
-    m = time_cuda(lambda i: gpu.launch(2e-6), n_sets=3, warmup_s=0.01, budget_s=0.01, min_samples=5, telemetry=False)
+    m = gpu.time_cuda(lambda i: gpu.launch(2e-6), n_sets=3, warmup_s=0.01, budget_s=0.01, min_samples=5,
+                      telemetry=False)
     assert m.graph
     assert m.calls_per_sample == graph_calls_per_sample(2e-6, 3) == 252
     assert all(s == pytest.approx(2e-6) for s in m.samples_s)
@@ -222,16 +253,16 @@ def test_short_kernels_use_a_cuda_graph(fake_gpu):
 
 def test_graph_can_be_forced_off_and_on(fake_gpu):
     gpu = fake_gpu()
-    m = time_cuda(lambda i: gpu.launch(2e-6), n_sets=2, warmup_s=0, budget_s=0.005, graph=False, telemetry=False)
+    m = gpu.time_cuda(lambda i: gpu.launch(2e-6), n_sets=2, warmup_s=0, budget_s=0.005, graph=False, telemetry=False)
     assert not m.graph and m.calls_per_sample == 25
-    m = time_cuda(lambda i: gpu.launch(1e-3), n_sets=2, warmup_s=0, budget_s=0.005, graph=True, telemetry=False)
+    m = gpu.time_cuda(lambda i: gpu.launch(1e-3), n_sets=2, warmup_s=0, budget_s=0.005, graph=True, telemetry=False)
     assert m.graph and m.calls_per_sample == 2
     assert m.samples_s[0] == pytest.approx(1e-3)
 
 
 def test_graph_capture_failure_falls_back_to_eager(fake_gpu):
     gpu = fake_gpu(fail_capture=True)
-    m = time_cuda(lambda i: gpu.launch(2e-6), n_sets=2, warmup_s=0, budget_s=0.005, telemetry=False)
+    m = gpu.time_cuda(lambda i: gpu.launch(2e-6), n_sets=2, warmup_s=0, budget_s=0.005, telemetry=False)
     assert not m.graph and m.calls_per_sample == 25
     assert any("CUDA graph capture failed" in n and "eager" in n for n in m.notes)
     assert all(s == pytest.approx(2e-6) for s in m.samples_s)
@@ -239,7 +270,7 @@ def test_graph_capture_failure_falls_back_to_eager(fake_gpu):
 
 def test_burst_gap_is_outside_the_event_pair(fake_gpu):
     gpu = fake_gpu(clock_hz=1.5e9)
-    m = time_cuda(lambda i: gpu.launch(200e-6), n_sets=2, mode="burst", warmup_s=0, budget_s=0.05, telemetry=False)
+    m = gpu.time_cuda(lambda i: gpu.launch(200e-6), n_sets=2, mode="burst", warmup_s=0, budget_s=0.05, telemetry=False)
     assert m.mode == "burst" and m.burst_gap_s == 0.0015
     assert all(s == pytest.approx(200e-6) for s in m.samples_s)  # the gap is not timed
     assert gpu.sleeps[-1] == 2_250_000  # 1.5 ms at the calibrated 1.5 GHz
@@ -249,7 +280,7 @@ def test_burst_gap_is_outside_the_event_pair(fake_gpu):
 
 def test_burst_without_sleep_uses_host_gap(fake_gpu):
     gpu = fake_gpu(has_sleep=False)
-    m = time_cuda(lambda i: gpu.launch(200e-6), n_sets=2, mode="burst", warmup_s=0, budget_s=0.002,
+    m = gpu.time_cuda(lambda i: gpu.launch(200e-6), n_sets=2, mode="burst", warmup_s=0, budget_s=0.002,
                   burst_gap_s=1e-4, telemetry=False)
     assert any("host sleep" in n for n in m.notes)
     assert all(s == pytest.approx(200e-6) for s in m.samples_s)
@@ -260,7 +291,7 @@ def test_telemetry_unavailable_is_a_note(fake_gpu, monkeypatch):
 
     gpu = fake_gpu()
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    m = time_cuda(lambda i: gpu.launch(1e-3), n_sets=2, warmup_s=0, budget_s=0.01)
+    m = gpu.time_cuda(lambda i: gpu.launch(1e-3), n_sets=2, warmup_s=0, budget_s=0.01)
     assert m.telemetry is None
     assert any(n.startswith("no telemetry:") for n in m.notes)
 
@@ -268,27 +299,27 @@ def test_telemetry_unavailable_is_a_note(fake_gpu, monkeypatch):
 def test_telemetry_is_attached_from_nvml(fake_gpu, fake_pynvml):
     gpu = fake_gpu()
     calls = fake_pynvml.calls
-    m = time_cuda(lambda i: gpu.launch(1e-3), n_sets=2, warmup_s=0, budget_s=0.05)
+    m = gpu.time_cuda(lambda i: gpu.launch(1e-3), n_sets=2, warmup_s=0, budget_s=0.05)
     assert m.telemetry is not None and m.telemetry.n_samples >= 2
     assert m.telemetry.sm_clock_median_hz == 1455e6 and m.telemetry.reasons == {"power cap": 1.0}
     assert "low_clock" in m.warning_codes  # 1455 of 1980 MHz = 73 %, power cap named
-    assert calls == {"init": 1, "shutdown": 1}
+    assert calls["init"] == 1 and calls["max_clock"] == 1
 
 
 def test_errors_from_fn_propagate(fake_gpu):
-    fake_gpu()
+    gpu = fake_gpu()
 
     def fn(i):
         raise ValueError("bad kernel")
 
     with pytest.raises(ValueError, match="bad kernel"):
-        time_cuda(fn, n_sets=1, warmup_s=0, budget_s=0.01, telemetry=False)
+        gpu.time_cuda(fn, n_sets=1, warmup_s=0, budget_s=0.01, telemetry=False)
 
 
 def test_zero_time_kernel_is_a_measurement_error(fake_gpu):
-    fake_gpu()
+    gpu = fake_gpu()
     with pytest.raises(MeasurementError):
-        time_cuda(lambda i: None, n_sets=1, warmup_s=0, budget_s=0.01, min_samples=2, max_samples=2,
+        gpu.time_cuda(lambda i: None, n_sets=1, warmup_s=0, budget_s=0.01, min_samples=2, max_samples=2,
                   graph=False, telemetry=False)
 
 

@@ -69,6 +69,13 @@ def test_backend_names_record_the_code_path():
     assert "_int_mm" in G.backend_name("int8", "cuda")
 
 
+def test_gemm_workload_scales_fp8_per_tensor_only():
+    assert G.gemm_workload("fp8_e4m3", 16, 64, 32).scaling == "tensor"  # torch._scaled_mm with fp32 scales
+    assert G.gemm_workload("fp8", 16, 64, 32).scaling == "tensor"
+    for fmt in ("fp32", "bf16", "int8"):
+        assert G.gemm_workload(fmt, 16, 64, 32).scaling is None
+
+
 def test_bytes_per_set_counts_a_b_c():
     # bf16 1 x 4096 x 7168: A 14336 B + B 58720256 B + C 8192 B
     assert G.bytes_per_set("bf16", 1, 4096, 7168) == 2 * (7168 + 4096 * 7168 + 4096)

@@ -149,3 +149,43 @@ def test_imports_without_torch():
             "truepeak.bench.timing, truepeak.bench.cuda_timer; "
             "assert 'torch' not in sys.modules and 'pynvml' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- replicates (STYLE 8.1: merge()) -----------------------------------------------------------------------------------
+def test_merge_pools_replicates_of_one_case():
+    a = Measurement(samples_s=(1.0 * MS, 1.2 * MS, 1.1 * MS), calls_per_sample=4, warmup_s=3.0, notes=("graph",))
+    b = Measurement(samples_s=(0.9 * MS, 1.3 * MS), calls_per_sample=4, warmup_s=2.5, notes=("graph",),
+                    telemetry=_throttled_telemetry())
+    m = a.merge(b)
+    assert m.samples_s == (1.0 * MS, 1.2 * MS, 1.1 * MS, 0.9 * MS, 1.3 * MS)
+    assert m.n_samples == 5 and m.n_calls == 20
+    assert m.steady_median_s == pytest.approx(1.1 * MS)  # recomputed over the pool
+    assert m.warmup_s == 2.5 and m.notes == ("graph",)
+    assert m.telemetry == b.telemetry  # a had none
+    assert a.merge(b).samples_s == m.samples_s and a.n_samples == 3  # pure: replicates are left as they were
+
+
+def test_merge_drops_the_second_replicates_warmup_outlier():
+    """C12 in the second replicate: its compile-inflated first sample would hide mid-pool, so it is left out."""
+    a = Measurement(samples_s=(202.42 * MS, 196.46 * MS))
+    b = Measurement(samples_s=(581.81 * MS, 199.0 * MS, 201.0 * MS))
+    m = a.merge(b)
+    assert m.samples_s == (202.42 * MS, 196.46 * MS, 199.0 * MS, 201.0 * MS)
+    assert m.steady_median_s == pytest.approx(200.0 * MS)
+    assert any("581.8 ms" in n and "left out" in n for n in m.notes)
+
+
+def test_merge_keeps_the_first_telemetry_and_says_so():
+    tel = _throttled_telemetry()
+    m = Measurement(samples_s=(1.0,), telemetry=tel).merge(Measurement(samples_s=(1.0,), telemetry=Telemetry(3)))
+    assert m.telemetry == tel and any("telemetry is the first replicate's" in n for n in m.notes)
+
+
+@pytest.mark.parametrize("change", [{"mode": "burst", "burst_gap_s": 0.0015}, {"calls_per_sample": 2},
+                                    {"input_kind": "zeros"}, {"graph": True}, {"n_sets": 3}])
+def test_merge_refuses_measurements_taken_differently(change):
+    a = Measurement(samples_s=(1.0,))
+    with pytest.raises(TruepeakError, match="not replicates"):
+        a.merge(Measurement(samples_s=(1.0,), **change))
+    with pytest.raises(TruepeakError, match="Measurement"):
+        a.merge((1.0,))

@@ -28,7 +28,7 @@ M = Measurement(samples_s=(581.81e-3, 202.42e-3, 196.46e-3), mode="sustained")
 
 def ok_record(workload="8192x8192x8192", fmt="bf16", **kw):
     return make_record(kind="gemm", workload=workload, backend="torch", format=fmt, measurement=M, status="ok",
-                       derived={"tflops": np.float64(677.1), "pct_dense": 0.684, "bad": float("nan")}, env=ENV, **kw)
+                       derived={"flop_per_s": np.float64(677.1e12), "pct_dense": 0.684, "bad": float("nan")}, env=ENV, **kw)
 
 
 def test_make_record_fields():
@@ -39,7 +39,7 @@ def test_make_record_fields():
     assert r["time_s"] == pytest.approx(199.44e-3)  # steady median, not the mean (C12)
     assert r["measurement"]["samples_s"] == list(M.samples_s)
     assert r["warnings"] == M.warnings
-    assert r["derived"] == {"tflops": 677.1, "pct_dense": 0.684, "bad": None}  # numpy -> float, NaN -> null
+    assert r["derived"] == {"flop_per_s": 677.1e12, "pct_dense": 0.684, "bad": None}  # numpy -> float, NaN -> null
     assert r["timestamp"].endswith("Z") and "T" in r["timestamp"]
     assert r["env"] == ENV
     json.dumps(r, allow_nan=False)
@@ -180,6 +180,22 @@ def test_environment_on_a_gpu():
     assert env["cuda"] and env["torch"]
     assert gpu["driver"] is None or isinstance(gpu["driver"], str)
     json.dumps(env)
+
+
+def test_records_are_converted_to_json_data_once(tmp_path, monkeypatch):
+    from truepeak.bench import records as rec_mod
+
+    record = ok_record(rotation={"n_sets": 4, "capped": False})
+    assert record["rotation"] == {"n_sets": 4, "capped": False}
+    calls = []
+    real = rec_mod._jsonable
+    monkeypatch.setattr(rec_mod, "_jsonable", lambda obj: calls.append(1) or real(obj))
+    with RecordWriter(tmp_path / "r.jsonl") as w:
+        w.write(record)  # from make_record: already JSON data, dumped as it is
+        assert calls == []
+        w.write({"key": "k", "status": "ok", "x": np.float32(0.5), "y": float("nan")})  # anything else: converted
+        assert len(calls) >= 1
+    assert read_records(tmp_path / "r.jsonl")[1] == {"key": "k", "status": "ok", "x": 0.5, "y": None}
 
 
 def test_make_record_keeps_the_run_config():

@@ -135,9 +135,39 @@ def test_sampler_with_fake_nvml(fake_pynvml):
     assert t.temperature_max_c is None  # NotSupported: left out, not fatal
     assert t.reasons == {"power cap": 1.0}
     assert t.device_name == "NVIDIA H200"
-    assert calls == {"init": 1, "shutdown": 1}
+    assert calls == {"init": 1, "max_clock": 1, "power_limit": 1, "name": 1}  # NVML stays up for the next sampler
     s.close()  # idempotent
-    assert calls["shutdown"] == 1
+    assert "shutdown" not in calls
+
+
+def test_nvml_is_initialised_once_and_static_facts_read_once_per_device(fake_pynvml):
+    """~120 cases per run open ~120 samplers: one nvmlInit and one read of each static fact per device, not 120."""
+    from truepeak.hardware import nvml
+
+    for _ in range(5):
+        with NvmlSampler(device_index=0, interval_s=0.001):
+            pass
+    with NvmlSampler(device_index=1, interval_s=0.001) as other:
+        pass
+    calls = fake_pynvml.calls
+    assert calls["init"] == 1
+    assert calls["max_clock"] == calls["power_limit"] == calls["name"] == 2  # devices 0 and 1
+    assert other.summary().power_limit_w == 700.0
+    info = nvml.device_info(0)
+    assert (info.name, info.max_sm_clock_hz, info.power_limit_w) == ("NVIDIA H200", 1980e6, 700.0)
+    assert info.reasons_call == "nvmlDeviceGetCurrentClocksEventReasons"
+    assert nvml.index_of_pci_bus_id("00000000:19:00.0") == 3 and nvml.driver_version() == "580.95.05"
+    assert calls["init"] == 1
+
+
+def test_sampler_without_the_device(fake_pynvml):
+    def no_device(i):
+        raise RuntimeError("Invalid Argument")
+
+    fake_pynvml.nvmlDeviceGetHandleByIndex = no_device
+    with NvmlSampler(device_index=7) as s:
+        pass
+    assert s.summary() is None and "NVML has no device 7" in s.reason
 
 
 def test_sampler_survives_nvml_failing_mid_run(fake_pynvml):

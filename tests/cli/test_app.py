@@ -69,3 +69,12 @@ def test_keyboard_interrupt_exits_130(capsys, monkeypatch):
     monkeypatch.setattr(typer.main, "get_command", lambda app: Boom())
     code, _, err = call(capsys, "specs")
     assert code == 130 and err.count("\n") == 1
+
+
+def test_unquoted_name_with_spaces_says_to_quote_it(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["specs", "NVIDIA", "H200"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "must be quoted" in err and "(H200)" in err

@@ -92,7 +92,7 @@ def test_help_has_the_S1_example():
         (["--gpu", H200, "--format", "bf16", "--shape", "8x8x8", "--time-ms", "0"], "--time-ms 0"),
         (["--gpu", H200, "--format", "bf16", "--shape", "8x8x8", "--time-ms", "-2"], "--time-ms -2"),
         (["--gpu", H200, "--format", "bf16"], "throughput"),
-        (["--gpu", H200, "--format", "bf16", "--tflops", "0"], "throughput 0"),
+        (["--gpu", H200, "--format", "bf16", "--tflops", "0"], "--tflops 0 "),
         (["--gpu", H200, "--format", "bf16", "--tflops", "nan"], "nan"),
         (["--gpu", H200, "--format", "nvfp4", "--tflops", "10"], "fp4"),
         (["--gpu", H200, "--format", "bf16", "--tflops", "700", "--shape", "8192x8192x8192", "--time-ms", "1.5"],

@@ -219,9 +219,20 @@ def test_mi355x_int8_has_the_rounding_note():
 def test_claim_platform_total_and_b300_sparse():
     r = run("b200", "--claim", "144 PFLOPS FP4")
     assert r.exit_code == 0, r.output
-    assert "SPARSE (2:4) 8-GPU PLATFORM TOTAL" in r.stdout and "9000 TFLOPS" in r.stdout
+    assert "SPARSE (2:4) 8-GPU PLATFORM TOTAL" in r.stdout and "9000.0 TFLOPS" in r.stdout
     r = run("b300", "--claim", "18 PFLOPS FP4")
     assert "SPARSE (2:4)" in r.stdout and "NEITHER" not in r.stdout
-    assert "sparse peak: 18000 TFLOPS (published; not 2 x dense on this part)" in r.stdout
+    assert "sparse peak: 18000.0 TFLOPS (published; not 2 x dense on this part)" in r.stdout
     r = run("b300", "--claim", "15 PFLOPS FP4")
-    assert "DENSE" in r.stdout and "15000 TFLOPS †" in r.stdout and "UNVERIFIED" in r.stdout
+    assert "DENSE" in r.stdout and "15000.0 TFLOPS †" in r.stdout and "UNVERIFIED" in r.stdout
+
+
+def test_claim_output_shows_each_peak_one_way():
+    """The verdict lines and the explanation render peaks with one formatter (364.25 in the catalog -> 364.2)."""
+    r = run("rtx-6000-ada", "--claim", "364 TFLOPS bf16")
+    assert r.exit_code == 0, r.output
+    assert "dense peak:  364.2 TFLOPS" in r.stdout and "(364.2;" in r.stdout
+    assert "364.25" not in r.stdout
+    assert "364.25" in run("rtx-6000-ada").stdout  # the table echoes the catalog value as stored
+    r = run("h200", "--claim", "67 TFLOPS fp32")
+    assert "dense peak:  67 TFLOPS" in r.stdout and "(67;" in r.stdout

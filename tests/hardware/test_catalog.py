@@ -11,7 +11,7 @@ import re
 import pytest
 
 from truepeak.hardware import check_claim, get_accelerator, load_catalog
-from truepeak.hardware.catalog import Sourced
+from truepeak.hardware.catalog import SPARSE_RATIO_TOLERANCE, Catalog, Sourced, sparse_is_twice_dense
 
 TERA = 1e12
 CATALOG = load_catalog()
@@ -48,8 +48,9 @@ def test_sparse_is_twice_dense_within_vendor_rounding(ap):
     """C02: where the vendor lists sparsity, sparse = 2 x dense within 1.5 % (L40S 733 / 362, MI355X 10100 / 5000),
     except on a peak whose ``sparse_ratio_note`` says why not (B300 FP4: dense raised without the sparse rate)."""
     _, p = ap
+    assert SPARSE_RATIO_TOLERANCE == 0.015
     if p.sparse is not None and not p.sparse_ratio_note:
-        assert p.sparse / (2 * p.dense) == pytest.approx(1, abs=0.015)
+        assert sparse_is_twice_dense(p.dense, p.sparse)
 
 
 @pytest.mark.parametrize("ap", [ap for ap in PEAKS if ap[1].sparse_ratio_note], ids=_id)
@@ -58,7 +59,7 @@ def test_sparse_ratio_note_only_where_sparse_is_not_twice_dense(ap):
     2 x dense, but still above dense."""
     _, p = ap
     assert p.sparse is not None
-    assert abs(p.sparse / (2 * p.dense) - 1) > 0.015
+    assert not sparse_is_twice_dense(p.dense, p.sparse)
     assert p.sparse > p.dense
 
 
@@ -67,7 +68,7 @@ def test_peak_reproduces_from_flop_per_clk_sms_and_clock_unless_why_not(ap):
     """peak = FLOP/clk/SM x SMs x clock (accelerators.md section 5) within 2 %; `why_not` only where it cannot."""
     a, p = ap
     per_clk = a.peak_flop_per_clk(p)  # a format-specific peak (formats = [...]) may carry its own FLOP/clk/SM
-    clock = p.clock_hz if p.clock_hz is not None else (a.boost_clock_hz.value if a.boost_clock_hz else None)
+    clock = a.clock_basis_hz(p)
     sms = a.sm_count.value if a.sm_count else None
     computed = per_clk * sms * clock if (per_clk and sms and clock) else None
     reproduces = computed is not None and abs(computed / p.dense - 1) <= 0.02
@@ -96,7 +97,8 @@ def test_C02_no_dense_value_equals_a_published_sparse_headline(acc):
         assert v.kind == "sparse", f"{acc.key}: {text!r} -> {v.kind}: {v.explanation}"
         for p in acc.peaks:
             if p.rate == v.rate and p.accumulate == v.accumulate:
-                assert abs(p.dense / v.claimed - 1) > 0.015, f"{acc.key}: dense {p.rate} equals headline {text!r}"
+                assert abs(p.dense / v.claimed - 1) > SPARSE_RATIO_TOLERANCE, (
+                    f"{acc.key}: dense {p.rate} equals headline {text!r}")
 
 
 @pytest.mark.parametrize("acc", ACCS, ids=lambda a: a.key)
@@ -418,3 +420,76 @@ def test_to_dict_carries_formats_and_flags():
     b300 = get_accelerator("b300").to_dict()
     assert b300["sm_count"]["unverified"] is True
     assert next(p for p in b300["peaks"] if p["rate"] == "fp4")["sparse_ratio_note"]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# One rule each: implied sparse, clock basis, bandwidth, default accumulator
+
+
+def test_implied_sparse_is_published_else_twice_dense_except_fp32():
+    h200 = get_accelerator("h200")
+    assert h200.peak("bf16").implied_sparse == h200.peak("bf16").sparse == pytest.approx(1979e12)
+    assert h200.peak("fp32").implied_sparse is None  # CUDA cores: no sparse mode
+    maxq = get_accelerator("rtx-pro-6000-maxq").peak("bf16")
+    assert maxq.sparse is None and maxq.implied_sparse == 2 * maxq.dense
+
+
+def test_clock_basis_is_the_peak_clock_else_the_boost_clock():
+    h100 = get_accelerator("h100-sxm")
+    assert h100.clock_basis_hz(h100.peak("bf16")) == pytest.approx(1830e6)
+    assert h100.clock_basis_hz(h100.peak("fp32")) == pytest.approx(1980e6)  # non-tensor fp32 at the max clock
+    assert get_accelerator("h20").clock_basis_hz(get_accelerator("h20").peak("bf16")) is None  # no clock published
+
+
+def test_bandwidth_bytes_per_s():
+    assert get_accelerator("h200").bandwidth_bytes_per_s == 4.8e12
+
+
+def test_default_accumulate_labels():
+    from truepeak.formats import default_accumulate
+
+    assert default_accumulate("int8") == "int32" and default_accumulate("fp8") == "fp32"
+    fp16 = [p.label for p in get_accelerator("4090").peaks if p.rate == "fp16"]
+    assert sorted(fp16) == ["fp16", "fp16 (fp16 accumulate)"]
+    assert get_accelerator("h200").peak("int8").label == "int8"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Loading errors name the entry and the field
+
+_MINI = """
+schema_version = 1
+[architectures.sm_x]
+name = "X"
+flop_per_clk_per_sm = { bf16 = 1024 }
+source = "S"
+[[accelerators]]
+key = "x1"
+name = "X1"
+vendor = "nvidia"
+architecture = "sm_x"
+[[accelerators.peaks]]
+rate = "bf16"
+dense_tflops = 100
+source = "S"
+"""
+
+
+def test_from_toml_reads_a_minimal_file():
+    cat = Catalog.from_toml(_MINI)
+    assert cat.by_key("x1").dense_flops("bf16") == 100e12 and cat.schema_version == 1
+
+
+@pytest.mark.parametrize(("drop", "message"), [
+    ("dense_tflops = 100\n", "accelerator 'x1'.peaks[0] (bf16): missing field 'dense_tflops'"),
+    ('vendor = "nvidia"\n', "accelerator 'x1': missing field 'vendor'"),
+    ('key = "x1"\n', "accelerators[0]: missing field 'key'"),
+    ('source = "S"\n[[accelerators]]', "architectures.sm_x: missing field 'source'"),
+    ("schema_version = 1\n", "the file: missing field 'schema_version'"),
+])
+def test_from_toml_missing_field_is_a_value_error_naming_entry_and_field(drop, message):
+    text = _MINI.replace(drop, "[[accelerators]]" if drop.endswith("[[accelerators]]") else "", 1)
+    with pytest.raises(ValueError) as err:
+        Catalog.from_toml(text)
+    assert not isinstance(err.value, KeyError)
+    assert str(err.value) == f"catalog: {message}"

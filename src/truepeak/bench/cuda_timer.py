@@ -3,8 +3,8 @@ sustained vs burst modes, with NVML telemetry during the timed region.
 
 The method (shared/DESIGN.md "Measuring on a GPU"; shared/data/measurement_methodology.md §1, §3, §8):
 
-- **Caches.** The caller allocates ``n_sets`` copies of the inputs totalling >= 2x the L2 the *device* reports, at
-  least 2 (CUTLASS GEMM measurement guideline: ">= 2 x L2 in total and >= 2 buffers per tensor"; the H200 reports
+- **Caches.** The caller allocates ``n_sets`` copies of the inputs totalling >= 2x the L2 the *device* reports
+  (:data:`ROTATION_L2_MULTIPLE`), at least 2 (CUTLASS GEMM measurement guideline: ">= 2 x L2 in total and >= 2 buffers per tensor"; the H200 reports
   60 MiB, not the 50 MB product figure). :func:`rotation_sets` gives the count; ``fn(i)`` launches on set ``i``.
   Rotation is used instead of an L2 flush because a flush inside or between timed calls adds idle gaps that let
   clocks recover (triton do_bench's 256 MB ``zero_()``, mamf-finder; methodology §4.1, §4.4).
@@ -36,7 +36,12 @@ from typing import Any
 
 from truepeak.bench.measurement import Measurement
 from truepeak.bench.telemetry import NvmlSampler
+from truepeak.bench.timing import check_timing_args
 from truepeak.errors import TruepeakError, UnsupportedError, require
+
+#: Input rotation must cover this many times the device-reported L2 (CUTLASS GEMM measurement guideline: ">= 2 x L2 in
+#: total"), so every timed call reads its operands from DRAM.
+ROTATION_L2_MULTIPLE = 2
 
 #: Kernels faster than this (seconds per call, eager) are timed as CUDA-graph replays when ``graph=None``.
 GRAPH_THRESHOLD_S = 50e-6
@@ -59,7 +64,8 @@ MODES = ("sustained", "burst")
 
 # -- rotation sets (pure) ----------------------------------------------------------------------------------------------
 def rotation_sets(bytes_per_set: int, l2_bytes: int, min_sets: int = 2) -> int:
-    """Smallest number of input sets ``n >= min_sets`` with ``n * bytes_per_set >= 2 * l2_bytes``.
+    """Smallest number of input sets ``n >= min_sets`` with ``n * bytes_per_set >= ROTATION_L2_MULTIPLE * l2_bytes``
+    (2x L2).
 
     CUTLASS GEMM measurement guideline: rotate >= 2 buffers per operand totalling >= 2x L2, sized from the L2 the
     device reports. Examples (H200, L2 = 62,914,560 B): an 8192^2 BF16 A+B+C set (402,653,184 B) -> 2 sets;
@@ -81,7 +87,7 @@ def rotation_sets(bytes_per_set: int, l2_bytes: int, min_sets: int = 2) -> int:
         raise TruepeakError(f"l2_bytes must be >= 0, got {l2_bytes}")
     if min_sets < 1:
         raise TruepeakError(f"min_sets must be >= 1, got {min_sets}")
-    return max(int(min_sets), -(-2 * int(l2_bytes) // int(bytes_per_set)))
+    return max(int(min_sets), -(-ROTATION_L2_MULTIPLE * int(l2_bytes) // int(bytes_per_set)))
 
 
 @dataclass(frozen=True)
@@ -111,8 +117,9 @@ class RotationPlan:
 
     @property
     def cold(self) -> bool:
-        """Whether the rotation covers >= 2x L2, so timed calls read from HBM (cases.md C10)."""
-        return self.total_bytes >= 2 * self.l2_bytes
+        """Whether the rotation covers >= 2x L2 (:data:`ROTATION_L2_MULTIPLE`), so timed calls read from HBM (cases.md
+        C10)."""
+        return self.total_bytes >= ROTATION_L2_MULTIPLE * self.l2_bytes
 
 
 def plan_rotation(
@@ -164,9 +171,9 @@ def plan_rotation(
         return RotationPlan(wanted, wanted, int(bytes_per_set), int(l2_bytes))
     total = limit * bytes_per_set
     note = f"rotating {limit} input sets instead of {wanted} ({why})"
-    if total < 2 * l2_bytes:
-        note += (f": the working set ({total:,} B) is {total / l2_bytes:.2f}x L2, below 2x L2, so some reads may "
-                 "hit L2 and bandwidth or TFLOPS may read high")
+    if total < ROTATION_L2_MULTIPLE * l2_bytes:
+        note += (f": the working set ({total:,} B) is {total / l2_bytes:.2f}x L2, below {ROTATION_L2_MULTIPLE}x L2, so "
+                 "some reads may hit L2 and bandwidth or TFLOPS may read high")
     return RotationPlan(limit, wanted, int(bytes_per_set), int(l2_bytes), capped=True, note=note)
 
 
@@ -222,6 +229,7 @@ def time_cuda(
     burst_gap_s: float = 0.0015,
     telemetry: bool = True,
     input_kind: str = "random",
+    timer: Callable[[], float] = time.perf_counter,
 ) -> Measurement:
     """Time GPU work launched by ``fn(i)`` with CUDA events; return per-call samples in seconds.
 
@@ -255,6 +263,8 @@ def time_cuda(
         burst_gap_s: idle gap before each sample in burst mode (seconds; default 1.5 ms as in methodology §6).
         telemetry: sample NVML (clocks, power, temperature, throttle reasons) during the timed region.
         input_kind: what the inputs are (``"random"``, ``"zeros"``, ...), recorded for warnings (cases.md C09).
+        timer: the host clock, in seconds, that times the warm-up and the launch-bound planning (default
+            ``time.perf_counter``; tests pass the simulated GPU's clock so sample counts are deterministic).
 
     Returns:
         :class:`Measurement` with ``mode``, ``calls_per_sample``, ``graph`` (whether replays were timed), ``n_sets``,
@@ -267,19 +277,12 @@ def time_cuda(
         MeasurementError: a non-positive event time (a broken timer or launch).
         Exceptions from ``fn`` propagate (after a best-effort synchronisation).
     """
-    if not callable(fn):
-        raise TruepeakError(f"time_cuda needs a callable fn(i), got {type(fn).__name__}")
+    check_timing_args(fn, "time_cuda needs a callable fn(i)", warmup_s=warmup_s, budget_s=budget_s,
+                      min_samples=min_samples, max_samples=max_samples)
     if int(n_sets) != n_sets or n_sets < 1:
         raise TruepeakError(f"n_sets must be an integer >= 1, got {n_sets!r}")
     if mode not in MODES:
         raise TruepeakError(f"unknown timing mode {mode!r}; expected one of {', '.join(MODES)}")
-    if not warmup_s >= 0:
-        raise TruepeakError(f"warmup_s must be >= 0 seconds, got {warmup_s}")
-    if not budget_s > 0:
-        raise TruepeakError(f"budget_s must be > 0 seconds, got {budget_s}")
-    if min_samples < 1 or max_samples < min_samples:
-        raise TruepeakError(f"need 1 <= min_samples <= max_samples, got min_samples={min_samples}, "
-                            f"max_samples={max_samples}")
     if mode == "burst" and not burst_gap_s > 0:
         raise TruepeakError(f"burst mode needs burst_gap_s > 0 seconds, got {burst_gap_s}")
     if graph not in (None, True, False):
@@ -299,7 +302,7 @@ def time_cuda(
     sampler = _make_sampler(torch, int(device), notes) if telemetry else None
     try:
         with torch.cuda.device(int(device)):
-            run = _CudaRun(torch, fn, int(n_sets), int(device), mode, float(burst_gap_s), notes)
+            run = _CudaRun(torch, fn, int(n_sets), int(device), mode, float(burst_gap_s), notes, timer)
             return run.measure(
                 warmup_s=float(warmup_s), budget_s=float(budget_s), graph=graph, min_samples=int(min_samples),
                 max_samples=int(max_samples), sampler=sampler, input_kind=input_kind,
@@ -327,8 +330,9 @@ class _CudaRun:
     """State of one ``time_cuda`` call: the stream, the rotation counter, the graph and the burst gap."""
 
     def __init__(self, torch: Any, fn: Callable[[int], Any], n_sets: int, device: int, mode: str,
-                 burst_gap_s: float, notes: list[str]):
+                 burst_gap_s: float, notes: list[str], timer: Callable[[], float] = time.perf_counter):
         self.torch = torch
+        self.timer = timer
         self.cuda = torch.cuda
         self.fn = fn
         self.n_sets = n_sets
@@ -380,14 +384,14 @@ class _CudaRun:
         """``(gpu_s, wall_s)`` for ``k`` back-to-back ``launch()`` calls: CUDA-event time between one event pair and
         host time until it finished (synchronises). Planning uses the larger, so launch-bound work is planned by
         what it really takes."""
-        t0 = time.perf_counter()
+        t0 = self.timer()
         start, end = self.event(), self.event()
         start.record()
         for _ in range(k):
             launch()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) * 1e-3, time.perf_counter() - t0
+        return start.elapsed_time(end) * 1e-3, self.timer() - t0
 
     # -- phases --------------------------------------------------------------------------------------------------------
     def estimate_per_call(self) -> float:
@@ -478,14 +482,14 @@ class _CudaRun:
             self.setup_gap()
         # (4) warm-up by time, in the timed launch pattern
         sample_s = per_call * self.calls
-        loop_start = time.perf_counter()
+        loop_start = self.timer()
         chunk = 0
         while True:  # chunks of ~50 ms, grown at most 10x at a time from 1 sample
             chunk = max(1, min(10 * chunk, 100_000, math.ceil(WARMUP_CHUNK_S / max(sample_s, 1e-9))))
             sample_s = max(*self.time_block(self.sample, chunk), chunk * 1e-9) / chunk
-            if time.perf_counter() - loop_start >= warmup_s:
+            if self.timer() - loop_start >= warmup_s:
                 break
-        warmed_s = time.perf_counter() - loop_start
+        warmed_s = self.timer() - loop_start
         # (5) plan, bridge, time
         n = planned_samples(budget_s, sample_s, min_samples, max_samples)
         if not self.host_gap:

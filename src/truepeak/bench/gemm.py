@@ -37,14 +37,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from truepeak.errors import INSTALL_HINT, require
+from truepeak.errors import require
 from truepeak.formats import Format, get_format
 from truepeak.roofline import Gemm
 
 if TYPE_CHECKING:  # pragma: no cover
     from truepeak.hardware.detect import DeviceInfo
-
-INSTALL = INSTALL_HINT
 
 #: Largest relative Frobenius error ||out - ref|| / ||ref|| accepted per format (int8 must be exact).
 TOLERANCES: dict[str, float] = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 2e-2, "fp16": 2e-2, "fp8_e4m3": 0.1, "int8": 0.0}
@@ -60,7 +58,7 @@ _BLOCK_SCALED_ARCHS = "sm_100 or sm_120"
 
 def torch_module():
     """Import torch or raise MissingDependencyError with the install command."""
-    return require("torch", "measuring GEMMs", INSTALL)
+    return require("torch", "measuring GEMMs")
 
 
 def supported(fmt: str | Format, device: DeviceInfo, shape: tuple[int, int, int] | None = None) -> tuple[bool, str]:
@@ -128,10 +126,16 @@ def backend_name(fmt: str | Format, device_kind: str) -> str:
     return f"torch ({f.name})"
 
 
+def gemm_workload(fmt: str | Format, m: int, n: int, k: int) -> Gemm:
+    """The :class:`~truepeak.roofline.Gemm` these backends run: fp8_e4m3 goes through ``torch._scaled_mm`` with
+    per-tensor fp32 scales (``scaling="tensor"``, the scales counted in the bytes); every other format has none."""
+    f = get_format(fmt)
+    return Gemm(m, n, k, f, scaling="tensor" if f.name == "fp8_e4m3" else None)
+
+
 def bytes_per_set(fmt: str | Format, m: int, n: int, k: int) -> int:
     """Bytes of one input/output set (A + B + C in their formats, fp8 scales counted), for rotation sizing."""
-    f = get_format(fmt)
-    return Gemm(m, n, k, f, scaling="tensor" if f.name == "fp8_e4m3" else None).min_bytes
+    return gemm_workload(fmt, m, n, k).min_bytes
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -245,10 +249,6 @@ class TorchGemm:
     def tolerance(self) -> float:
         return TOLERANCES[self.fmt.name]
 
-    @property
-    def backend(self) -> str:
-        return backend_name(self.fmt, "cuda" if self.device.startswith("cuda") else "cpu")
-
     def mode(self):
         """Context manager the launches and the check must run under (TF32 on for tf32, off for everything else)."""
         return tf32_mode(self.fmt.name == "tf32")
@@ -303,5 +303,5 @@ def check_passes(fmt: str | Format, error: float) -> bool:
     return math.isfinite(error) and error <= tol
 
 
-__all__ = ["TOLERANCES", "GPU_FORMATS", "CPU_FORMATS", "GPU_SKIP_PROBES", "supported", "backend_name", "bytes_per_set",
-           "TorchGemm", "WeightCache", "tf32_mode", "check_passes"]
+__all__ = ["TOLERANCES", "GPU_FORMATS", "CPU_FORMATS", "GPU_SKIP_PROBES", "supported", "backend_name", "gemm_workload",
+           "bytes_per_set", "TorchGemm", "WeightCache", "tf32_mode", "check_passes"]

@@ -26,6 +26,7 @@ import numpy as np
 
 from truepeak.bench.telemetry import Telemetry
 from truepeak.errors import MeasurementError, TruepeakError
+from truepeak.units import fmt_time
 
 #: IQR / median at or above which a measurement is "noisy" (torch.utils.benchmark ``_IQR_WARN_THRESHOLD``).
 NOISY_REL_IQR = 0.10
@@ -194,9 +195,9 @@ class Measurement:
             rest = float(np.median(self._array[1:]))
             out.append((
                 "warmup_in_window",
-                f"first sample {_fmt_s(self.samples_s[0])} is {self.samples_s[0] / rest:.1f}x the median of the others "
-                f"({_fmt_s(rest)}): compilation or warm-up fell inside the timed window; it is excluded from the "
-                f"steady median (the mean {_fmt_s(self.mean_s)} is wrong); warm up longer",
+                f"first sample {fmt_time(self.samples_s[0])} is {self.samples_s[0] / rest:.1f}x the median of the others "
+                f"({fmt_time(rest)}): compilation or warm-up fell inside the timed window; it is excluded from the "
+                f"steady median (the mean {fmt_time(self.mean_s)} is wrong); warm up longer",
             ))
         r = self.steady_rel_iqr
         if r >= VERY_NOISY_REL_IQR:
@@ -228,6 +229,49 @@ class Measurement:
         """Stable codes of :attr:`warnings`, in the same order: ``warmup_in_window``, ``noisy``, ``very_noisy``,
         ``inputs_not_random``, ``low_clock``."""
         return [code for code, _ in self._checks]
+
+    # -- replicates ---------------------------------------------------------------------------------------------------
+    #: Fields that say how a case was measured; replicates must agree on all of them to be pooled.
+    METHOD_FIELDS = ("mode", "calls_per_sample", "input_kind", "graph", "n_sets", "burst_gap_s")
+
+    def merge(self, other: Measurement) -> Measurement:
+        """Pool the samples of two replicates of the same case (torch.utils.benchmark ``Measurement.merge``).
+
+        The pooled samples are this replicate's, then ``other``'s steady samples: ``other``'s own leading warm-up
+        outlier (C12) would sit mid-pool where :attr:`leading_outlier` cannot see it, so it is dropped and a note says
+        so. Statistics are recomputed over the pool. ``warmup_s`` is the shorter warm-up of the two; ``telemetry`` is
+        this replicate's (else ``other``'s): NVML summaries keep no raw polls, so they cannot be pooled, and a note
+        says whose it is when both had one. Notes are combined without repeats.
+
+        Raises:
+            TruepeakError: ``other`` is no Measurement, or it was measured another way (a different value of any of
+                :attr:`METHOD_FIELDS`): such samples are not replicates.
+        """
+        if not isinstance(other, Measurement):
+            raise TruepeakError(f"can only merge a Measurement with another Measurement, not {type(other).__name__}")
+        differ = [f"{name} {getattr(self, name)!r} vs {getattr(other, name)!r}" for name in self.METHOD_FIELDS
+                  if getattr(self, name) != getattr(other, name)]
+        if differ:
+            raise TruepeakError(f"cannot merge measurements taken differently ({'; '.join(differ)}): they are not "
+                                "replicates of one case")
+        notes = list(dict.fromkeys((*self.notes, *other.notes)))
+        if other.leading_outlier:
+            notes.append(f"merge: the second replicate's first sample ({fmt_time(other.samples_s[0])}, warm-up in "
+                         "its window) was left out of the pool")
+        if self.telemetry is not None and other.telemetry is not None:
+            notes.append("merge: telemetry is the first replicate's (NVML summaries cannot be pooled)")
+        return Measurement(
+            samples_s=self.samples_s + other.steady_samples_s,
+            calls_per_sample=self.calls_per_sample,
+            mode=self.mode,
+            warmup_s=min(self.warmup_s, other.warmup_s),
+            telemetry=self.telemetry if self.telemetry is not None else other.telemetry,
+            input_kind=self.input_kind,
+            graph=self.graph,
+            n_sets=self.n_sets,
+            burst_gap_s=self.burst_gap_s,
+            notes=tuple(notes),
+        )
 
     # -- serialisation ------------------------------------------------------------------------------------------------
     def to_dict(self, include_samples: bool = True) -> dict[str, Any]:
@@ -289,18 +333,10 @@ class Measurement:
         )
 
     def __repr__(self) -> str:
-        head = (f"Measurement({self.mode}: {_fmt_s(self.steady_median_s)} steady median, "
+        head = (f"Measurement({self.mode}: {fmt_time(self.steady_median_s)} steady median, "
                 f"IQR {100 * self.steady_rel_iqr:.1f} %, {self.n_samples} samples x {self.calls_per_sample} calls")
         if self.graph:
             head += ", CUDA graph"
         head += ")"
         return "\n  ".join([head, *(f"WARNING: {w}" for w in self.warnings)])
-
-
-def _fmt_s(seconds: float) -> str:
-    """Seconds with a unit chosen from the magnitude (for messages only)."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.4g} {unit}"
-    return f"{seconds / 1e-9:.4g} ns"
 

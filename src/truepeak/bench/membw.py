@@ -13,8 +13,8 @@ Method (measurement_methodology.md sections 1.1, 1.9 and 8.5):
     - GPU: timed with CUDA events via :func:`truepeak.bench.cuda_timer.time_cuda` (sustained mode, NVML telemetry);
       CPU: :func:`truepeak.bench.timing.time_cpu`.
 
-The result's ``derived`` comes from :func:`truepeak.efficiency.derived_metrics` (``gbps``, ``pct_bandwidth`` of the
-catalog bandwidth; None where the catalog has none, as for a CPU).
+The result's ``derived`` comes from :func:`truepeak.efficiency.derived_metrics` (``bytes_per_s``, ``pct_bandwidth`` of
+the catalog bandwidth; None where the catalog has none, as for a CPU).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from truepeak.errors import TruepeakError, require
 from truepeak.roofline import Copy
+from truepeak.units import fmt_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from truepeak.bench.measurement import Measurement
@@ -48,22 +49,25 @@ class CopyResult:
     Attributes:
         nbytes: bytes per buffer (one copy reads ``nbytes`` and writes ``nbytes``).
         measurement: timing (seconds per copy).
-        derived: :func:`~truepeak.efficiency.derived_metrics` of ``Copy(nbytes)``: ``gbps`` (GB/s, read + write),
-            ``pct_bandwidth`` (fraction of the catalog bandwidth, or None).
-        backend: the call measured.
+        derived: :func:`~truepeak.efficiency.derived_metrics` of ``Copy(nbytes)``: ``bytes_per_s`` (B/s, read +
+            write), ``pct_bandwidth`` (fraction of the catalog bandwidth, or None).
         notes: caveats (for example a buffer smaller than 8x the cache).
     """
 
     nbytes: int
     measurement: Measurement
     derived: dict[str, Any]
-    backend: str
     notes: list[str] = field(default_factory=list)
 
     @property
     def bandwidth_bps(self) -> float:
         """Measured bandwidth in B/s (read + write): ``2 * nbytes / steady median``."""
         return Copy(self.nbytes).min_bytes / self.measurement.steady_median_s
+
+
+def backend_name(device_kind: str) -> str:
+    """The call :func:`measure_copy` times, as records name it (``"torch Tensor.copy_ (CUDA)"``)."""
+    return "torch Tensor.copy_" + (" (CUDA)" if device_kind == "cuda" else " (CPU)")
 
 
 def copy_bytes(device: DeviceInfo, quick: bool = False) -> int:
@@ -109,8 +113,8 @@ def measure_copy(device: DeviceInfo, *, nbytes: int | None = None, quick: bool =
         raise TruepeakError(f"copy size {nbytes} B is too small; give at least 4 bytes")
     notes: list[str] = []
     if device.l2_bytes and nbytes < CACHE_MULTIPLE * device.l2_bytes:
-        notes.append(f"buffer {nbytes / 2**20:.0f} MiB is under {CACHE_MULTIPLE}x the {device.l2_bytes / 2**20:.0f} "
-                     "MiB cache: part of the traffic may be served from cache (cases.md C10)")
+        notes.append(f"buffer {fmt_size(nbytes)} is under {CACHE_MULTIPLE}x the {fmt_size(device.l2_bytes)} cache: "
+                     "part of the traffic may be served from cache (cases.md C10)")
     dev = device.torch_device
     gen = torch.Generator(device=dev)
     gen.manual_seed(12345)
@@ -122,19 +126,17 @@ def measure_copy(device: DeviceInfo, *, nbytes: int | None = None, quick: bool =
 
         meas = time_cuda(lambda i: dst.copy_(src), n_sets=1, warmup_s=warmup_s, budget_s=budget_s,
                          mode="sustained", device=device.index or 0)
-        backend = "torch Tensor.copy_ device-to-device (CUDA), fp32 buffers"
     else:
         from truepeak.bench.timing import time_cpu
 
         meas = time_cpu(lambda: dst.copy_(src), warmup_s=warmup_s, budget_s=budget_s, min_samples=5)
-        backend = f"torch Tensor.copy_ on the CPU ({torch.get_num_threads()} threads), fp32 buffers"
     if not torch.equal(dst[:1024], src[:1024]):
         raise TruepeakError("the copy did not copy: destination differs from source after timing")
     median = meas.steady_median_s
     clock = meas.telemetry.sm_clock_median_hz if meas.telemetry is not None else None
     derived = derived_metrics(device.accelerator, Copy(nbytes), median, clock_hz=clock, sm_count=device.sm_count)
     del src, dst
-    return CopyResult(nbytes, meas, derived, backend, notes)
+    return CopyResult(nbytes, meas, derived, notes)
 
 
-__all__ = ["CopyResult", "measure_copy", "copy_bytes", "cache_resident", "GPU_COPY_BYTES", "CPU_COPY_BYTES", "QUICK_COPY_BYTES"]
+__all__ = ["CopyResult", "measure_copy", "backend_name", "copy_bytes", "cache_resident", "GPU_COPY_BYTES", "CPU_COPY_BYTES", "QUICK_COPY_BYTES"]

@@ -240,6 +240,7 @@ def make_record(
     key: str | None = None,
     mode: str | None = None,
     run_config: Mapping[str, Any] | None = None,
+    rotation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build one result record (plain JSON data).
 
@@ -252,19 +253,23 @@ def make_record(
         status: ``"ok"``, ``"skipped"`` or ``"failed"``.
         reason: why it was skipped or failed (required for those; e.g. "nvfp4 needs sm_100 or newer; this is sm_90").
         correctness: the output check (e.g. ``{"max_rel_error": 2e-3, "passed": True}``).
-        derived: metrics from :func:`truepeak.efficiency.derived_metrics` (fractions, not percentages).
+        derived: metrics from :func:`truepeak.efficiency.derived_metrics` (SI units: ``flop_per_s``,
+            ``bytes_per_s``, ...; fractions, not percentages).
         env: :func:`environment` output; ``None`` computes it once per process (pass it explicitly in sweeps).
         key: the resume key; default :func:`record_key` of kind, workload, backend, format and mode.
         mode: ``"sustained"``/``"burst"``/``"cpu"``; default the measurement's. Pass it for skipped/failed records so
             their key matches the case's.
         run_config: the settings of the run that made the record (``truepeak run``: ``quick``, ``device``,
-            ``device_name``, ``budgets``), so ``--resume`` can refuse to mix runs made with different settings.
+            ``device_name``, ``budgets``, ...), so ``--resume`` can refuse to mix runs made with different settings
+            and a report can state the method from the records alone.
+        rotation: how the input sets were rotated (``truepeak run``: the
+            :class:`~truepeak.bench.cuda_timer.RotationPlan` fields, ``capped`` and its ``note``), or None.
 
     Returns:
         A dict with ``schema_version``, ``methodology_version``, ``truepeak_version``, ``key``, ``kind``, ``status``,
         ``reason``, ``workload``, ``backend``, ``format``, ``mode``, ``time_s`` (the measurement's
         ``steady_median_s``, the robust per-call time results use), ``measurement``, ``warnings``, ``correctness``,
-        ``derived``, ``env``, ``run_config`` (None unless given) and ``timestamp`` (UTC, ISO 8601).
+        ``derived``, ``env``, ``run_config`` and ``rotation`` (None unless given) and ``timestamp`` (UTC, ISO 8601).
 
     Raises:
         TruepeakError: unknown status, a skipped/failed record without a reason, an ok record without a measurement,
@@ -314,6 +319,7 @@ def make_record(
         "derived": derived,
         "env": _default_environment() if env is None else env,
         "run_config": None if run_config is None else dict(run_config),
+        "rotation": None if rotation is None else dict(rotation),
         "timestamp": _utc_now(),
     }
     return _jsonable(record)
@@ -386,7 +392,7 @@ class RecordWriter:
             raise TruepeakError(f"the record writer for {self.path} is closed")
         if not isinstance(record, Mapping):
             raise TruepeakError(f"a record must be a dict, got {type(record).__name__}")
-        line = json.dumps(_jsonable(record), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        line = _json_line(record)
         try:
             self._f.write(line.encode("utf-8") + b"\n")
             self._sync()
@@ -412,6 +418,15 @@ class RecordWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _json_line(record: Mapping[str, Any]) -> str:
+    """One compact JSON line. Records from :func:`make_record` are plain JSON data already and are dumped as they
+    are; anything else (numpy numbers, NaN, objects with ``to_dict``) goes through :func:`_jsonable` first."""
+    try:
+        return json.dumps(record, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return json.dumps(_jsonable(record), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _why(exc: OSError) -> str:

@@ -15,10 +15,12 @@ The default sweep (cases as data: :func:`plan_cases`):
 
 Each case becomes a record (:func:`truepeak.bench.records.make_record`) written the moment it finishes through
 :class:`~truepeak.bench.records.RecordWriter` (flushed and fsynced: a crash loses nothing), with ``derived`` from
-:func:`truepeak.efficiency.derived_metrics` (TFLOPS, GB/s, % of dense peak, % of roofline, bound, % of the peak at
-the median SM clock NVML sampled). An exception inside one case (out of memory, an unsupported layout, a result above
-the peak) becomes a ``failed`` record with the reason, and the sweep continues. ``resume=True`` skips cases whose
-``ok``/``skipped`` records are already in the file (failed ones run again).
+:func:`truepeak.efficiency.derived_metrics` (SI: FLOP/s, B/s, fractions of the dense peak, the roofline and the peak
+at the median SM clock NVML sampled, and the peak and bandwidth they are against). An exception inside one case (out
+of memory, an unsupported layout, a result above the peak) becomes a ``failed`` record with the reason, and the sweep
+continues. ``resume=True`` skips cases whose ``ok``/``skipped`` records are already in the file (failed ones run
+again). This module measures and returns records; rendering them (the table, ``summary.md``) is
+:mod:`truepeak.report`'s job, called by the CLI.
 
 Time budget and its trade-off (measurement_methodology.md sections 1.3, 3, 6, 8): the whole default run should take
 <= 3 min on an H200 and <= 2 min on a 2-core CPU, for ~120 GPU cases. So the GPU gets ONE long warm-up (3 s of
@@ -28,14 +30,15 @@ and need the clock settled again after the light decode cases). The CUTLASS fixe
 and > 1000 iterations per shape; these shorter windows make the large-square numbers sit a little closer to burst than
 a long sustained run (expect bf16 8192^3 on a 700 W H200 in ~650-800 TFLOPS, sustained literature 677-701, burst
 ~807). Every record states its mode (sustained, back-to-back launches), warm-up seconds, sample count and the SM clock
-it ran at, so the numbers can be read for what they are. For a longer, stricter measurement, pass larger
-:class:`Budgets`.
+it ran at, and its ``run_config`` holds the budgets, so the numbers can be read for what they are. For a longer,
+stricter measurement, pass larger :class:`Budgets`.
 
-Units: seconds, bytes, FLOP inside; records store fractions (0.68), tables render percentages.
+Units: seconds, bytes, FLOP inside; records store SI values and fractions (0.68); the report renders them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import itertools
 import math
@@ -47,14 +50,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import truepeak
+from truepeak.bench import cuda_timer, membw, timing
 from truepeak.bench import gemm as G
-from truepeak.bench.membw import cache_resident, copy_bytes
-from truepeak.errors import INSTALL_HINT, MeasurementError, TruepeakError, require
+from truepeak.bench.cuda_timer import GRAPH_THRESHOLD_S, RotationPlan, plan_rotation
+from truepeak.bench.records import DONE_STATUSES, STATUSES, RecordWriter, environment, make_record, read_records, \
+    record_key
+from truepeak.efficiency import derived_metrics
+from truepeak.errors import MeasurementError, TruepeakError, require
 from truepeak.formats import get_format
 from truepeak.hardware.detect import DeviceInfo, detect, with_measured_bandwidth
-from truepeak.roofline import Copy, Gemm
-
-INSTALL = INSTALL_HINT
+from truepeak.roofline import Copy
+from truepeak.units import fmt_size
 
 #: Decode-regime M values (tokens per expert / batch rows).
 DECODE_M: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -65,6 +72,8 @@ MODEL_NK: tuple[tuple[int, int, str], ...] = (
 )
 GPU_SQUARES: tuple[int, ...] = (4096, 8192)
 CPU_SQUARES: tuple[int, ...] = (1024, 2048)
+#: The GPU settles clock and power on back-to-back SETTLE_SIZE^3 GEMMs in :func:`settle_format`.
+SETTLE_SIZE = 8192
 
 # Quick mode (tests, smoke runs): a handful of small cases.
 QUICK_CPU_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 1024, 2048), (32, 1024, 2048), (256, 256, 256))
@@ -102,6 +111,14 @@ QUICK_BUDGETS = Budgets(settle_s=0.0, warmup_s=0.02, budget_s=0.05, large_warmup
 QUICK_GPU_BUDGETS = replace(QUICK_BUDGETS, settle_s=0.5, check_rows=128)
 
 
+def default_budgets(device: DeviceInfo, quick: bool = False) -> Budgets:
+    """The built-in budgets for a device: :data:`GPU_BUDGETS`/:data:`CPU_BUDGETS`, or in quick mode
+    :data:`QUICK_GPU_BUDGETS`/:data:`QUICK_BUDGETS`."""
+    if device.kind == "cuda":
+        return QUICK_GPU_BUDGETS if quick else GPU_BUDGETS
+    return QUICK_BUDGETS if quick else CPU_BUDGETS
+
+
 @dataclass(frozen=True)
 class Case:
     """One thing to measure.
@@ -129,7 +146,7 @@ class Case:
     @property
     def label(self) -> str:
         if self.kind == "membw":
-            return f"copy {_size(self.nbytes)}"
+            return f"copy {fmt_size(self.nbytes)}"
         return f"{self.m}x{self.n}x{self.k}"
 
     def workload(self) -> dict[str, Any]:
@@ -138,8 +155,7 @@ class Case:
             c = Copy(self.nbytes)
             return {"label": self.label, "nbytes": self.nbytes, "bytes_moved": c.min_bytes, "flop": 0,
                     "counting": "read + write"}
-        f = get_format(self.format)
-        g = Gemm(self.m, self.n, self.k, f, scaling="tensor" if f.name == "fp8_e4m3" else None)
+        g = G.gemm_workload(self.format, self.m, self.n, self.k)
         return {"label": self.label, "m": self.m, "n": self.n, "k": self.k, "out_format": g.out_format.name,
                 "scaling": g.scaling, "flop": g.flop, "min_bytes": g.min_bytes, "intensity": g.intensity,
                 "origin": self.origin}
@@ -147,44 +163,53 @@ class Case:
 
 @dataclass
 class RunResult:
-    """What :func:`run_main_job` returns.
+    """What :func:`run_main_job` returns (and :class:`RunInterrupted` carries).
 
     Attributes:
         out_dir: the output folder.
         records_path: ``results.jsonl`` in it.
-        summary_path: ``summary.md`` in it (None if it could not be written).
         records: the records of this run, in sweep order (for resumed cases, the records already in the file).
         device: the detected device.
         elapsed_s: wall time of the run.
-        notes: caveats in words (a summary that could not be written, a roofline left without a memory ceiling).
+        notes: caveats in words (a roofline left without a memory ceiling, ...).
         resumed_keys: keys of the records taken over from ``results.jsonl`` by ``resume`` (not measured again).
+        interrupted: the run was stopped by Ctrl-C; ``records`` are those finished before.
     """
 
     out_dir: Path
     records_path: Path
-    summary_path: Path | None
     records: list[dict[str, Any]]
     device: DeviceInfo
     elapsed_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     resumed_keys: frozenset[str] = frozenset()
+    interrupted: bool = False
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """:func:`run_main_job` was interrupted (Ctrl-C). The records finished so far are in ``records_path`` and
-    ``summary.md`` was written from them (``summary_path``; None if it could not be).
+    """:func:`run_main_job` was interrupted (Ctrl-C). The records finished so far are in ``records_path`` and in
+    ``result.records`` (a :class:`RunResult` with ``interrupted=True``), for the caller to render.
 
     Attributes:
-        n_records: records of the run so far (resumed ones included).
-        out_dir, records_path, summary_path: where they are.
+        result: the partial :class:`RunResult`.
+        n_records, out_dir, records_path: shortcuts into it.
     """
 
-    def __init__(self, n_records: int, out_dir: Path, records_path: Path, summary_path: Path | None):
-        super().__init__(f"interrupted after {n_records} records; they are in {records_path}")
-        self.n_records = n_records
-        self.out_dir = out_dir
-        self.records_path = records_path
-        self.summary_path = summary_path
+    def __init__(self, result: RunResult):
+        super().__init__(f"interrupted after {len(result.records)} records; they are in {result.records_path}")
+        self.result = result
+
+    @property
+    def n_records(self) -> int:
+        return len(self.result.records)
+
+    @property
+    def out_dir(self) -> Path:
+        return self.result.out_dir
+
+    @property
+    def records_path(self) -> Path:
+        return self.result.records_path
 
 
 def default_out_dir(now: _dt.datetime | None = None) -> Path:
@@ -244,7 +269,7 @@ def plan_cases(device: DeviceInfo, formats: Sequence[str], quick: bool = False,
         format_skips: extra ``{format: reason}`` to skip (e.g. CPU bf16 found too slow).
     """
     format_skips = dict(format_skips or {})
-    cases = [Case("membw", nbytes=copy_bytes(device, quick), origin="device copy")]
+    cases = [Case("membw", nbytes=membw.copy_bytes(device, quick), origin="device copy")]
     shapes = gemm_shapes(device, quick)
     for fmt in formats:
         ok, reason = G.supported(fmt, device)
@@ -264,15 +289,18 @@ def _mode(device: DeviceInfo) -> str:
 
 def case_key(case: Case, device: DeviceInfo) -> str:
     """The ``--resume`` key of a case: :func:`truepeak.bench.records.record_key` of its record."""
-    from truepeak.bench.records import record_key
-
     return record_key(case.kind, case.workload(), _backend(case, device), case.format, _mode(device))
 
 
 def _backend(case: Case, device: DeviceInfo) -> str:
     if case.kind == "membw":
-        return "torch Tensor.copy_" + (" (CUDA)" if device.kind == "cuda" else " (CPU)")
+        return membw.backend_name(device.kind)
     return G.backend_name(case.format, device.kind)
+
+
+def settle_format(device: DeviceInfo) -> str:
+    """The format of the settling GEMMs: bf16, or fp16 before sm_80 (no bf16 tensor cores)."""
+    return "bf16" if (device.sm_arch or 0) >= 80 else "fp16"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -312,11 +340,19 @@ def budgets_name(budgets: Budgets) -> str:
     return "custom"
 
 
+
 def run_config(dev: DeviceInfo, quick: bool, budgets: Budgets) -> dict[str, Any]:
-    """The settings stored in every record as ``run_config``; ``--resume`` refuses to mix records whose
-    :data:`RESUME_MUST_MATCH` fields differ."""
+    """The settings stored in every record as ``run_config``: what ``--resume`` compares (:data:`RESUME_MUST_MATCH`)
+    and what a report needs to state the method from the records alone (the budgets in seconds, the settling GEMMs,
+    the CUDA-graph threshold)."""
+    cuda = dev.kind == "cuda"
+    settle = None
+    if cuda and budgets.settle_s > 0:
+        settle = {"format": settle_format(dev), "shape": f"{SETTLE_SIZE}x{SETTLE_SIZE}x{SETTLE_SIZE}",
+                  "seconds": budgets.settle_s}
     return {"quick": bool(quick), "device": dev.torch_device, "device_name": dev.name,
-            "budgets": budgets_name(budgets)}
+            "budgets": budgets_name(budgets), "budget_settings": dataclasses.asdict(budgets), "settle": settle,
+            "graph_threshold_s": GRAPH_THRESHOLD_S if cuda else None}
 
 
 #: ``run_config`` fields that must be equal for ``--resume`` to continue a results file.
@@ -324,13 +360,18 @@ RESUME_MUST_MATCH = ("quick", "device", "device_name", "budgets")
 
 
 def check_resume_config(previous: Iterable[dict], config: dict[str, Any], path: Path) -> None:
-    """Refuse to resume ``path`` when a record there was made with other settings (records without ``run_config``,
-    written before it existed, are not checked).
+    """Refuse to resume ``path`` when a record there has another schema version, or was made with other settings
+    (records without ``run_config``, written before it existed, are not checked for settings).
 
     Raises:
-        TruepeakError: one line naming the settings that differ, e.g. ``quick (there: True, now: False)``.
+        TruepeakError: one line naming the schema versions or the settings that differ, e.g.
+            ``quick (there: True, now: False)``.
     """
     for rec in previous:
+        version = rec.get("schema_version", truepeak.SCHEMA_VERSION)
+        if version != truepeak.SCHEMA_VERSION:
+            raise TruepeakError(f"cannot --resume {path}: its records have schema version {version}, and this truepeak "
+                                f"writes version {truepeak.SCHEMA_VERSION} only; choose another --out")
         there = rec.get("run_config")
         if not isinstance(there, dict):
             continue
@@ -348,11 +389,33 @@ def _default_warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
+@dataclass
+class _Sweep:
+    """What the cases of one run share: the device, budgets, environment and settings, and the state the sweep
+    carries from case to case (the roofline accelerator once the copy is measured, settled clocks, weights)."""
+
+    dev: DeviceInfo
+    budgets: Budgets
+    quick: bool
+    env: dict[str, Any]
+    config: dict[str, Any]
+    acc: Any
+    settled: bool
+    bandwidth_note: str = ""
+    weights: G.WeightCache = field(default_factory=G.WeightCache)
+
+    def common(self, case: Case, key: str) -> dict[str, Any]:
+        """The :func:`make_record` arguments every record of ``case`` has."""
+        return dict(kind=case.kind, workload=case.workload(), backend=_backend(case, self.dev), format=case.format,
+                    env=self.env, key=key, run_config=self.config)
+
+
 def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | DeviceInfo = "auto",
                  formats: str | Sequence[str] | None = None, quick: bool = False, resume: bool = False,
                  progress: bool | None = None, argv: Sequence[str] | None = None,
                  budgets: Budgets | None = None, warn: Callable[[str], None] | None = None) -> RunResult:
-    """Run the main job and write ``results.jsonl`` and ``summary.md`` under ``out_dir``.
+    """Run the main job and write ``results.jsonl`` under ``out_dir`` (rendering is the caller's:
+    :mod:`truepeak.report`).
 
     Args:
         out_dir: output folder (created); default :func:`default_out_dir`.
@@ -362,7 +425,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
         resume: continue an existing ``results.jsonl``, skipping cases already ``ok`` or ``skipped``.
         progress: a transient progress bar on stderr; None shows it only when stderr is a terminal.
         argv: command line recorded in each record's environment (default ``sys.argv``).
-        budgets: override the time budgets (:data:`GPU_BUDGETS`, :data:`CPU_BUDGETS`, :data:`QUICK_BUDGETS`).
+        budgets: override the time budgets (default :func:`default_budgets`).
         warn: called with one line per problem found in a resumed ``results.jsonl`` (a torn or malformed line, which
             is ignored); default prints ``warning: ...`` on stderr.
 
@@ -373,92 +436,96 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
         MissingDependencyError: torch is not installed (message carries the install command).
         UnknownNameError: an unknown format name.
         TruepeakError: a bad device string; ``out_dir`` is a file or cannot be created or written;
-            ``results.jsonl`` already exists in ``out_dir`` without ``resume``; ``resume`` into records made with
-            other settings (:func:`check_resume_config`); results cannot be written.
+            ``results.jsonl`` already exists in ``out_dir`` without ``resume``; ``resume`` into records of another
+            schema or made with other settings (:func:`check_resume_config`); results cannot be written.
         UnsupportedError: ``cuda`` asked for but not available.
-        RunInterrupted: Ctrl-C; the records so far are kept and summary.md is written from them.
+        RunInterrupted: Ctrl-C; the records so far are kept in the file and carried by the exception.
     """
-    from truepeak.bench.records import RecordWriter, environment
-
-    torch = require("torch", "truepeak run", INSTALL)
+    torch = require("torch", "truepeak run")
     warn = warn or _default_warn
     t_start = time.perf_counter()
     fmts = parse_formats(formats)
     dev = device if isinstance(device, DeviceInfo) else detect(device)
     out = prepare_out_dir(out_dir, resume)  # before anything is measured
     path = out / "results.jsonl"
-    explicit = fmts is not None
-    if fmts is None:
-        fmts = default_formats(dev, quick)
-    if budgets is None:
-        budgets = (QUICK_GPU_BUDGETS if dev.kind == "cuda" else QUICK_BUDGETS) if quick else (
-            GPU_BUDGETS if dev.kind == "cuda" else CPU_BUDGETS)
+    budgets = budgets or default_budgets(dev, quick)
     config = run_config(dev, quick, budgets)
+    previous = _read_previous(path, warn) if resume and path.exists() else {}
+    check_resume_config(previous.values(), config, path)
+    done = {key for key, rec in previous.items() if rec.get("status") in DONE_STATUSES}
 
-    previous: dict[str, dict] = {}
-    if resume and path.exists():
-        previous = _read_previous(path, warn)
-        check_resume_config(previous.values(), config, path)
-
-    records: list[dict[str, Any]] = []
+    result = RunResult(out, path, [], dev)
     resumed: set[str] = set()
-    acc, bw_note = dev.accelerator, ""
-    weights = G.WeightCache()
-    settled = dev.kind != "cuda" or budgets.settle_s <= 0
-    notes: list[str] = []
-    env: dict[str, Any] | None = None
+    sweep = None
     try:
         if dev.kind == "cuda":
             torch.cuda.set_device(dev.index or 0)
-        skips: dict[str, str] = {}
-        if dev.kind == "cpu" and "bf16" in fmts and not explicit:
-            ok, why = cpu_bf16_fast_enough(torch)
-            if not ok:
-                skips["bf16"] = why
-        cases = plan_cases(dev, fmts, quick, skips)
+        cases = plan_cases(dev, fmts or default_formats(dev, quick), quick,
+                           _format_skips(torch, dev, fmts, quick))
         env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
         env["device"] = dev.to_dict()
+        sweep = _Sweep(dev, budgets, quick, env, config, acc=dev.accelerator,
+                       settled=dev.kind != "cuda" or budgets.settle_s <= 0)
         with RecordWriter(path) as writer, _Progress(len(cases), progress) as bar:
-            done = writer.done_keys() if resume else set()
             for case in cases:
                 bar.update(f"{case.format or 'copy'} {case.label}")
                 key = case_key(case, dev)
-                if key in done and key in previous:
+                if key in done:
                     rec = previous[key]
                     resumed.add(key)
                 else:
-                    if not settled and case.kind == "gemm" and not case.skip_reason:
-                        settle_gpu(torch, dev, budgets.settle_s)
-                        settled = True
-                    if case.kind == "membw":
-                        rec = _run_copy(case, dev, budgets, quick, env, key, run_config=config)
-                    else:
-                        rec = _run_gemm(case, dev, acc, budgets, weights, env, key, run_config=config,
-                                        bandwidth_note=bw_note)
+                    rec = _run_case(case, key, sweep, torch)
                     writer.write(rec)
                 if case.kind == "membw":
-                    acc, bw_note = _roofline_accelerator(dev, rec)
-                    if bw_note:
-                        notes.append(bw_note)
-                records.append(rec)
+                    _use_copy(sweep, rec, result.notes)
+                result.records.append(rec)
                 bar.advance()
     except KeyboardInterrupt:
-        weights.clear()
-        summary = _write_summary(records, dev, out, env, budgets, quick, []) if env is not None else None
-        raise RunInterrupted(len(records), out, path, summary) from None
-    weights.clear()
-    if dev.kind == "cuda":
-        torch.cuda.empty_cache()
+        result.interrupted = True
+        raise RunInterrupted(_finish(result, resumed, t_start)) from None
+    finally:
+        if sweep is not None:
+            sweep.weights.clear()
+        _free(dev)
+    return _finish(result, resumed, t_start)
 
-    summary = _write_summary(records, dev, out, env, budgets, quick, notes)
-    return RunResult(out, path, summary, records, dev, time.perf_counter() - t_start, notes, frozenset(resumed))
+
+def _finish(result: RunResult, resumed: set[str], t_start: float) -> RunResult:
+    result.resumed_keys = frozenset(resumed)
+    result.elapsed_s = time.perf_counter() - t_start
+    return result
+
+
+def _format_skips(torch: Any, dev: DeviceInfo, asked: list[str] | None, quick: bool) -> dict[str, str]:
+    """``{format: reason}`` of default formats to skip: CPU bf16 when this CPU runs it far slower than fp32 (never
+    when asked for by name)."""
+    if asked is not None or dev.kind != "cpu" or "bf16" not in default_formats(dev, quick):
+        return {}
+    ok, why = cpu_bf16_fast_enough(torch)
+    return {} if ok else {"bf16": why}
+
+
+def _run_case(case: Case, key: str, sweep: _Sweep, torch: Any) -> dict:
+    """Measure one case and return its record (ok, skipped or failed; only Ctrl-C propagates). The first GEMM that
+    runs on a GPU settles clock and power first (:func:`settle_gpu`)."""
+    if case.kind == "membw":
+        return _run_copy(case, key, sweep)
+    if not sweep.settled and not case.skip_reason:
+        settle_gpu(torch, sweep.dev, sweep.budgets.settle_s)
+        sweep.settled = True
+    return _run_gemm(case, key, sweep)
+
+
+def _use_copy(sweep: _Sweep, copy_record: dict, notes: list[str]) -> None:
+    """Place the following GEMMs against the roofline the copy gives (:func:`_roofline_accelerator`)."""
+    sweep.acc, sweep.bandwidth_note = _roofline_accelerator(sweep.dev, copy_record)
+    if sweep.bandwidth_note:
+        notes.append(sweep.bandwidth_note)
 
 
 def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
     """The records of a results file being resumed, by key (the last of a key wins). Each line that is not a valid
     record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored."""
-    from truepeak.bench.records import STATUSES, read_records
-
     recs = read_records(path, strict=False)
     problems = list(recs.problems)
     previous: dict[str, dict] = {}
@@ -472,20 +539,6 @@ def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
     return previous
 
 
-def _write_summary(records: list[dict], dev: DeviceInfo, out: Path, env: dict, budgets: Budgets, quick: bool,
-                   notes: list[str]) -> Path | None:
-    """Write summary.md; on failure add a note and return None."""
-    from truepeak.report.markdown import write_summary
-
-    summary = out / "summary.md"
-    try:
-        write_summary(records, dev, summary, env=env, budgets=budgets, quick=quick)
-    except OSError as exc:
-        notes.append(f"could not write {summary}: {exc.strerror or exc}")
-        return None
-    return summary
-
-
 def _roofline_accelerator(dev: DeviceInfo, copy_record: dict) -> tuple[Any, str]:
     """The accelerator GEMM records are placed against, and why it has no memory ceiling ("" when it has one or the
     catalog decides): the catalog one, or (no catalog bandwidth, e.g. a CPU) the same with the measured copy
@@ -494,30 +547,30 @@ def _roofline_accelerator(dev: DeviceInfo, copy_record: dict) -> tuple[Any, str]
     acc = dev.accelerator
     if acc.memory_bandwidth is not None or copy_record.get("status") != "ok":
         return acc, ""
-    gbps = (copy_record.get("derived") or {}).get("gbps")
-    if not gbps:
+    bytes_per_s = (copy_record.get("derived") or {}).get("bytes_per_s")
+    if not bytes_per_s:
         return acc, ""
     workload = copy_record.get("workload") or {}
     nbytes = int(workload.get("nbytes") or 0)
-    if cache_resident(nbytes, dev.l2_bytes):
-        return acc, (f"no roofline memory ceiling: the copy's working set ({2 * nbytes / 2**20:.0f} MiB, source + "
-                     f"destination) is under 2x the {dev.l2_bytes / 2**20:.0f} MiB cache, so its bandwidth is a "
+    if membw.cache_resident(nbytes, dev.l2_bytes):
+        return acc, (f"no roofline memory ceiling: the copy's working set ({fmt_size(2 * nbytes)}, source + "
+                     f"destination) is under 2x the {fmt_size(dev.l2_bytes)} cache, so its bandwidth is a "
                      "cache figure, not memory (cases.md C10); % of roofline is left empty")
-    return with_measured_bandwidth(acc, gbps * 1e9, f"truepeak run copy bandwidth, {workload.get('label')}"), ""
+    return with_measured_bandwidth(acc, bytes_per_s, f"truepeak run copy bandwidth, {workload.get('label')}"), ""
 
 
 def settle_gpu(torch: Any, dev: DeviceInfo, seconds: float) -> float:
-    """Run back-to-back bf16 (fp16 before sm_80) 8192^3 GEMMs for ``seconds`` so clock and power reach their sustained
-    state before the sweep (measurement_methodology.md section 1.3: clocks oscillate for ~3 s). Returns the seconds
-    spent."""
+    """Run back-to-back :func:`settle_format` :data:`SETTLE_SIZE`^3 GEMMs for ``seconds`` so clock and power reach
+    their sustained state before the sweep (measurement_methodology.md section 1.3: clocks oscillate for ~3 s).
+    Returns the seconds spent."""
     if seconds <= 0:
         return 0.0
-    dtype = torch.bfloat16 if (dev.sm_arch or 0) >= 80 else torch.float16
+    dtype = getattr(torch, get_format(settle_format(dev)).torch_dtype)
     d = dev.torch_device
     gen = torch.Generator(device=d)
     gen.manual_seed(7)
-    a = (torch.rand((8192, 8192), generator=gen, device=d) * 2 - 1).to(dtype)
-    b = (torch.rand((8192, 8192), generator=gen, device=d) * 2 - 1).to(dtype)
+    a = (torch.rand((SETTLE_SIZE, SETTLE_SIZE), generator=gen, device=d) * 2 - 1).to(dtype)
+    b = (torch.rand((SETTLE_SIZE, SETTLE_SIZE), generator=gen, device=d) * 2 - 1).to(dtype)
     c = torch.empty_like(a)
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
@@ -549,117 +602,109 @@ def cpu_bf16_fast_enough(torch: Any, size: int = 512, ratio: float = 2.0) -> tup
     return True, ""
 
 
-def _run_copy(case: Case, dev: DeviceInfo, budgets: Budgets, quick: bool, env: dict, key: str, *,
-              run_config: dict | None = None) -> dict:
-    from truepeak.bench.membw import measure_copy
-    from truepeak.bench.records import make_record
-
-    common = dict(kind="membw", workload=case.workload(), backend=_backend(case, dev), format=None, env=env, key=key,
-                  run_config=run_config)
+def _run_copy(case: Case, key: str, sweep: _Sweep) -> dict:
+    dev, budgets = sweep.dev, sweep.budgets
+    common = sweep.common(case, key)
     try:
-        res = measure_copy(dev, nbytes=case.nbytes, quick=quick, warmup_s=budgets.copy_warmup_s,
-                           budget_s=budgets.copy_budget_s)
+        res = membw.measure_copy(dev, nbytes=case.nbytes, quick=sweep.quick, warmup_s=budgets.copy_warmup_s,
+                                 budget_s=budgets.copy_budget_s)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001  (one failed case must not stop the sweep)
         _free(dev)
         return make_record(**common, measurement=None, status="failed", reason=_reason(exc), mode=_mode(dev))
     correctness = {"check": "destination equals source after timing", "passed": True}
-    reason = "; ".join(res.notes)
-    return make_record(**common, measurement=res.measurement, status="ok", reason=reason, correctness=correctness,
-                       derived=res.derived)
+    return make_record(**common, measurement=res.measurement, status="ok", reason="; ".join(res.notes),
+                       correctness=correctness, derived=res.derived)
 
 
-def _run_gemm(case: Case, dev: DeviceInfo, acc: Any, budgets: Budgets, weights: G.WeightCache, env: dict,
-              key: str, *, run_config: dict | None = None, bandwidth_note: str = "") -> dict:
-    from truepeak.bench.records import make_record
-
+def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
+    dev = sweep.dev
     mode = _mode(dev)
-    common = dict(kind="gemm", workload=case.workload(), backend=_backend(case, dev), format=case.format, env=env,
-                  key=key, run_config=run_config)
-    if case.skip_reason:
-        return make_record(**common, measurement=None, status="skipped", reason=case.skip_reason, mode=mode)
-    shape = (case.m, case.n, case.k)
-    ok, reason = G.supported(case.format, dev, shape)
-    if not ok:
+    common = sweep.common(case, key)
+    reason = case.skip_reason or G.supported(case.format, dev, (case.m, case.n, case.k))[1]
+    if reason:
         return make_record(**common, measurement=None, status="skipped", reason=reason, mode=mode)
-
-    warmup, budget = ((budgets.large_warmup_s, budgets.large_budget_s) if case.large
-                      else (budgets.warmup_s, budgets.budget_s))
-    gemm = None
-    meas = None
-    correctness = None
+    gemm = meas = correctness = plan = None
     try:
-        from truepeak.bench.cuda_timer import rotation_sets
-
-        n_sets = rotation_sets(G.bytes_per_set(case.format, *shape), int(dev.l2_bytes or 0))
-        gemm = G.TorchGemm(case.format, case.m, case.n, case.k, dev.torch_device, n_sets, weights)
-        rows = min(case.m, budgets.check_rows)
-        err = gemm.check(rows=rows)
-        passed = G.check_passes(case.format, err)
-        correctness = {"rel_error": err if math.isfinite(err) else None, "tolerance": gemm.tolerance,
-                       "passed": passed, "rows_checked": rows,
-                       "reference": "float64 matmul of the same quantised inputs (set 0), first rows of C; "
-                                    "error = ||out - ref||_F / ||ref||_F"}
-        if not passed:
-            what = "NaN/Inf in the output" if not math.isfinite(err) else f"relative error {err:.3g}"
+        plan = _plan_rotation(case, dev)
+        rotation = _rotation_record(plan)
+        gemm = G.TorchGemm(case.format, case.m, case.n, case.k, dev.torch_device, plan.n_sets, sweep.weights)
+        correctness = _check(gemm, case, sweep.budgets.check_rows)
+        if not correctness["passed"]:
             return make_record(**common, measurement=None, status="failed", mode=mode, correctness=correctness,
-                               reason=f"correctness check failed: {what} > tolerance {gemm.tolerance:g} "
-                                      f"for {case.format}")
-        with gemm.mode():
-            if dev.kind == "cuda":
-                from truepeak.bench.cuda_timer import time_cuda
-
-                meas = time_cuda(gemm, n_sets=n_sets, warmup_s=warmup, budget_s=budget, mode="sustained",
-                                 device=dev.index or 0)
-            else:
-                from truepeak.bench.timing import time_cpu
-
-                counter = itertools.count()
-                meas = time_cpu(lambda: gemm(next(counter)), warmup_s=warmup, budget_s=budget, min_samples=5)
+                               rotation=rotation, reason=_check_failure(case, correctness))
+        meas = _time_gemm(gemm, case, dev, sweep.budgets, plan.n_sets)
         clock = meas.telemetry.sm_clock_median_hz if meas.telemetry is not None else None
-        work = Gemm(case.m, case.n, case.k, case.format, scaling="tensor" if case.format == "fp8_e4m3" else None)
-        derived = derived_metrics_for(acc, work, meas.steady_median_s, clock, dev.sm_count)
-        if derived.get("bandwidth_gbps") is None and bandwidth_note:
-            derived["bandwidth_source"] = bandwidth_note
-        return make_record(**common, measurement=meas, status="ok", correctness=correctness, derived=derived)
+        work = G.gemm_workload(case.format, case.m, case.n, case.k)
+        derived = derived_metrics(sweep.acc, work, meas.steady_median_s, clock_hz=clock, sm_count=dev.sm_count)
+        if derived["bandwidth_bytes_per_s"] is None and sweep.bandwidth_note:
+            derived["bandwidth_source"] = sweep.bandwidth_note
+        return make_record(**common, measurement=meas, status="ok", reason=plan.note, correctness=correctness,
+                           derived=derived, rotation=rotation)
     except KeyboardInterrupt:
         raise
     except MeasurementError as exc:  # above the peak: a timing error, never a record of a result (cases.md C08)
         return make_record(**common, measurement=meas, status="failed", reason=_reason(exc), mode=mode,
-                           correctness=correctness)
+                           correctness=correctness, rotation=_rotation_record(plan))
     except Exception as exc:  # noqa: BLE001  (OOM, unsupported layout, ...: record it and go on)
         if gemm is not None:
             gemm.close()
         _free(dev)
         return make_record(**common, measurement=None, status="failed", reason=_reason(exc), mode=mode,
-                           correctness=correctness)
+                           correctness=correctness, rotation=_rotation_record(plan))
     finally:
         if gemm is not None:
             gemm.close()
 
 
-def derived_metrics_for(acc: Any, work: Gemm, time_s: float, clock_hz: float | None, sm_count: int | None) -> dict:
-    """:func:`truepeak.efficiency.derived_metrics` plus the clock and peak used (so a record explains its percentages).
+def _plan_rotation(case: Case, dev: DeviceInfo) -> RotationPlan:
+    """Input sets to rotate over (>= 2x L2), capped on a GPU by the memory it has free (plus what torch's caching
+    allocator holds and can hand out again); ``capped`` says when the cap leaves the sets L2-resident."""
+    free = None
+    if dev.kind == "cuda":
+        torch = require("torch", "truepeak run")
+        index = dev.index or 0
+        free = (torch.cuda.mem_get_info(index)[0] + torch.cuda.memory_reserved(index)
+                - torch.cuda.memory_allocated(index))
+    return plan_rotation(G.bytes_per_set(case.format, case.m, case.n, case.k), int(dev.l2_bytes or 0),
+                         free_bytes=free)
 
-    Raises:
-        MeasurementError: a throughput above the applicable dense peak (cases.md C08).
-    """
-    from truepeak.efficiency import derived_metrics
 
-    out = dict(derived_metrics(acc, work, time_s, clock_hz=clock_hz, sm_count=sm_count))
-    out["sm_clock_hz"] = clock_hz
-    try:
-        peak = acc.peak(work.format)
-        out["dense_peak_tflops"] = peak.dense / 1e12
-        out["peak_source"] = peak.source
-        out["peak_estimated"] = bool(peak.derived)
-    except Exception:  # noqa: BLE001  (no peak: unknown GPU, or a CPU format without an estimate)
-        out["dense_peak_tflops"] = None
-    bw = acc.memory_bandwidth
-    out["bandwidth_gbps"] = bw.value / 1e9 if bw is not None else None
-    out["bandwidth_source"] = bw.source if bw is not None else None
-    return out
+def _rotation_record(plan: RotationPlan | None) -> dict[str, Any] | None:
+    """A record's ``rotation``: the plan's fields and whether it covers 2x L2 (``cold``)."""
+    if plan is None:
+        return None
+    return {**dataclasses.asdict(plan), "total_bytes": plan.total_bytes, "cold": plan.cold}
+
+
+def _check(gemm: G.TorchGemm, case: Case, check_rows: int) -> dict[str, Any]:
+    """The record's ``correctness``: set 0's first rows against the float64 reference, with the format's tolerance."""
+    rows = min(case.m, check_rows)
+    err = gemm.check(rows=rows)
+    return {"rel_error": err if math.isfinite(err) else None, "tolerance": gemm.tolerance,
+            "passed": G.check_passes(case.format, err), "rows_checked": rows,
+            "reference": "float64 matmul of the same quantised inputs (set 0), first rows of C; "
+                         "error = ||out - ref||_F / ||ref||_F"}
+
+
+def _check_failure(case: Case, correctness: dict[str, Any]) -> str:
+    err = correctness["rel_error"]
+    what = "NaN/Inf in the output" if err is None else f"relative error {err:.3g}"
+    return f"correctness check failed: {what} > tolerance {correctness['tolerance']:g} for {case.format}"
+
+
+def _time_gemm(gemm: G.TorchGemm, case: Case, dev: DeviceInfo, budgets: Budgets, n_sets: int):
+    """Time the GEMM over its rotation sets: CUDA events (:func:`~truepeak.bench.cuda_timer.time_cuda`, sustained) on
+    a GPU, the host timer (:func:`~truepeak.bench.timing.time_cpu`) on a CPU; the large squares get longer budgets."""
+    warmup, budget = ((budgets.large_warmup_s, budgets.large_budget_s) if case.large
+                      else (budgets.warmup_s, budgets.budget_s))
+    with gemm.mode():
+        if dev.kind == "cuda":
+            return cuda_timer.time_cuda(gemm, n_sets=n_sets, warmup_s=warmup, budget_s=budget, mode="sustained",
+                                        device=dev.index or 0)
+        counter = itertools.count()
+        return timing.time_cpu(lambda: gemm(next(counter)), warmup_s=warmup, budget_s=budget, min_samples=5)
 
 
 def _reason(exc: BaseException) -> str:
@@ -680,13 +725,6 @@ def _free(dev: DeviceInfo) -> None:
         torch.cuda.empty_cache()
     except Exception:  # noqa: BLE001
         pass
-
-
-def _size(nbytes: int) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale} {unit}"
-    return f"{nbytes} B"
 
 
 class _Progress:
@@ -738,6 +776,7 @@ def latest_records(records: Iterable[dict]) -> list[dict]:
 
 
 __all__ = ["Budgets", "Case", "RunResult", "RunInterrupted", "run_main_job", "prepare_out_dir", "run_config",
-           "check_resume_config", "budgets_name", "plan_cases", "default_formats", "parse_formats",
-           "gemm_shapes", "default_out_dir", "case_key", "settle_gpu", "cpu_bf16_fast_enough", "latest_records",
-           "DECODE_M", "MODEL_NK", "GPU_SQUARES", "CPU_SQUARES", "GPU_BUDGETS", "CPU_BUDGETS", "QUICK_BUDGETS"]
+           "check_resume_config", "budgets_name", "default_budgets", "plan_cases", "default_formats", "parse_formats",
+           "gemm_shapes", "default_out_dir", "case_key", "settle_gpu", "settle_format", "cpu_bf16_fast_enough",
+           "latest_records", "DECODE_M", "MODEL_NK", "GPU_SQUARES", "CPU_SQUARES", "SETTLE_SIZE", "GPU_BUDGETS",
+           "CPU_BUDGETS", "QUICK_BUDGETS", "QUICK_GPU_BUDGETS"]

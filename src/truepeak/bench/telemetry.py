@@ -15,7 +15,10 @@ Units: Hz, W, degrees Celsius, seconds. NVML reports MHz and mW; they are conver
 ``nvmlDeviceGetPowerUsage`` is the board power NVML reports (on recent GPUs an average over a short window), not an
 instantaneous reading.
 
-Pure Python at import; ``pynvml`` is imported only in :meth:`NvmlSampler.open`.
+NVML is initialised once per process and each device's static facts (name, maximum SM clock, power limit) are read
+once (:mod:`truepeak.hardware.nvml`), so opening a sampler per case costs one handle lookup, not an ``nvmlInit``.
+
+Pure Python at import; ``pynvml`` is imported only when a sampler opens.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from truepeak.hardware import nvml
 
 # Clock-event ("throttle") reason bits, as in nvml.h ``nvmlClocksEventReason*`` (formerly
 # ``nvmlClocksThrottleReason*``).
@@ -295,61 +300,23 @@ class NvmlSampler:
 
     # -- NVML set-up -------------------------------------------------------------------------------------------------
     def open(self) -> bool:
-        """Initialise NVML and read static limits (idempotent). Returns whether sampling is possible."""
+        """Get the device's NVML handle and its static facts (idempotent; NVML itself is initialised once per process
+        and each device's facts are read once, :mod:`truepeak.hardware.nvml`). Returns whether sampling is possible."""
         if self._opened:
             return self._nvml is not None
         self._opened = True
-        try:
-            import pynvml  # nvidia-ml-py
-        except ImportError as exc:
-            self.reason = f"pynvml is not installed ({exc}); install it with: pip install nvidia-ml-py"
+        h, why = nvml.handle(self.device_index)
+        info = nvml.device_info(self.device_index) if h is not None else None
+        if info is None:
+            self.reason = why or f"NVML has no device {self.device_index}"
             return False
-        try:
-            pynvml.nvmlInit()
-        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-            self.reason = f"NVML is unavailable ({type(exc).__name__}: {exc})"
-            return False
-        try:
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.device_index)
-        except Exception as exc:
-            self.reason = f"NVML has no device {self.device_index} ({type(exc).__name__}: {exc})"
-            self._shutdown(pynvml)
-            return False
-        self._nvml = pynvml
-        self._bits = reason_bits(pynvml)
-        h = self._handle
-        self._sm_clock_limit_hz = self._static(lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM) * 1e6)
-        self._power_limit_w = self._static(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1000.0)
-        name = self._static(lambda: pynvml.nvmlDeviceGetName(self._handle))
-        self._device_name = name.decode() if isinstance(name, bytes) else name
-        self._reasons_fn = self._pick_reasons_fn(pynvml)
+        self._nvml, self._handle = nvml.session()[0], h
+        self._bits = reason_bits(self._nvml)
+        self._sm_clock_limit_hz = info.max_sm_clock_hz
+        self._power_limit_w = info.power_limit_w
+        self._device_name = info.name
+        self._reasons_fn = None if info.reasons_call is None else getattr(self._nvml, info.reasons_call)
         return True
-
-    def _pick_reasons_fn(self, pynvml: Any) -> Any:
-        for attr in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"):
-            fn = getattr(pynvml, attr, None)
-            if fn is None:
-                continue
-            try:
-                fn(self._handle)
-                return fn
-            except Exception:  # older driver: the newer symbol is missing
-                continue
-        return None
-
-    @staticmethod
-    def _static(get: Any) -> Any:
-        try:
-            return get()
-        except Exception:
-            return None
-
-    @staticmethod
-    def _shutdown(pynvml: Any) -> None:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
     # -- sampling ----------------------------------------------------------------------------------------------------
     def _read(self, name: str, get: Any) -> Any:
@@ -417,12 +384,11 @@ class NvmlSampler:
                         self.samples.append(last)
 
     def close(self) -> None:
-        """Release NVML (idempotent). Static limits and samples stay readable."""
+        """Stop polling and drop the device handle (idempotent); NVML stays initialised for the next sampler of this
+        process. Static limits and samples stay readable."""
         self.stop()
-        if self._nvml is not None:
-            self._shutdown(self._nvml)
-            self._nvml = None
-            self._handle = None
+        self._nvml = None
+        self._handle = None
 
     # -- result ------------------------------------------------------------------------------------------------------
     def summary(self) -> Telemetry | None:

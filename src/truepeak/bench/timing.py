@@ -20,6 +20,28 @@ from truepeak.errors import TruepeakError
 MIN_SAMPLE_S = 1e-3
 
 
+def check_timing_args(fn: object, needs: str, *, warmup_s: float, budget_s: float, min_samples: int,
+                      max_samples: int) -> None:
+    """The argument rules every timer shares (:func:`time_cpu`, :func:`truepeak.bench.cuda_timer.time_cuda`).
+
+    Args:
+        fn: must be callable; ``needs`` completes the message (``"time_cpu needs a callable"``).
+        warmup_s: >= 0 seconds. budget_s: > 0 seconds. min_samples, max_samples: ``1 <= min_samples <= max_samples``.
+
+    Raises:
+        TruepeakError: the first rule broken, in one line.
+    """
+    if not callable(fn):
+        raise TruepeakError(f"{needs}, got {type(fn).__name__}")
+    if not warmup_s >= 0:
+        raise TruepeakError(f"warmup_s must be >= 0 seconds, got {warmup_s}")
+    if not budget_s > 0:
+        raise TruepeakError(f"budget_s must be > 0 seconds, got {budget_s}")
+    if min_samples < 1 or max_samples < min_samples:
+        raise TruepeakError(f"need 1 <= min_samples <= max_samples, got min_samples={min_samples}, "
+                            f"max_samples={max_samples}")
+
+
 def time_cpu(
     fn: Callable[[], Any],
     *,
@@ -28,6 +50,7 @@ def time_cpu(
     min_samples: int = 5,
     max_samples: int = 100_000,
     input_kind: str = "random",
+    timer: Callable[[], float] = time.perf_counter,
 ) -> Measurement:
     """Time ``fn()`` on the host: warm up by time, then take samples until the budget is spent.
 
@@ -44,6 +67,7 @@ def time_cpu(
         min_samples: fewest samples (>= 1).
         max_samples: most samples (>= min_samples).
         input_kind: what the inputs were, recorded on the Measurement (``"random"`` unless told otherwise).
+        timer: the clock, in seconds (like ``torch.utils.benchmark.Timer(timer=...)``); tests pass a simulated one.
 
     Returns:
         A :class:`Measurement` with ``mode="cpu"`` and samples in seconds per call.
@@ -51,17 +75,9 @@ def time_cpu(
     Raises:
         TruepeakError: a bad argument. Exceptions from ``fn`` propagate unchanged.
     """
-    if not callable(fn):
-        raise TruepeakError(f"time_cpu needs a callable, got {type(fn).__name__}")
-    if not warmup_s >= 0:
-        raise TruepeakError(f"warmup_s must be >= 0 seconds, got {warmup_s}")
-    if not budget_s > 0:
-        raise TruepeakError(f"budget_s must be > 0 seconds, got {budget_s}")
-    if min_samples < 1 or max_samples < min_samples:
-        raise TruepeakError(f"need 1 <= min_samples <= max_samples, got min_samples={min_samples}, "
-                            f"max_samples={max_samples}")
-
-    clock = time.perf_counter
+    check_timing_args(fn, "time_cpu needs a callable", warmup_s=warmup_s, budget_s=budget_s, min_samples=min_samples,
+                      max_samples=max_samples)
+    clock = timer
     # Warm-up by time (at least one call, which also absorbs first-call costs).
     calls = 0
     start = clock()

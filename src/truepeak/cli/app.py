@@ -98,7 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     except UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `truepeak` alone: the help is already printed
             sys.exit(2)
-        typer.echo(f"error: {exc.format_message()}{_usage_hint(exc, command, args)}", err=True)
+        message = exc.format_message()
+        if "unexpected extra argument" in message:
+            message += "; a name with spaces must be quoted, e.g. truepeak specs \"NVIDIA H200\""
+        typer.echo(f"error: {message}{_usage_hint(exc, command, args)}", err=True)
         sys.exit(2)
     except ClickException as exc:
         typer.echo(f"error: {exc.format_message()}", err=True)

@@ -1,19 +1,22 @@
 """`truepeak efficiency`: a measured GEMM against the DENSE peak and the roofline (case S1), without writing code.
 
-Thin adapter: parse options → :func:`truepeak.efficiency.analyze` → render. Bad input becomes ``error: <one line>`` on
-stderr and exit status 2.
+Thin adapter: parse options → :func:`truepeak.efficiency.analyze` (which validates everything) → render with
+:mod:`truepeak.units`. Bad input becomes ``error: <one line>`` on stderr and exit status 2, with the library's words for
+each input replaced by the flag that sets it (:func:`flag_message`).
 """
 
 from __future__ import annotations
 
 import json
-import math
+import re
 from typing import Optional
 
 import typer
 
 from truepeak.cli.app import app, fail
-from truepeak.errors import TruepeakError, UnknownNameError, closest
+from truepeak.errors import MeasurementError, TruepeakError
+from truepeak.formats import default_accumulate
+from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_time
 
 HELP = "\n\n".join([
     "Efficiency of a measured GEMM against the DENSE peak, and where its shape sits on the roofline.",
@@ -33,106 +36,100 @@ HELP = "\n\n".join([
 ])
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.lower().replace("-", " ").replace("_", " ").split())
+#: How the library names each input of :func:`truepeak.efficiency.analyze` in its messages, the flag that sets it, and
+#: the library's rendering of a value of it (``None``: named without a value) -> the value as typed on the flag.
+#: ``flag_message`` uses this table to make every error name the flag the user typed, so the CLI validates nothing
+#: itself: analyze() is the one place the rules live.
+FLAG_WORDS: tuple[tuple[str, str, str | None, object], ...] = (
+    ("throughput", "--tflops", r"(\S+) TFLOPS\b", lambda v: f"{float(v):g}"),
+    ("time", "--time-ms", r"(\S+) s\b", lambda v: f"{float(v) * 1e3:g}"),  # the library speaks seconds
+    ("SM clock", "--clock-mhz", r"(\S+) MHz\b", lambda v: f"{float(v):g}"),
+    ("scaling", "--scaling", r"('[^']*')", lambda v: v),
+    ("shape", "--shape", r"('[^']*')", lambda v: v),
+)
 
 
-def resolve_gpu(name: str):
-    """The catalog Accelerator for ``name``: :func:`truepeak.hardware.get_accelerator` when it exists, else an exact
-    (case-, dash- and space-insensitive) match on key, name, device name or alias. Raises UnknownNameError."""
-    try:
-        from truepeak.hardware import get_accelerator  # added in parallel; absent in early trees
-    except ImportError:
-        get_accelerator = None
-    if get_accelerator is not None:
-        return get_accelerator(name)
-    from truepeak.hardware.catalog import load_catalog
+def flag_message(message: str, *, name_bare_words: bool = True) -> str:
+    """``message`` from the library with each input named by its flag.
 
-    want = _norm(name)
-    names: list[str] = []
-    for acc in load_catalog().accelerators:
-        spellings = (acc.key, acc.name, *acc.device_names, *acc.aliases)
-        names.extend(spellings)
-        if want in {_norm(s) for s in spellings}:
-            return acc
-    near = closest(name, names)
-    hint = f" (did you mean {', '.join(near)}?)" if near else ""
-    raise UnknownNameError(f"unknown GPU {name!r}{hint}; see `truepeak specs` for the catalog")
-
-
-def _time(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.4g} ms"
-    return f"{seconds * 1e6:.4g} µs"
-
-
-def _bytes(n: float) -> str:
-    if n >= 1e9:
-        return f"{n / 1e9:.4g} GB"
-    if n >= 1e6:
-        return f"{n / 1e6:.4g} MB"
-    if n >= 1e3:
-        return f"{n / 1e3:.4g} kB"
-    return f"{n:.0f} B"
+    A word followed by its value (``"time 0.0 s"``, ``"SM clock 5000 MHz"``, ``"scaling 'row'"``) becomes the flag and
+    the value as typed (``"--time-ms 0"``, ``"--clock-mhz 5000"``, ``"--scaling 'row'"``). With ``name_bare_words``,
+    the first other mention of an input not yet named gets its flag beside it (``"a time (--time-ms) per GEMM"``,
+    ``"shape (--shape MxNxK, ...)"``).
+    """
+    for word, flag, value, typed in FLAG_WORDS:
+        if value is not None:
+            hit = re.search(rf"\b{word} {value}", message)
+            if hit:
+                message = message[:hit.start()] + f"{flag} {typed(hit.group(1))}" + message[hit.end():]
+                continue
+        if not name_bare_words or flag in message:
+            continue
+        hit = re.search(rf"\b{word}\b( \()?", message)
+        if hit:
+            named = f"{word} ({flag} " if hit.group(1) else f"{word} ({flag})"
+            message = message[:hit.start()] + named + message[hit.end():]
+    return message
 
 
 def render(eff) -> list[str]:
     """The lines ``truepeak efficiency`` prints for an :class:`~truepeak.efficiency.Efficiency`."""
-    from truepeak.efficiency import percent
-    from truepeak.roofline import rate_text as r
-
     u = eff.unit
-    acc_note = "" if eff.accumulate in ("fp32", "int32") else f", {eff.accumulate} accumulate"
+    acc_note = "" if eff.accumulate == default_accumulate(eff.rate) else f", {eff.accumulate} accumulate"
     lines = [f"{eff.accelerator} · {eff.format} ({eff.rate} rate{acc_note})"]
     row = "  {:<22}{}".format
     src = f"  [{'derived; ' if eff.peak_derived else ''}{eff.peak_source}]"
-    lines.append(row("dense peak", f"{r(eff.dense_flops)} {u}{src}"))
+    lines.append(row("dense peak", f"{fmt_rate(eff.dense_flops)} {u}{src}"))
     if eff.peak_note:
         lines.append(row("peak note", eff.peak_note))
     if eff.achieved_flops is not None:
-        lines.append(row("achieved", f"{r(eff.achieved_flops)} {u} = {percent(eff.pct_dense)} of the dense peak"))
+        lines.append(row("achieved", f"{fmt_rate(eff.achieved_flops)} {u} = {fmt_pct(eff.pct_dense)} of the dense "
+                                     "peak"))
     else:
         lines.append(row("achieved", "not given: bounds of the shape only (add --tflops or --time-ms for efficiency)"))
     if eff.sparse_trap:
         lines.append(row("sparse headline", eff.sparse_trap))
     if eff.peak_at_clock_flops is not None:
-        pct = f"{percent(eff.pct_at_clock)} of " if eff.pct_at_clock is not None else ""
-        lines.append(row("at measured clock", f"{pct}{r(eff.peak_at_clock_flops)} {u} "
+        pct = f"{fmt_pct(eff.pct_at_clock)} of " if eff.pct_at_clock is not None else ""
+        lines.append(row("at measured clock", f"{pct}{fmt_rate(eff.peak_at_clock_flops)} {u} "
                                               f"(dense peak at {eff.clock_hz / 1e6:.0f} MHz)"))
     if eff.gemm is not None:
-        g = eff.gemm
-        lines.append(f"shape {g.label} (M x N x K), {g.format.name} in, {g.out_format.name} out"
-                     + (f", {g.scaling} fp32 scales" if g.scaling else ""))
-        lines.append(row("FLOP", f"{eff.flop:.5g} (2·M·N·K)"))
-        lines.append(row("min bytes", f"{_bytes(eff.min_bytes)} = A {_bytes(eff.a_bytes)} + weight B "
-                                      f"{_bytes(eff.b_bytes)} + C {_bytes(eff.c_bytes)}"))
-        floor = f"floor {_time(eff.time_floor_s)}" if eff.time_floor_s is not None else ""
-        if eff.time_s is not None:
-            lines.append(row("time", f"{_time(eff.time_s)} per GEMM" + (f"; {floor}" if floor else "")))
-        elif floor:
-            lines.append(row("time", f"{floor} per GEMM (max of FLOP / dense peak, bytes / bandwidth)"))
-        if eff.ridge is not None:
-            lines.append(row("intensity", f"{eff.intensity:.4g} FLOP/B; ridge {eff.ridge:.4g} FLOP/B "
-                                          f"→ {eff.bound}-bound"))
-            how = (f"{eff.bandwidth / 1e12:.4g} TB/s × {eff.intensity:.4g} FLOP/B" if eff.bound == "memory"
-                   else "the dense peak")
-            ach = f"; achieved {percent(eff.pct_roofline)} of it" if eff.pct_roofline is not None else ""
-            lines.append(row("roofline ceiling", f"{r(eff.attainable_flops)} {u} ({how}){ach}"))
-            if eff.pct_bandwidth is not None:
-                lines.append(row("memory bandwidth", f"{eff.achieved_bandwidth / 1e9:.4g} GB/s = "
-                                                     f"{percent(eff.pct_bandwidth)} of {eff.bandwidth / 1e9:.0f} GB/s "
-                                                     "— the percentage that matters for a memory-bound shape"))
-            elif eff.bound == "memory" and eff.achieved_flops is None:
-                lines.append(row("memory bandwidth", f"{eff.bandwidth / 1e9:.0f} GB/s — for a memory-bound shape the "
-                                                     "percentage that matters is of memory bandwidth"))
-        else:
-            lines.append(row("intensity", f"{eff.intensity:.4g} FLOP/B"))
+        lines.extend(_shape_lines(eff, row))
     for note in eff.notes:
         lines.append(f"note: {note}")
     lines.append(f"{u} = 1e12 {'integer ops' if u == 'TOPS' else 'FLOP'}/s, GB/s = 1e9 B/s (decimal); "
                  "efficiency is against the DENSE peak.")
+    return lines
+
+
+def _shape_lines(eff, row) -> list[str]:
+    """The lines about the GEMM shape: counts, time, intensity and the roofline."""
+    g, u = eff.gemm, eff.unit
+    lines = [f"shape {g.label} (M x N x K), {g.format.name} in, {g.out_format.name} out"
+             + (f", {g.scaling} fp32 scales" if g.scaling else "")]
+    lines.append(row("FLOP", f"{eff.flop:.5g} (2·M·N·K)"))
+    lines.append(row("min bytes", f"{fmt_bytes(eff.min_bytes)} = A {fmt_bytes(eff.a_bytes)} + weight B "
+                                  f"{fmt_bytes(eff.b_bytes)} + C {fmt_bytes(eff.c_bytes)}"))
+    floor = f"floor {fmt_time(eff.time_floor_s)}" if eff.time_floor_s is not None else ""
+    if eff.time_s is not None:
+        lines.append(row("time", f"{fmt_time(eff.time_s)} per GEMM" + (f"; {floor}" if floor else "")))
+    elif floor:
+        lines.append(row("time", f"{floor} per GEMM (max of FLOP / dense peak, bytes / bandwidth)"))
+    if eff.ridge is None:
+        lines.append(row("intensity", f"{eff.intensity:.4g} FLOP/B"))
+        return lines
+    lines.append(row("intensity", f"{eff.intensity:.4g} FLOP/B; ridge {eff.ridge:.4g} FLOP/B → {eff.bound}-bound"))
+    how = (f"{fmt_bandwidth(eff.bandwidth)} GB/s × {eff.intensity:.4g} FLOP/B" if eff.bound == "memory"
+           else "the dense peak")
+    ach = f"; achieved {fmt_pct(eff.pct_roofline)} of it" if eff.pct_roofline is not None else ""
+    lines.append(row("roofline ceiling", f"{fmt_rate(eff.attainable_flops)} {u} ({how}){ach}"))
+    if eff.pct_bandwidth is not None:
+        lines.append(row("memory bandwidth", f"{fmt_bandwidth(eff.achieved_bandwidth)} GB/s = "
+                                             f"{fmt_pct(eff.pct_bandwidth)} of {fmt_bandwidth(eff.bandwidth)} GB/s "
+                                             "— the percentage that matters for a memory-bound shape"))
+    elif eff.bound == "memory" and eff.achieved_flops is None:
+        lines.append(row("memory bandwidth", f"{fmt_bandwidth(eff.bandwidth)} GB/s — for a memory-bound shape the "
+                                             "percentage that matters is of memory bandwidth"))
     return lines
 
 
@@ -148,36 +145,21 @@ def efficiency(
     clock_mhz: Optional[float] = typer.Option(None, "--clock-mhz", help="Measured SM clock, MHz: adds % of the peak at that clock (GPUs often run above the spec clock)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (SI units, fractions)."),
 ) -> None:
-    try:
-        from truepeak.efficiency import analyze
-        from truepeak.errors import MeasurementError
-        from truepeak.formats import alias_note, check_scaling, get_format
-        from truepeak.roofline import check_clock
+    from truepeak.efficiency import analyze
+    from truepeak.formats import alias_note
+    from truepeak.hardware import get_accelerator
 
-        fmt = get_format(format)
+    try:
+        acc = get_accelerator(gpu)
+        eff = analyze(acc, format, tflops=tflops, shape=shape, time_s=None if time_ms is None else time_ms * 1e-3,
+                      accumulate=None if accumulate is None else accumulate.strip().lower(),
+                      scaling=None if scaling is None else scaling.strip().lower(),
+                      clock_hz=None if clock_mhz is None else clock_mhz * 1e6)
         read_as = alias_note(format)
-        acc = resolve_gpu(gpu)
-        if accumulate is not None and accumulate.lower() not in ("fp32", "fp16", "int32"):
-            raise UnknownNameError(f"unknown accumulator {accumulate!r}; accepted: fp32, fp16 (int32 for int8)")
-        scaling = check_scaling(fmt, None if scaling is None else scaling.strip().lower(), flag="--scaling")
-        if tflops is None and time_ms is None and shape is None:
-            raise TruepeakError("give the measured throughput (--tflops), or the time per GEMM (--time-ms) with its "
-                                "--shape MxNxK, or --shape alone for the roofline bounds of that shape")
-        if time_ms is not None and shape is None:
-            raise TruepeakError("--time-ms needs --shape MxNxK (e.g. 16x6144x4096) to count the FLOP; "
-                                "or give the throughput alone with --tflops")
-        if time_ms is not None and (not math.isfinite(time_ms) or time_ms <= 0):
-            raise MeasurementError(f"--time-ms {time_ms:g} is not a positive time; a measured GEMM takes > 0 ms")
-        if tflops is not None and (not math.isfinite(tflops) or tflops <= 0):
-            raise MeasurementError(f"--tflops {tflops:g}: throughput {tflops:g} is not a positive finite number; "
-                                   "a measurement must be > 0")
-        clock_hz = None if clock_mhz is None else check_clock(acc, clock_mhz * 1e6, "--clock-mhz")
-        eff = analyze(
-            acc, fmt, tflops=tflops, shape=shape, time_s=None if time_ms is None else time_ms * 1e-3,
-            accumulate=None if accumulate is None else accumulate.lower(), scaling=scaling, clock_hz=clock_hz,
-        )
+    except MeasurementError as exc:  # a value: name its flag and the value as typed
+        raise fail(flag_message(str(exc), name_bare_words=False), exc.exit_code) from None
     except TruepeakError as exc:
-        raise fail(str(exc), exc.exit_code) from None
+        raise fail(flag_message(str(exc)), exc.exit_code) from None
     if as_json:
         typer.echo(json.dumps(eff.to_dict(), indent=2))
     else:

@@ -1,21 +1,24 @@
 """`truepeak run`: measure this device (copy bandwidth, GEMM TFLOPS per format) and place every result on its roofline.
 
-Thin adapter: parse and validate the options → :func:`truepeak.bench.run.run_main_job` (writes results.jsonl and
-summary.md) → print the table (or the records as JSON) on stdout; the paths, progress and notes go to stderr.
-Bad input (unknown format or device, missing torch) prints ``error: <one line>`` and exits with status 2.
+Thin adapter: parse and validate the options → :func:`truepeak.bench.run.run_main_job` (measures, writes
+results.jsonl, returns the records) → render: summary.md (:func:`truepeak.report.markdown.write_summary`, also after
+Ctrl-C from the records finished so far) and the table (or the records as JSON) on stdout; the paths, progress and
+notes go to stderr. Bad input (unknown format or device, missing torch) prints ``error: <one line>`` and exits with
+status 2.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 from typing import Optional
 
 import typer
 
 from truepeak.cli.app import app, invoked_argv
-from truepeak.errors import INSTALL_HINT, MissingDependencyError, TruepeakError
-from truepeak.formats import FORMAT_NAMES, get_format
+from truepeak.errors import TruepeakError, require
+from truepeak.formats import FORMAT_NAMES
 
 HELP = "\n\n".join([
     "Measure this device: copy bandwidth, then GEMM throughput per number format at decode shapes "
@@ -33,12 +36,13 @@ HELP = "\n\n".join([
 
 
 def _formats(text: Optional[str]) -> Optional[list[str]]:
-    if text is None:
-        return None
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    if not names:
+    """``--formats``: canonical names (:func:`truepeak.bench.run.parse_formats`); an empty list is an error here."""
+    from truepeak.bench.run import parse_formats
+
+    names = parse_formats(text)  # UnknownNameError lists the known names
+    if text is not None and names is None:
         raise TruepeakError(f"--formats is empty; give comma-separated names from: {', '.join(FORMAT_NAMES)}")
-    return [get_format(n).name for n in names]  # UnknownNameError lists the known names
+    return names
 
 
 def _argv(out, device, formats, quick, resume, as_json, no_progress) -> list[str]:
@@ -69,11 +73,7 @@ def run_command(
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON on stdout instead of the table."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar on stderr."),
 ) -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise MissingDependencyError(
-            f"truepeak run needs torch, which is not installed; install it with: {INSTALL_HINT}") from None
+    require("torch", "truepeak run")  # before any work
     from truepeak.hardware.detect import parse_device
 
     parse_device(device)  # validate before any work
@@ -89,12 +89,14 @@ def run_command(
                               progress=False if no_progress else None, argv=argv,
                               warn=lambda message: typer.echo(f"warning: {message}", err=True))
     except RunInterrupted as stop:
+        summary = _write_summary(stop.result)
         typer.echo(f"interrupted after {stop.n_records} records; they are in {stop.records_path}; continue with: "
                    f"truepeak run --resume --out {shlex.quote(str(stop.out_dir))}", err=True)
-        if stop.summary_path is not None:
-            typer.echo(f"summary so far: {stop.summary_path}", err=True)
+        if summary is not None:
+            typer.echo(f"summary so far: {summary}", err=True)
         raise typer.Exit(130) from None
 
+    summary = _write_summary(result)
     records = latest_records(result.records)
     if as_json:
         typer.echo(json.dumps(records, indent=1, ensure_ascii=False))
@@ -102,14 +104,25 @@ def run_command(
         from truepeak.report.table import render_table
 
         render_table(records, title=f"truepeak run: {result.device.name} ({result.device.kind})")
-    for note in result.device.notes:
-        typer.echo(f"note: {note}", err=True)
-    for note in result.notes:
+    for note in [*result.device.notes, *result.notes]:
         typer.echo(f"note: {note}", err=True)
     typer.echo(f"{count_line(records, result.resumed_keys)} in {result.elapsed_s:.1f} s", err=True)
     typer.echo(f"records: {result.records_path}", err=True)
-    if result.summary_path is not None:
-        typer.echo(f"summary: {result.summary_path}", err=True)
+    if summary is not None:
+        typer.echo(f"summary: {summary}", err=True)
+
+
+def _write_summary(result) -> Optional[Path]:
+    """Write summary.md beside the records (one record per case); on an OS error add a note and return None."""
+    from truepeak.bench.run import latest_records
+    from truepeak.report.markdown import write_summary
+
+    path = result.out_dir / "summary.md"
+    try:
+        return write_summary(latest_records(result.records), path, result.device)
+    except OSError as exc:
+        result.notes.append(f"could not write {path}: {exc.strerror or exc}")
+        return None
 
 
 def count_line(records: list[dict], resumed_keys: frozenset[str] | set[str] = frozenset()) -> str:

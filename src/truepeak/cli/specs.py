@@ -23,9 +23,10 @@ from rich.text import Text
 
 from truepeak.cli.app import app
 from truepeak.errors import TruepeakError
-from truepeak.hardware.catalog import Accelerator, Sourced, accelerator_to_dict, load_catalog
+from truepeak.hardware.catalog import Accelerator, Sourced, accelerator_to_dict, load_catalog, sparse_is_twice_dense
 from truepeak.hardware.claims import ClaimVerdict, check_claim
 from truepeak.hardware.lookup import get_accelerator
+from truepeak.units import fmt_rate, rate_unit
 
 FOOTER = "TFLOPS = 1e12 FLOP/s, dense unless labelled sparse; TB/s decimal"
 DERIVED_MARK = "*"
@@ -114,7 +115,8 @@ def specs_command(
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Rendering (no lookups, no arithmetic beyond unit conversion)
+# Rendering (no lookups, no arithmetic beyond unit conversion). Tables echo catalog values as stored (364.25, 67);
+# a claim verdict is computed, so it renders with :func:`truepeak.units.fmt_rate` like its explanation (364.2).
 
 
 def _console() -> Console:
@@ -142,6 +144,7 @@ def _num(x: float, digits: int = 2, min_digits: int = 0) -> str:
 
 
 def _tflops(flops: float | None) -> str:
+    """A catalog peak in FLOP/s as the TFLOPS value the data file stores (``364.25``, ``67``); ``—`` for none."""
     return "—" if flops is None else _num(flops / 1e12)
 
 
@@ -202,7 +205,6 @@ def peaks_table(acc: Accelerator, *, sources: bool = False) -> tuple[Table, list
     if sources:
         t.add_column("source")
     notes: list[str] = []
-    boost = acc.boost_clock_hz.value if acc.boost_clock_hz else None
     max_clock = acc.max_clock_hz.value if acc.max_clock_hz else None
     for p in acc.peaks:
         refs = []
@@ -211,7 +213,7 @@ def peaks_table(acc: Accelerator, *, sources: bool = False) -> tuple[Table, list
             if text:
                 notes.append(f"[{len(notes) + 1}] {p.label}: {text}")
                 refs.append(str(len(notes)))
-        clock = p.clock_hz if p.clock_hz is not None else boost
+        clock = acc.clock_basis_hz(p)
         clock_text = "—" if clock is None else _num(clock / 1e6, 0)
         if p.clock_hz is not None and max_clock is not None and abs(p.clock_hz - max_clock) < 1:
             clock_text += " (max)"
@@ -302,8 +304,8 @@ _PLATFORM_WORDS = {
 
 
 def claim_lines(v: ClaimVerdict) -> list[str]:
-    """The lines ``truepeak specs NAME --claim TEXT`` prints."""
-    unit = "TOPS" if v.rate == "int8" else "TFLOPS"
+    """The lines ``truepeak specs NAME --claim TEXT`` prints; peaks render as in the explanation (one formatter)."""
+    unit = rate_unit(v.rate) if v.rate else "TFLOPS"
     words = _PLATFORM_WORDS[v.kind].format(n=v.gpus) if v.gpus > 1 else _KIND_WORDS[v.kind]
     lines = [
         f"claim:       {v.text}  ({v.accelerator})",
@@ -314,15 +316,16 @@ def claim_lines(v: ClaimVerdict) -> list[str]:
         only = f" ({', '.join(v.formats)} only)" if v.formats else ""
         lines.append(f"format:      {v.rate}{only}{acc}")
     if v.dense is not None:
-        lines.append(f"dense peak:  {_tflops(v.dense)} {unit}{_mark(v.derived, v.unverified)}  <- use this for efficiency")
+        lines.append(f"dense peak:  {fmt_rate(v.dense)} {unit}{_mark(v.derived, v.unverified)}  <- use this for "
+                     "efficiency")
     if v.sparse is not None:
         if not v.sparse_published:
             pub = " (2 x dense; not published for this SKU)"
-        elif v.dense is not None and abs(v.sparse / (2 * v.dense) - 1) > 0.015:
+        elif v.dense is not None and not sparse_is_twice_dense(v.dense, v.sparse):
             pub = " (published; not 2 x dense on this part)"
         else:
             pub = ""
-        lines.append(f"sparse peak: {_tflops(v.sparse)} {unit}{pub}")
+        lines.append(f"sparse peak: {fmt_rate(v.sparse)} {unit}{pub}")
     lines.append(f"tolerance:   ±{v.tolerance * 100:g} % (marketing rounding)")
     lines.append(v.explanation)
     lines.append(FOOTER)

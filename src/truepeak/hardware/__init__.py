@@ -4,6 +4,10 @@
 - :func:`get_accelerator` / :func:`match_device_name` turn a marketing name, a device string or an alias into an
   :class:`Accelerator` without substring traps.
 - :func:`check_claim` says whether a headline such as ``"4 PFLOPS FP4"`` is a dense or a 2:4-sparse figure.
+
+Also here, imported on demand: :mod:`~truepeak.hardware.detect` (the device `truepeak run` measures),
+:mod:`~truepeak.hardware.cpu` (the estimated CPU peak) and :mod:`~truepeak.hardware.nvml` (NVML, initialised once per
+process, and each GPU's static facts, read once).
 """
 
 from truepeak.hardware.catalog import Accelerator, Architecture, Catalog, Peak, Sourced, load_catalog

@@ -5,13 +5,13 @@ frozen dataclasses in SI units (FLOP/s, B/s, Hz, bytes).
 
 Rules the catalog keeps (tested over every entry in tests/hardware/test_catalog.py):
     - Efficiency denominators are *dense* peaks. A sparse value (2:4 structured sparsity) is stored beside its dense
-      value and equals 2 x dense within vendor rounding (1.5 %), unless the peak carries a ``sparse_ratio_note`` saying
+      value and equals 2 x dense within vendor rounding (:data:`SPARSE_RATIO_TOLERANCE`, 1.5 %), unless the peak carries a ``sparse_ratio_note`` saying
       why the published sparse figure is not 2 x dense (Blackwell Ultra raised dense NVFP4 without a matching sparse rate).
     - A peak may list ``formats`` (e.g. ``["mxfp8"]``): it then governs only those formats and takes precedence over the
       plain peak of its rate for them (a separate instruction kind: block-scaled MXFP8 on GeForce, accelerators.md
       section 2 notes). Such a peak may carry its own ``flop_per_clk_per_sm``.
     - For every NVIDIA entry, FLOP/clk/SM (per architecture, from ``[architectures]``) x SM count x the peak's clock basis
-      reproduces the dense peak within 2 %, unless the peak carries a ``why_not`` note saying why it cannot.
+      (:meth:`Accelerator.clock_basis_hz`) reproduces the dense peak within 2 %, unless the peak carries a ``why_not`` note saying why it cannot.
     - Values we derived rather than found published carry ``derived = true``; values from a single third-party report
       or conflicting sources carry ``unverified = true``.
 
@@ -27,7 +27,7 @@ from importlib import resources
 from typing import Any
 
 from truepeak.errors import UnknownNameError, UnsupportedError
-from truepeak.formats import RATES, Format, get_format
+from truepeak.formats import RATES, Format, default_accumulate, get_format
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,6 +36,15 @@ else:  # pragma: no cover
 
 TERA = 1e12
 MEGA = 1e6
+
+#: Vendor rounding between a published 2:4-sparse peak and 2 x its dense peak (L40S 733 / 362 = 2.025, MI355X
+#: 10100 / 5000 = 2.02): within it, sparse "is" 2 x dense; beyond it the peak needs a ``sparse_ratio_note``.
+SPARSE_RATIO_TOLERANCE = 0.015
+
+
+def sparse_is_twice_dense(dense: float, sparse: float) -> bool:
+    """Whether a sparse peak is 2 x the dense one within :data:`SPARSE_RATIO_TOLERANCE` (both in FLOP/s)."""
+    return abs(sparse / (2 * dense) - 1) <= SPARSE_RATIO_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -97,9 +106,17 @@ class Peak:
     def label(self) -> str:
         """``"fp8"``, ``"fp16 (fp16 accumulate)"``, ``"fp8 (mxfp8)"``: the rate, its formats and a non-default accumulator."""
         parts = list(self.formats)
-        if self.accumulate not in ("fp32", "int32"):
+        if self.accumulate != default_accumulate(self.rate):
             parts.append(f"{self.accumulate} accumulate")
         return self.rate + (f" ({', '.join(parts)})" if parts else "")
+
+    @property
+    def implied_sparse(self) -> float | None:
+        """The 2:4-sparse rate in FLOP/s: the published one, else 2 x dense (structured sparsity doubles the tensor-core
+        rate); None for fp32, which runs on the CUDA cores and has no sparse mode. Display and claim checks only."""
+        if self.sparse is not None:
+            return self.sparse
+        return None if self.rate == "fp32" else 2 * self.dense
 
 
 @dataclass(frozen=True)
@@ -116,8 +133,9 @@ class Architecture:
     note: str = ""
 
     def rate_per_clk(self, rate: str, accumulate: str | None = None) -> int | None:
-        """FLOP/clk/SM for a rate and accumulator, or None if the architecture has no such path."""
-        if accumulate and accumulate not in ("fp32", "int32"):
+        """FLOP/clk/SM for a rate and accumulator (None: the rate's default), or None if the architecture has no such
+        path."""
+        if accumulate and accumulate != default_accumulate(rate):
             return self.flop_per_clk_per_sm.get(f"{rate}@{accumulate}")
         return self.flop_per_clk_per_sm.get(rate)
 
@@ -224,6 +242,21 @@ class Accelerator:
         except UnsupportedError:
             return self.architecture.rate_per_clk(f.rate, acc)
 
+    def clock_basis_hz(self, p: Peak) -> float | None:
+        """The clock (Hz) one of this accelerator's peaks is quoted at: the peak's own ``clock_hz`` (e.g. the maximum
+        clock for non-tensor fp32), else the spec boost clock; None if neither is known."""
+        if p.clock_hz is not None:
+            return p.clock_hz
+        boost = self.boost_clock_hz
+        return float(boost.value) if boost is not None and boost.value else None
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float | None:
+        """Memory bandwidth in B/s (spec, or measured for a CPU), or None where there is none (no roofline then)."""
+        if self.memory_bandwidth is None or not self.memory_bandwidth.value:
+            return None
+        return float(self.memory_bandwidth.value)
+
     def peak_at_clock(self, fmt: str | Format, clock_hz: float, sm_count: int | None = None,
                       accumulate: str | None = None) -> float | None:
         """Dense peak at a given (measured) SM clock: FLOP/clk/SM x SMs x clock, in FLOP/s.
@@ -241,13 +274,6 @@ class Accelerator:
         """JSON-ready dict in SI units (FLOP/s, B/s, Hz, bytes, W); see :func:`accelerator_to_dict`."""
         return accelerator_to_dict(self)
 
-    @property
-    def ridge_bf16(self) -> float | None:
-        """Ridge point (FLOP/byte) for bf16: dense bf16 peak / memory bandwidth, or None if either is missing."""
-        if not self.memory_bandwidth or not self.has_rate("bf16"):
-            return None
-        return self.dense_flops("bf16") / self.memory_bandwidth.value
-
 
 def _sourced_dict(s: Sourced | None) -> dict[str, Any] | None:
     if s is None:
@@ -264,9 +290,9 @@ def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
     ``interconnect``: each ``{value, source, derived, note, unverified}`` or null; ``peaks``: a list of ``{rate,
     formats, accumulate, dense_flops, sparse_flops, flop_per_clk_per_sm, clock_hz, source, derived, unverified,
     why_not, note, sparse_ratio_note}`` where ``clock_hz`` is the clock basis of that peak (the peak's own clock, else
-    the boost clock) and ``formats`` lists the formats a format-specific peak alone governs (empty: all of its rate).
+    the boost clock; :meth:`Accelerator.clock_basis_hz`) and ``formats`` lists the formats a format-specific peak alone
+    governs (empty: all of its rate).
     """
-    boost = acc.boost_clock_hz.value if acc.boost_clock_hz else None
     return {
         "key": acc.key,
         "name": acc.name,
@@ -296,7 +322,7 @@ def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
                 "dense_flops": p.dense,
                 "sparse_flops": p.sparse,
                 "flop_per_clk_per_sm": acc.peak_flop_per_clk(p),
-                "clock_hz": p.clock_hz if p.clock_hz is not None else boost,
+                "clock_hz": acc.clock_basis_hz(p),
                 "source": p.source,
                 "derived": p.derived,
                 "unverified": p.unverified,
@@ -325,6 +351,15 @@ _SCALE = {  # data-file key -> (attribute, factor to SI)
 }
 
 
+def _field(raw: Any, name: str, where: str) -> Any:
+    """``raw[name]``; ValueError naming the entry and the field when ``raw`` is no table or lacks it."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"catalog: {where} must be a table, got {raw!r}")
+    if name not in raw:
+        raise ValueError(f"catalog: {where}: missing field {name!r}")
+    return raw[name]
+
+
 def _sourced(raw: Any, factor: float | None, where: str) -> Sourced:
     if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
         raise ValueError(f"catalog: {where} must be a table with 'value' and 'source', got {raw!r}")
@@ -335,10 +370,13 @@ def _sourced(raw: Any, factor: float | None, where: str) -> Sourced:
                    bool(raw.get("unverified", False)))
 
 
-def _peak(raw: dict, default_clock_hz: float | None, where: str) -> Peak:
-    rate = raw["rate"]
+def _peak(raw: Any, where: str) -> Peak:
+    rate = _field(raw, "rate", where)
     if rate not in RATES:
         raise ValueError(f"catalog: {where}: unknown rate {rate!r}; known: {RATES}")
+    where = f"{where} ({rate})"
+    dense = _field(raw, "dense_tflops", where)
+    source = _field(raw, "source", where)
     sparse = raw.get("sparse_tflops")
     clock = raw.get("clock_mhz")
     formats = tuple(raw.get("formats", ()))
@@ -352,10 +390,10 @@ def _peak(raw: dict, default_clock_hz: float | None, where: str) -> Peak:
     per_clk = raw.get("flop_per_clk_per_sm")
     return Peak(
         rate=rate,
-        accumulate=raw.get("accumulate", "int32" if rate == "int8" else "fp32"),
-        dense=raw["dense_tflops"] * TERA,
+        accumulate=raw.get("accumulate", default_accumulate(rate)),
+        dense=dense * TERA,
         sparse=None if sparse is None else sparse * TERA,
-        source=raw["source"],
+        source=source,
         derived=bool(raw.get("derived", False)),
         clock_hz=None if clock is None else clock * MEGA,
         why_not=raw.get("why_not", ""),
@@ -364,6 +402,38 @@ def _peak(raw: dict, default_clock_hz: float | None, where: str) -> Peak:
         flop_per_clk_per_sm=None if per_clk is None else int(per_clk),
         unverified=bool(raw.get("unverified", False)),
         sparse_ratio_note=raw.get("sparse_ratio_note", ""),
+    )
+
+
+def _architecture(key: str, raw: Any) -> Architecture:
+    where = f"architectures.{key}"
+    return Architecture(key, _field(raw, "name", where), dict(_field(raw, "flop_per_clk_per_sm", where)),
+                        _field(raw, "source", where), raw.get("note", ""))
+
+
+def _accelerator(raw: Any, archs: dict[str, Architecture], index: int) -> Accelerator:
+    where = f"accelerators[{index}]"
+    key = _field(raw, "key", where)
+    where = f"accelerator {key!r}"
+    arch = _field(raw, "architecture", where)
+    if arch not in archs:
+        raise ValueError(f"catalog: {where}: unknown architecture {arch!r}")
+    kw = {attr: _sourced(raw[name], factor, f"{where}.{name}") if name in raw else None
+          for name, (attr, factor) in _SCALE.items()}
+    return Accelerator(
+        key=key,
+        name=_field(raw, "name", where),
+        vendor=_field(raw, "vendor", where),
+        architecture=archs[arch],
+        compute_capability=raw.get("compute_capability"),
+        device_names=tuple(raw.get("device_names", ())),
+        aliases=tuple(raw.get("aliases", ())),
+        peaks=tuple(_peak(p, f"{where}.peaks[{i}]") for i, p in enumerate(raw.get("peaks", ()))),
+        memory_type=raw.get("memory_type", ""),
+        headline=raw.get("headline", ""),
+        notes=tuple(raw.get("notes", ())),
+        sparse_headlines=tuple(raw.get("sparse_headlines", ())),
+        **kw,
     )
 
 
@@ -385,40 +455,27 @@ class Catalog:
 
     @classmethod
     def from_toml(cls, text: str) -> Catalog:
+        """Build a catalog from the text of an ``accelerators.toml`` (human units: TFLOPS, TB/s, MHz, GB), converting
+        every number to SI units (FLOP/s, B/s, Hz, bytes).
+
+        Args:
+            text: TOML with ``schema_version``, ``[architectures.<key>]`` tables (``name``, ``flop_per_clk_per_sm``,
+                ``source``), ``[[accelerators]]`` entries (``key``, ``name``, ``vendor``, ``architecture`` and
+                sourced ``{value, source}`` tables; ``peaks`` with ``rate``, ``dense_tflops``, ``source``) and an
+                optional ``[sources]`` table.
+
+        Raises:
+            ValueError: malformed TOML (``tomllib.TOMLDecodeError`` is one), a missing field (the message names the
+                entry and the field), an unknown rate, architecture or format, or duplicate keys.
+        """
         data = tomllib.loads(text)
-        archs = {
-            key: Architecture(key, a["name"], dict(a["flop_per_clk_per_sm"]), a["source"], a.get("note", ""))
-            for key, a in data["architectures"].items()
-        }
-        accs = []
-        for raw in data["accelerators"]:
-            where = raw.get("key", "?")
-            if raw["architecture"] not in archs:
-                raise ValueError(f"catalog: {where}: unknown architecture {raw['architecture']!r}")
-            kw = {}
-            for key, (attr, factor) in _SCALE.items():
-                kw[attr] = _sourced(raw[key], factor, f"{where}.{key}") if key in raw else None
-            clock = kw["boost_clock_hz"].value if kw["boost_clock_hz"] else None
-            accs.append(Accelerator(
-                key=raw["key"],
-                name=raw["name"],
-                vendor=raw["vendor"],
-                architecture=archs[raw["architecture"]],
-                compute_capability=raw.get("compute_capability"),
-                device_names=tuple(raw.get("device_names", ())),
-                aliases=tuple(raw.get("aliases", ())),
-                peaks=tuple(_peak(p, clock, f"{where}.peaks") for p in raw.get("peaks", ())),
-                memory_type=raw.get("memory_type", ""),
-                headline=raw.get("headline", ""),
-                notes=tuple(raw.get("notes", ())),
-                sparse_headlines=tuple(raw.get("sparse_headlines", ())),
-                **kw,
-            ))
+        archs = {key: _architecture(key, a) for key, a in _field(data, "architectures", "the file").items()}
+        accs = [_accelerator(raw, archs, i) for i, raw in enumerate(_field(data, "accelerators", "the file"))]
         keys = [a.key for a in accs]
         dupes = {k for k in keys if keys.count(k) > 1}
         if dupes:
             raise ValueError(f"catalog: duplicate keys {sorted(dupes)}")
-        return cls(tuple(accs), archs, dict(data.get("sources", {})), int(data["schema_version"]))
+        return cls(tuple(accs), archs, dict(data.get("sources", {})), int(_field(data, "schema_version", "the file")))
 
     def by_key(self, key: str) -> Accelerator:
         """Exact lookup by catalog key. For any user- or device-reported name use :func:`truepeak.hardware.get_accelerator`."""

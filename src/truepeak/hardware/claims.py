@@ -24,8 +24,9 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from truepeak.errors import TruepeakError, UnknownNameError
-from truepeak.formats import RATES, get_format
+from truepeak.formats import RATES, default_accumulate, get_format
 from truepeak.hardware.catalog import Accelerator, Peak
+from truepeak.units import fmt_rate, rate_unit
 
 #: Relative tolerance for a claim to match a catalog value (marketing rounding: "4 PFLOPS" for 4030.4 is -0.8 %,
 #: "3.7 PFLOPS" for 2 x 1871.2 is -1.1 %). Dense and sparse differ by 2x, so they can never both match.
@@ -91,7 +92,8 @@ class ClaimVerdict:
         unverified: the matched peak's dense value is marked unverified in the catalog (``explanation`` says why).
         formats: the formats a format-specific matched peak alone governs (e.g. ``("mxfp8",)``), else empty.
         dense: the dense peak to use for efficiency, FLOP/s (None if ``rate`` is unknown or absent on this GPU).
-        sparse: the sparse peak, FLOP/s: the published one, or 2 x dense when ``sparse_published`` is False.
+        sparse: the sparse peak, FLOP/s: the published one, or 2 x dense when ``sparse_published`` is False
+            (:attr:`~truepeak.hardware.catalog.Peak.implied_sparse`).
         matched: the catalog value the claim matched, FLOP/s (None for neither / ambiguous).
         deviation: claimed / matched - 1 (for neither: claimed / dense - 1).
         sparse_published: whether the catalog holds a published sparse value for this peak.
@@ -121,19 +123,6 @@ class ClaimVerdict:
     gpus: int = 1
     unverified: bool = False
     formats: tuple[str, ...] = ()
-
-    @property
-    def format(self) -> str | None:
-        """Alias of :attr:`rate`."""
-        return self.rate
-
-    @property
-    def is_sparse(self) -> bool:
-        return self.kind == "sparse"
-
-    @property
-    def is_dense(self) -> bool:
-        return self.kind == "dense"
 
     def to_dict(self) -> dict:
         """JSON-ready dict; rates in FLOP/s (SI), ``deviation`` and ``tolerance`` as fractions."""
@@ -211,21 +200,9 @@ def parse_claim(text: str) -> ParsedClaim:
     return ParsedClaim(raw, value * scale, rate, accumulate, ai_tops, ops, stated, fmt)
 
 
-def _default_accumulate(rate: str) -> str:
-    return "int32" if rate == "int8" else "fp32"
-
-
 def _unit(rate: str | None) -> str:
-    return "TOPS" if rate == "int8" else "TFLOPS"
-
-
-def _t(x: float) -> str:
-    """FLOP/s -> TFLOPS text with one decimal (decimal units: 1e12)."""
-    return f"{x / 1e12:.1f}"
-
-
-def _peak_label(p: Peak) -> str:
-    return p.label
+    """TFLOPS, or TOPS for int8 (:func:`truepeak.units.rate_unit`); TFLOPS while the rate is unknown."""
+    return rate_unit(rate) if rate else "TFLOPS"
 
 
 @dataclass(frozen=True)
@@ -245,8 +222,8 @@ class _Match:
             what = "dense"
         else:
             what = "2:4-sparse" if self.published else "2:4-sparse (2 x dense, unpublished)"
-        text = f"{what} {_peak_label(self.peak)} {_t(self.value)} {_unit(self.peak.rate)}"
-        return text if self.gpus == 1 else f"{self.gpus} x the {text} ({_t(self.total)}, a {self.gpus}-GPU total)"
+        text = f"{what} {self.peak.label} {fmt_rate(self.value)} {_unit(self.peak.rate)}"
+        return text if self.gpus == 1 else f"{self.gpus} x the {text} ({fmt_rate(self.total)}, a {self.gpus}-GPU total)"
 
 
 def _candidate_rates(acc: Accelerator, claim: ParsedClaim) -> list[str]:
@@ -281,10 +258,8 @@ def _matches(acc: Accelerator, claim: ParsedClaim, rates: list[str], tolerance: 
         if claim.accumulate and p.accumulate != claim.accumulate:
             continue
         refs = [("dense", p.dense, True)]
-        if p.sparse is not None:
-            refs.append(("sparse", p.sparse, True))
-        elif p.rate != "fp32":  # fp32 runs on the CUDA cores: no sparse mode
-            refs.append(("sparse", 2 * p.dense, False))
+        if p.implied_sparse is not None:
+            refs.append(("sparse", p.implied_sparse, p.sparse is not None))
         for n in gpus:
             for kind, value, published in refs:
                 if abs(claim.value / (n * value) - 1) <= tolerance:
@@ -300,6 +275,46 @@ def _caveat(p: Peak) -> str:
     if note.lower().startswith("unverified"):
         note = note.split(":", 1)[1].strip() if ":" in note else ""
     return f" UNVERIFIED: the dense {p.label} value is not confirmed by a primary source" + (f" ({note})" if note else "") + "."
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One claim being checked against one accelerator: what every verdict and explanation needs."""
+
+    acc: Accelerator
+    claim: ParsedClaim
+    tolerance: float
+
+    @property
+    def within(self) -> str:
+        """The tolerance in words: ``"+-5 %"``."""
+        return f"+-{self.tolerance * 100:g} %"
+
+    @property
+    def allowed(self) -> str:
+        """``"+-5 % allowed for marketing rounding"``."""
+        return f"{self.within} allowed for marketing rounding"
+
+    @property
+    def prefix(self) -> str:
+        return "'AI TOPS' is by definition the 2:4-sparse FP4 rate. " if self.claim.ai_tops else ""
+
+    def said(self, rate: str | None) -> str:
+        """``"'4 PFLOPS FP4' = 4000.0 TFLOPS"``: the claim and its value, in the unit of ``rate``."""
+        return f"{self.claim.text!r} = {fmt_rate(self.claim.value)} {_unit(rate)}"
+
+    def verdict(self, **kw) -> ClaimVerdict:
+        base = dict(text=self.claim.text, accelerator=self.acc.name, claimed=self.claim.value,
+                    ai_tops=self.claim.ai_tops, tolerance=self.tolerance, sparse_published=False, derived=False,
+                    accumulate=None, sparse=None, matched=None, deviation=None, alternatives=())
+        base.update(kw)
+        return ClaimVerdict(**base)
+
+    def peak_verdict(self, p: Peak, **kw) -> ClaimVerdict:
+        """A verdict whose dense / sparse values are those of peak ``p``."""
+        return self.verdict(rate=p.rate, accumulate=p.accumulate, dense=p.dense, sparse=p.implied_sparse,
+                            sparse_published=p.sparse is not None, derived=p.derived, unverified=p.unverified,
+                            formats=p.formats, **kw)
 
 
 def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE) -> ClaimVerdict:
@@ -322,103 +337,125 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
         from truepeak.hardware.lookup import get_accelerator
 
         acc = get_accelerator(acc)
-    claim = parse_claim(text)
-    rates = _candidate_rates(acc, claim)
-    found = _matches(acc, claim, rates, tolerance)
+    check = _Check(acc, parse_claim(text), tolerance)
+    rates = _candidate_rates(acc, check.claim)
+    found = _matches(acc, check.claim, rates, tolerance)
     if not found:  # not a per-GPU figure: an HGX / DGX / NVL72 platform total? (accelerators.md section 1)
-        found = _matches(acc, claim, rates, tolerance, PLATFORM_GPUS)
-    tol = f"+-{tolerance * 100:g} % allowed for marketing rounding"
-    prefix = "'AI TOPS' is by definition the 2:4-sparse FP4 rate. " if claim.ai_tops else ""
-
-    # Without an explicit accumulator, the format's default accumulator (fp32; int32 for int8) is the reading that
+        found = _matches(acc, check.claim, rates, tolerance, PLATFORM_GPUS)
+    # Without an explicit accumulator, the rate's default accumulator (fp32; int32 for int8) is the reading that
     # matters: bf16/fp16/fp8 GEMMs in PyTorch accumulate in fp32.
-    default = [f for f in found if f.peak.accumulate == _default_accumulate(f.peak.rate)]
-    chosen = default if (default and not claim.accumulate) else found
-    others = [f for f in found if f not in chosen]
-
-    def verdict(**kw) -> ClaimVerdict:
-        base = dict(text=claim.text, accelerator=acc.name, claimed=claim.value, ai_tops=claim.ai_tops,
-                    tolerance=tolerance, sparse_published=False, derived=False, accumulate=None, sparse=None,
-                    matched=None, deviation=None, alternatives=())
-        base.update(kw)
-        return ClaimVerdict(**base)
-
+    default = [f for f in found if f.peak.accumulate == default_accumulate(f.peak.rate)]
+    chosen = default if (default and not check.claim.accumulate) else found
     if not chosen:
-        rate = claim.rate if claim.rate is not None else ("fp4" if claim.ai_tops and "fp4" in rates else None)
-        peak = None
+        return _no_match(check, rates)
+    if len({f.kind for f in chosen}) > 1 or len({round(f.peak.dense / 1e9) for f in chosen}) > 1:
+        return _ambiguous(check, chosen)
+    return _matched(check, chosen, [f for f in found if f not in chosen])
+
+
+def _reference_peak(acc: Accelerator, claim: ParsedClaim, rate: str) -> Peak | None:
+    """The peak a claim that matched nothing is compared with: the one governing its format (or plain rate) with the
+    claim's accumulator (else the rate's default), or None where the accelerator has none."""
+    want = claim.accumulate or default_accumulate(rate)
+    if claim.format is not None and acc.has_rate(claim.format, want):
+        return acc.peak(claim.format, want)
+    return next((p for p in acc.peaks if p.rate == rate and p.accumulate == want and not p.formats), None)
+
+
+def _no_match(check: _Check, rates: list[str]) -> ClaimVerdict:
+    """Verdict "neither": the claim is no dense or sparse peak (nor a platform total) of the accelerator."""
+    acc, claim = check.acc, check.claim
+    rate = claim.rate if claim.rate is not None else ("fp4" if claim.ai_tops and "fp4" in rates else None)
+    peak = None if rate is None else _reference_peak(acc, claim, rate)
+    if peak is None:
+        have = ", ".join(sorted({p.rate for p in acc.peaks}, key=RATES.index))
         if rate is not None:
-            want = claim.accumulate or _default_accumulate(rate)
-            if claim.format is not None and acc.has_rate(claim.format, want):
-                peak = acc.peak(claim.format, want)
-            else:
-                peak = next((p for p in acc.peaks if p.rate == rate and p.accumulate == want and not p.formats), None)
-        if peak is None:
-            have = ", ".join(sorted({p.rate for p in acc.peaks}, key=RATES.index))
-            if rate is not None:
-                why = f"{acc.name} has no published {rate} peak"
-                if claim.accumulate:
-                    why += f" with {claim.accumulate} accumulate"
-                why += f" (it has: {have})"
-            else:
-                why = f"it is not within {tol.split(' allowed')[0]} of any dense or sparse peak of {acc.name} ({have})"
-            return verdict(rate=rate, kind="neither", dense=None, explanation=f"{prefix}{claim.text!r}: {why}.")
-        sparse = peak.sparse if peak.sparse is not None else (2 * peak.dense if peak.rate != "fp32" else None)
-        ratio = claim.value / peak.dense
-        sp = f" nor the 2:4-sparse ({_t(sparse)})" if sparse else ""
-        if sparse and abs(claim.value / sparse - 1) <= 3 * tolerance:
-            hint = (f" It is {(claim.value / sparse - 1) * 100:+.1f} % from the sparse value: probably a loosely rounded "
-                    f"sparse figure.")
-        elif ratio > 1 + tolerance:
-            hint = " It is above the dense peak, so it is no dense rate of this GPU (a platform total? another GPU?)."
+            acc_words = f" with {claim.accumulate} accumulate" if claim.accumulate else ""
+            why = f"{acc.name} has no published {rate} peak{acc_words} (it has: {have})"
         else:
-            hint = ""
-        expl = (f"{prefix}{claim.text!r} = {_t(claim.value)} {_unit(rate)} is neither the dense {_peak_label(peak)} "
-                f"peak of {acc.name} ({_t(peak.dense)}){sp} within {tol.split(' allowed')[0]}: it is {ratio:.2f}x "
-                f"dense.{hint} Use the dense {_t(peak.dense)} {_unit(rate)}.")
-        return verdict(rate=rate, accumulate=peak.accumulate, kind="neither", dense=peak.dense, sparse=sparse,
-                       deviation=ratio - 1, sparse_published=peak.sparse is not None, derived=peak.derived,
-                       explanation=expl + _caveat(peak), unverified=peak.unverified, formats=peak.formats)
+            why = f"it is not within {check.within} of any dense or sparse peak of {acc.name} ({have})"
+        return check.verdict(rate=rate, kind="neither", dense=None, explanation=f"{check.prefix}{claim.text!r}: {why}.")
+    sparse = peak.implied_sparse
+    ratio = claim.value / peak.dense
+    unit = _unit(rate)
+    sp = f" nor the 2:4-sparse ({fmt_rate(sparse)})" if sparse else ""
+    if sparse and abs(claim.value / sparse - 1) <= 3 * check.tolerance:
+        hint = (f" It is {(claim.value / sparse - 1) * 100:+.1f} % from the sparse value: probably a loosely rounded "
+                "sparse figure.")
+    elif ratio > 1 + check.tolerance:
+        hint = " It is above the dense peak, so it is no dense rate of this GPU (a platform total? another GPU?)."
+    else:
+        hint = ""
+    expl = (f"{check.prefix}{check.said(rate)} is neither the dense {peak.label} "
+            f"peak of {acc.name} ({fmt_rate(peak.dense)}){sp} within {check.within}: it is {ratio:.2f}x "
+            f"dense.{hint} Use the dense {fmt_rate(peak.dense)} {unit}.")
+    return check.peak_verdict(peak, kind="neither", deviation=ratio - 1, explanation=expl + _caveat(peak))
 
-    kinds = {f.kind for f in chosen}
-    denses = {round(f.peak.dense / 1e9) for f in chosen}
-    if len(kinds) > 1 or len(denses) > 1:
-        alts = tuple(f.words() for f in chosen)
-        expl = (f"{prefix}{claim.text!r} fits several peaks of {acc.name}: " + "; ".join(alts)
-                + ". Name the format (e.g. '... BF16') to decide.")
-        return verdict(rate=None, kind="ambiguous", dense=None, explanation=expl, alternatives=alts)
 
+def _ambiguous(check: _Check, chosen: list[_Match]) -> ClaimVerdict:
+    """Verdict "ambiguous": no format named and several readings fit."""
+    alts = tuple(f.words() for f in chosen)
+    expl = (f"{check.prefix}{check.claim.text!r} fits several peaks of {check.acc.name}: " + "; ".join(alts)
+            + ". Name the format (e.g. '... BF16') to decide.")
+    return check.verdict(rate=None, kind="ambiguous", dense=None, explanation=expl, alternatives=alts)
+
+
+def _matched(check: _Check, chosen: list[_Match], others: list[_Match]) -> ClaimVerdict:
+    """Verdict "dense" or "sparse" (per GPU or a platform total): the closest of the matching readings."""
+    claim = check.claim
     best = min(chosen, key=lambda f: abs(claim.value / f.total - 1))
     p = best.peak
-    dev = claim.value / best.total - 1
     same = sorted({f.peak.rate for f in chosen} - {p.rate}, key=RATES.index)
     also = f" (same value for {', '.join(same)})" if same else ""
     other = f" It is also the {others[0].words()}." if others else ""
-    sparse = p.sparse if p.sparse is not None else (2 * p.dense if p.rate != "fp32" else None)
-    derived = " (derived)" if p.derived else ""
-    unit = _unit(p.rate)
     if best.gpus > 1:
-        per_gpu = f"divide by {best.gpus}" + (", then by 2 (2:4 sparsity)" if best.kind == "sparse" else "")
-        what = "2:4-SPARSE" if best.kind == "sparse" else "DENSE"
-        ratio = f"; the vendor's sparse rate is not 2 x dense here: {p.sparse_ratio_note}" if (
-            best.kind == "sparse" and p.sparse_ratio_note) else ""
-        expl = (f"{prefix}{claim.text!r} = {_t(claim.value)} {unit} is {'an' if best.gpus == 8 else 'a'} {best.gpus}-GPU "
-                f"{'HGX / DGX' if best.gpus == 8 else 'NVL72'} {what} platform total: {best.gpus} x the "
-                f"{'2:4-sparse' if best.kind == 'sparse' else 'dense'} {_peak_label(p)} peak of {acc.name} "
-                f"({best.gpus} x {_t(best.value)} = {_t(best.total)}; {dev * 100:+.1f} %, {tol}){also}. Per GPU: "
-                f"{per_gpu}{ratio}. Efficiency must use the per-GPU dense peak: {_t(p.dense)} {unit}{derived}.{other}")
+        expl = _explain_platform(check, best, also, other)
     elif best.kind == "sparse":
-        pub = "" if best.published else " -- 2 x dense; the vendor's sparse figure is not in the catalog"
-        ratio = (f" The sparse rate is not 2 x dense here: {p.sparse_ratio_note}." if p.sparse_ratio_note else "")
-        expl = (f"{prefix}{claim.text!r} = {_t(claim.value)} {unit} is the 2:4-SPARSE {_peak_label(p)} peak of "
-                f"{acc.name} ({_t(best.value)}{pub}; {dev * 100:+.1f} %, {tol}){also}.{ratio} "
-                f"Efficiency must use the dense peak: {_t(p.dense)} {unit}{derived}.{other}")
+        expl = _explain_sparse(check, best, also, other)
     else:
-        expl = (f"{prefix}{claim.text!r} = {_t(claim.value)} {unit} is the DENSE {_peak_label(p)} peak of {acc.name} "
-                f"({_t(best.value)}{derived}; {dev * 100:+.1f} %, {tol}){also}. Use it as the efficiency "
-                f"denominator.{other}")
+        expl = _explain_dense(check, best, also, other)
     if claim.stated and claim.stated != best.kind:
         expl += f" Note: the claim says {claim.stated}, but the number is the {best.kind} rate."
-    expl += _caveat(p)
-    return verdict(rate=p.rate, accumulate=p.accumulate, kind=best.kind, dense=p.dense, sparse=sparse,
-                   matched=best.total, deviation=dev, sparse_published=p.sparse is not None, derived=p.derived,
-                   explanation=expl, gpus=best.gpus, unverified=p.unverified, formats=p.formats)
+    return check.peak_verdict(p, kind=best.kind, matched=best.total, deviation=claim.value / best.total - 1,
+                              explanation=expl + _caveat(p), gpus=best.gpus)
+
+
+def _dense_use(p: Peak) -> str:
+    """``"2015.2 TFLOPS"`` (``" (derived)"`` appended for a derived peak): the number to use for efficiency."""
+    return f"{fmt_rate(p.dense)} {_unit(p.rate)}" + (" (derived)" if p.derived else "")
+
+
+def _deviation(check: _Check, best: _Match) -> str:
+    """``"-0.8 %, +-5 % allowed for marketing rounding"``."""
+    return f"{(check.claim.value / best.total - 1) * 100:+.1f} %, {check.allowed}"
+
+
+def _explain_platform(check: _Check, best: _Match, also: str, other: str) -> str:
+    p, n = best.peak, best.gpus
+    sparse = best.kind == "sparse"
+    per_gpu = f"divide by {n}" + (", then by 2 (2:4 sparsity)" if sparse else "")
+    ratio = f"; the vendor's sparse rate is not 2 x dense here: {p.sparse_ratio_note}" if (
+        sparse and p.sparse_ratio_note) else ""
+    platform = "an 8-GPU HGX / DGX" if n == 8 else f"a {n}-GPU NVL72"
+    return (f"{check.prefix}{check.said(p.rate)} is {platform} "
+            f"{'2:4-SPARSE' if sparse else 'DENSE'} platform total: {n} x the {'2:4-sparse' if sparse else 'dense'} "
+            f"{p.label} peak of {check.acc.name} ({n} x {fmt_rate(best.value)} = {fmt_rate(best.total)}; "
+            f"{_deviation(check, best)}){also}. Per GPU: {per_gpu}{ratio}. Efficiency must use the per-GPU dense peak: "
+            f"{_dense_use(p)}.{other}")
+
+
+def _explain_sparse(check: _Check, best: _Match, also: str, other: str) -> str:
+    p = best.peak
+    pub = "" if best.published else " -- 2 x dense; the vendor's sparse figure is not in the catalog"
+    ratio = f" The sparse rate is not 2 x dense here: {p.sparse_ratio_note}." if p.sparse_ratio_note else ""
+    return (f"{check.prefix}{check.said(p.rate)} is the 2:4-SPARSE {p.label} peak of {check.acc.name} "
+            f"({fmt_rate(best.value)}{pub}; {_deviation(check, best)}){also}.{ratio} "
+            f"Efficiency must use the dense peak: {_dense_use(p)}.{other}")
+
+
+def _explain_dense(check: _Check, best: _Match, also: str, other: str) -> str:
+    p = best.peak
+    derived = " (derived)" if p.derived else ""
+    return (f"{check.prefix}{check.said(p.rate)} is the DENSE {p.label} peak of {check.acc.name} "
+            f"({fmt_rate(best.value)}{derived}; {_deviation(check, best)}){also}. Use it as the efficiency "
+            f"denominator.{other}")

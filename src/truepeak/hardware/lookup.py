@@ -177,7 +177,3 @@ def closest_accelerators(name: str, catalog: Catalog | None = None, n: int = 4) 
             break
     return out
 
-
-def all_names(acc: Accelerator) -> tuple[str, ...]:
-    """Every spelling the catalog lists for ``acc`` (key, marketing name, device names, aliases)."""
-    return _names(acc)

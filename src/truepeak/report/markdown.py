@@ -1,17 +1,21 @@
 """``summary.md`` of a ``truepeak run``: device, environment, method, bandwidth, best TFLOPS per format, full table.
 
-Rendered from records (and the detected device when at hand); never measures. The table cells come from
-:func:`truepeak.report.table.table_rows`, so summary.md and the terminal table agree.
+Rendered from records alone (and the detected device when at hand); never measures. The method section states what
+the records say: the budgets and settling GEMMs of their ``run_config``, the CUDA-graph threshold and how many cases
+used graphs, the rotation sets, the input kind and the correctness tolerances each record was checked against. The
+table cells come from :func:`truepeak.report.table.table_rows`, so summary.md and the terminal table agree. Numbers are
+formatted by :mod:`truepeak.units`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from truepeak.report.table import columns, fmt_gbps, fmt_pct, fmt_tflops, table_rows
+from truepeak.report.table import NUMERIC, check_schema, columns, table_rows
+from truepeak.units import DASH, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size, fmt_time
 
 
 def _cell(text: str) -> str:
@@ -23,8 +27,7 @@ def markdown_table(records: Sequence[dict]) -> str:
     rows, meta = table_rows(records)
     cols = columns(meta)
     lines = ["| " + " | ".join(h for _, h in cols) + " |",
-             "| " + " | ".join("---:" if cid in ("time", "tflops", "gbps", "pct_dense", "pct_roofline", "pct_at_clock")
-                               else "---" for cid, _ in cols) + " |"]
+             "| " + " | ".join("---:" if cid in NUMERIC else "---" for cid, _ in cols) + " |"]
     for row in rows:
         lines.append("| " + " | ".join(_cell(row[cid]) for cid, _ in cols) + " |")
     lines.append("")
@@ -33,68 +36,91 @@ def markdown_table(records: Sequence[dict]) -> str:
 
 
 def best_per_format(records: Sequence[dict]) -> list[dict[str, Any]]:
-    """For each GEMM format with an ok record: the record with the highest TFLOPS, in first-seen format order."""
+    """For each GEMM format with an ok record: the record with the highest FLOP/s, in first-seen format order."""
     best: dict[str, dict] = {}
     for rec in records:
         if rec.get("kind") != "gemm" or rec.get("status") != "ok":
             continue
-        t = (rec.get("derived") or {}).get("tflops")
-        if t is None:
+        rate = (rec.get("derived") or {}).get("flop_per_s")
+        if rate is None:
             continue
         fmt = rec.get("format")
-        if fmt not in best or t > best[fmt]["derived"]["tflops"]:
+        if fmt not in best or rate > best[fmt]["derived"]["flop_per_s"]:
             best[fmt] = rec
     return list(best.values())
 
 
-def _mib(n: Any) -> str:
-    return f"{n / 2**20:.0f} MiB" if isinstance(n, (int, float)) and n else "unknown"
+def _size(n: Any) -> str:
+    return fmt_size(n) if isinstance(n, (int, float)) and n else "unknown"
 
 
 def _ghz(hz: Any) -> str:
     return f"{hz / 1e9:.3f} GHz" if isinstance(hz, (int, float)) and hz else "unknown"
 
 
-def summary_markdown(records: Sequence[dict], device: Any = None, *, env: Mapping[str, Any] | None = None,
-                     budgets: Any = None, quick: bool = False) -> str:
-    """Build summary.md's text.
+def _run_config(records: Sequence[dict]) -> dict[str, Any]:
+    """The run's settings: the ``run_config`` of its first record that has one (all records of a run share it)."""
+    return next((r["run_config"] for r in records if isinstance(r.get("run_config"), dict)), {})
+
+
+def _measured(records: Sequence[dict], kind: str = "gemm") -> list[dict]:
+    """The measurement dicts of the ``kind`` records that were timed."""
+    return [r["measurement"] for r in records if r.get("kind") == kind and isinstance(r.get("measurement"), dict)]
+
+
+def summary_markdown(records: Sequence[dict], device: Any = None) -> str:
+    """Build summary.md's text from the records.
 
     Args:
         records: the run's records (one per case; see :func:`truepeak.bench.run.latest_records`).
-        device: the :class:`~truepeak.hardware.detect.DeviceInfo`, or None (then read from ``env["device"]``).
-        env: the environment dict stored in the records (default: the first record's).
-        budgets: the :class:`~truepeak.bench.run.Budgets` used, for the method section.
-        quick: whether this was a quick run (said in the title).
+        device: the :class:`~truepeak.hardware.detect.DeviceInfo`, or None (then read from the records'
+            ``env["device"]``).
+
+    Raises:
+        TruepeakError: a record of another schema version (:func:`~truepeak.report.table.check_schema`).
     """
-    env = dict(env or (records[0].get("env") if records else {}) or {})
+    check_schema(records)
+    env = dict((records[0].get("env") if records else None) or {})
     dev = device.to_dict() if device is not None and hasattr(device, "to_dict") else dict(env.get("device") or {})
     gpu = env.get("gpu") or {}
     name = dev.get("name") or gpu.get("name") or env.get("cpu") or "unknown device"
-    out: list[str] = [f"# truepeak run: {name}" + (" (quick)" if quick else ""), ""]
+    quick = bool(_run_config(records).get("quick"))
+    sections = [
+        [f"# truepeak run: {name}" + (" (quick)" if quick else "")],
+        _device_section(name, dev, gpu),
+        _environment_section(env, records),
+        _method_section(records, dev),
+        _bandwidth_section(records),
+        _best_section(records),
+        _results_section(records),
+    ]
+    return "\n".join(line for section in sections for line in [*section, ""]).rstrip("\n") + "\n"
 
-    # -- device
-    out += ["## Device", ""]
+
+def _device_section(name: str, dev: dict, gpu: dict) -> list[str]:
+    out = ["## Device", ""]
     if dev.get("kind") == "cuda" or gpu:
         out.append(f"- GPU: {name}, compute capability {dev.get('compute_capability') or gpu.get('compute_capability')}, "
-                   f"{dev.get('sm_count') or gpu.get('sm_count')} SMs, L2 {_mib(dev.get('l2_bytes') or gpu.get('l2_bytes'))}, "
-                   f"memory {_mib(dev.get('memory_bytes') or gpu.get('memory_bytes'))}, "
+                   f"{dev.get('sm_count') or gpu.get('sm_count')} SMs, "
+                   f"L2 {_size(dev.get('l2_bytes') or gpu.get('l2_bytes'))}, "
+                   f"memory {_size(dev.get('memory_bytes') or gpu.get('memory_bytes'))}, "
                    f"max SM clock {_ghz(dev.get('max_sm_clock_hz') or gpu.get('max_sm_clock_hz'))}")
         if gpu.get("power_limit_w"):
             out.append(f"- Power limit: {gpu['power_limit_w']:.0f} W; driver {gpu.get('driver')}")
     else:
-        out.append(f"- CPU: {name}, {dev.get('sm_count')} cores, last-level cache {_mib(dev.get('l2_bytes'))}, "
-                   f"memory {_mib(dev.get('memory_bytes'))}, clock {_ghz(dev.get('max_sm_clock_hz'))}")
+        out.append(f"- CPU: {name}, {dev.get('sm_count')} cores, last-level cache {_size(dev.get('l2_bytes'))}, "
+                   f"memory {_size(dev.get('memory_bytes'))}, clock {_ghz(dev.get('max_sm_clock_hz'))}")
     if dev.get("matched_catalog"):
         out.append(f"- Catalog entry: {dev.get('accelerator_name')} (`{dev.get('accelerator')}`); efficiency is against "
                    "its DENSE peaks")
     elif dev.get("kind") == "cuda":
         out.append("- Not in the truepeak catalog: measured, but no peaks, so no efficiency figures")
-    for note in dev.get("notes") or []:
-        out.append(f"- Note: {note}")
-    out.append("")
+    out += [f"- Note: {note}" for note in dev.get("notes") or []]
+    return out
 
-    # -- environment
-    out += ["## Environment", ""]
+
+def _environment_section(env: dict, records: Sequence[dict]) -> list[str]:
+    out = ["## Environment", ""]
     for label, key in (("truepeak", "truepeak_version"), ("Python", "python"), ("torch", "torch"),
                        ("CUDA (torch build)", "cuda"), ("cuDNN", "cudnn"), ("triton", "triton"),
                        ("Platform", "platform")):
@@ -107,87 +133,148 @@ def summary_markdown(records: Sequence[dict], device: Any = None, *, env: Mappin
     stamps = sorted(r.get("timestamp") for r in records if r.get("timestamp"))
     if stamps:
         out.append(f"- Measured: {stamps[0]} to {stamps[-1]} (UTC)")
-    out.append("")
+    return out
 
-    # -- method
+
+def _method_section(records: Sequence[dict], dev: dict) -> list[str]:
+    config = _run_config(records)
     modes = sorted({r.get("mode") for r in records if r.get("mode")})
-    out += ["## Method", ""]
+    out = ["## Method", ""]
     if "sustained" in modes:
-        out.append("- Mode: **sustained**: back-to-back launches, timed with one CUDA event pair per sample "
-                   "(CUDA-graph replays for kernels under 50 µs), NVML clock/power sampled while timing")
+        out.append("- Mode: **sustained**: back-to-back launches, timed with one CUDA event pair per sample"
+                   f"{_graph_text(records, config)}, NVML clock/power sampled while timing")
     if "cpu" in modes:
         out.append("- Mode: **cpu**: host timer (`time.perf_counter`) around back-to-back calls")
-    if budgets is not None:
-        if getattr(budgets, "settle_s", 0):
-            out.append(f"- Warm-up: {budgets.settle_s:g} s of back-to-back bf16 8192³ GEMMs once at the start "
-                       "(clock and power settle), then per case "
-                       f"{budgets.warmup_s:g} s warm-up + {budgets.budget_s:g} s timed (decode shapes), "
-                       f"{budgets.large_warmup_s:g} s + {budgets.large_budget_s:g} s (large squares)")
-        else:
-            out.append(f"- Warm-up per case: {budgets.warmup_s:g} s + {budgets.budget_s:g} s timed "
-                       f"({budgets.large_warmup_s:g} s + {budgets.large_budget_s:g} s for large squares)")
-    l2 = dev.get("l2_bytes")
-    out.append(f"- Rotation: enough input sets (A, B, C) that they total at least 2x the cache the device reports "
-               f"({_mib(l2)}), at least 2; call i uses set i mod n")
-    out.append("- Inputs: uniform random in [-1, 1] (int8: integers in [-128, 127]), seeded; never zeros")
-    out.append("- Correctness: every GEMM's output checked against a float64 reference of the same inputs before timing "
-               "(relative Frobenius error; tolerances fp32 1e-5, tf32 5e-3, bf16/fp16 2e-2, fp8 0.1, int8 exact)")
+    out += _warmup_lines(config)
+    out += _rotation_lines(records, dev)
+    out += _input_lines(records)
+    out += _correctness_lines(records)
     out.append("- Statistic: median per call after dropping a leading warm-up outlier (\"steady median\")")
-    out.append("")
+    return out
 
-    # -- bandwidth
-    out += ["## Memory bandwidth", ""]
+
+def _graph_text(records: Sequence[dict], config: dict) -> str:
+    """`` (CUDA-graph replays for kernels under 50 µs: 41 of 120 cases)`` from the run's threshold and the records."""
+    threshold = config.get("graph_threshold_s")
+    timed = _measured(records)
+    if not threshold or not timed:
+        return ""
+    graphs = sum(1 for m in timed if m.get("graph"))
+    return f" (CUDA-graph replays for kernels under {fmt_time(threshold)}: {graphs} of {len(timed)} GEMM cases)"
+
+
+def _warmup_lines(config: dict) -> list[str]:
+    b = config.get("budget_settings")
+    if not isinstance(b, dict):
+        return []
+    per_case = (f"{b['warmup_s']:g} s warm-up + {b['budget_s']:g} s timed (decode shapes), "
+                f"{b['large_warmup_s']:g} s + {b['large_budget_s']:g} s (large squares), "
+                f"{b['copy_warmup_s']:g} s + {b['copy_budget_s']:g} s (copy)")
+    settle = config.get("settle")
+    if isinstance(settle, dict):
+        return [f"- Warm-up: {settle['seconds']:g} s of back-to-back {settle['format']} {settle['shape']} GEMMs once at "
+                f"the start (clock and power settle), then per case {per_case}"]
+    return [f"- Warm-up per case: {per_case}"]
+
+
+def _rotation_lines(records: Sequence[dict], dev: dict) -> list[str]:
+    plans = [r["rotation"] for r in records if isinstance(r.get("rotation"), dict)]
+    if not plans:
+        return []
+    sets = sorted({p["n_sets"] for p in plans})
+    count = f"{sets[0]}" if len(sets) == 1 else f"{sets[0]} to {sets[-1]}"
+    l2 = dev.get("l2_bytes") or plans[0].get("l2_bytes")
+    out = [f"- Rotation: {count} input sets (A, B, C) per GEMM, so that they total at least 2x the {_size(l2)} cache "
+           "the device reports; call i uses set i mod n"]
+    capped = [p for p in plans if p.get("capped")]
+    if capped:
+        out.append(f"- Rotation capped by memory in {len(capped)} case(s) (the note column says which): "
+                   f"{capped[0].get('note')}")
+    return out
+
+
+def _input_lines(records: Sequence[dict]) -> list[str]:
+    kinds = sorted({m.get("input_kind") for m in _measured(records) if m.get("input_kind")})
+    if not kinds:
+        return []
+    if kinds == ["random"]:
+        return ["- Inputs: uniform random in [-1, 1] (int8: integers in [-128, 127]), seeded; never zeros"]
+    return [f"- Inputs: {', '.join(kinds)} (anything but random data is not a peak: cases.md C09)"]
+
+
+def _correctness_lines(records: Sequence[dict]) -> list[str]:
+    tolerances: dict[str, float] = {}
+    checked = passed = 0
+    for rec in records:
+        c = rec.get("correctness")
+        if rec.get("kind") != "gemm" or not isinstance(c, dict) or c.get("tolerance") is None:
+            continue
+        tolerances.setdefault(rec.get("format"), c["tolerance"])
+        checked += 1
+        passed += bool(c.get("passed"))
+    if not checked:
+        return []
+    tols = ", ".join(f"{fmt} {'exact' if tol == 0 else f'{tol:g}'}" for fmt, tol in tolerances.items())
+    return [f"- Correctness: every GEMM's output checked against a float64 reference of the same inputs before timing "
+            f"(relative Frobenius error; tolerances {tols}); {passed} of {checked} passed"]
+
+
+def _bandwidth_section(records: Sequence[dict]) -> list[str]:
+    out = ["## Memory bandwidth", ""]
     copies = [r for r in records if r.get("kind") == "membw"]
     for rec in copies:
         d = rec.get("derived") or {}
         label = (rec.get("workload") or {}).get("label", "copy")
-        if rec.get("status") == "ok":
-            pct = d.get("pct_bandwidth")
-            tail = (f" = {fmt_pct(pct)} % of the catalog's {fmt_gbps(d['gbps'] / pct)} GB/s" if pct else
-                    " (no catalog bandwidth for this device: this measured value is the roofline's memory ceiling)")
-            out.append(f"- {label}: **{fmt_gbps(d.get('gbps'))} GB/s** counting read + write{tail}")
-        else:
+        if rec.get("status") != "ok":
             out.append(f"- {label}: {rec.get('status')}: {rec.get('reason')}")
+            continue
+        spec = d.get("bandwidth_bytes_per_s")
+        tail = (f" = {fmt_pct(d.get('pct_bandwidth'))} of the catalog's {fmt_bandwidth(spec)} GB/s" if spec else
+                " (no catalog bandwidth for this device: this measured value is the roofline's memory ceiling)")
+        out.append(f"- {label}: **{fmt_bandwidth(d.get('bytes_per_s'))} GB/s** counting read + write{tail}")
     if not copies:
         out.append("- not measured")
-    out.append("")
+    return out
 
-    # -- best per format
-    out += ["## Best measured TFLOPS per format", "",
-            "| format | best TFLOPS | % of dense peak | dense peak (TFLOPS) | shape (MxNxK) | SM clock (MHz) "
-            "| % of peak at that clock |",
-            "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+
+def _best_section(records: Sequence[dict]) -> list[str]:
+    out = ["## Best measured TFLOPS per format", "",
+           "| format | best TFLOPS | % of dense peak | dense peak (TFLOPS) | shape (MxNxK) | SM clock (MHz) "
+           "| % of peak at that clock |",
+           "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
     for rec in best_per_format(records):
         d = rec["derived"]
-        w = rec.get("workload") or {}
-        peak = d.get("dense_peak_tflops")
+        peak = d.get("dense_peak_flop_per_s")
         clk = d.get("sm_clock_hz")
         est = " (estimated)" if d.get("peak_estimated") else ""
-        out.append(f"| {rec['format']} | {fmt_tflops(d.get('tflops'))} | {fmt_pct(d.get('pct_dense'))} | "
-                   f"{fmt_tflops(peak) + est if peak else '-'} | {w.get('label', '-')} | "
-                   f"{f'{clk / 1e6:.0f}' if clk else '-'} | {fmt_pct(d.get('pct_at_clock'))} |")
-    skipped_formats = sorted({r.get("format") for r in records
-                              if r.get("kind") == "gemm" and r.get("status") == "skipped"
-                              and (r.get("workload") or {}).get("origin") == "format probe"})
-    out.append("")
-    for fmt in skipped_formats:
-        reason = next(r.get("reason") for r in records if r.get("format") == fmt and r.get("status") == "skipped")
-        out.append(f"- {fmt}: skipped: {reason}")
-    if skipped_formats:
+        out.append(f"| {rec['format']} | {fmt_rate(d.get('flop_per_s'))} | {fmt_pct(d.get('pct_dense'), sign=False)} | "
+                   f"{fmt_rate(peak) + est if peak else DASH} | {(rec.get('workload') or {}).get('label', DASH)} | "
+                   f"{f'{clk / 1e6:.0f}' if clk else DASH} | {fmt_pct(d.get('pct_at_clock'), sign=False)} |")
+    probes = [r for r in records if r.get("kind") == "gemm" and r.get("status") == "skipped"
+              and (r.get("workload") or {}).get("origin") == "format probe"]
+    if probes:
         out.append("")
+        out += [f"- {r.get('format')}: skipped: {r.get('reason')}" for r in sorted(probes, key=lambda r: r["format"])]
+    return out
 
-    # -- full table
-    out += ["## All results", "", markdown_table(records), ""]
-    failed = [r for r in records if r.get("status") == "failed"]
+
+def _results_section(records: Sequence[dict]) -> list[str]:
+    out = ["## All results", "", markdown_table(records)]
+    failed = sum(1 for r in records if r.get("status") == "failed")
     if failed:
-        out += [f"{len(failed)} case(s) failed; the reasons are in the note column and in results.jsonl.", ""]
-    return "\n".join(out)
+        out += ["", f"{failed} case(s) failed; the reasons are in the note column and in results.jsonl."]
+    return out
 
 
-def write_summary(records: Sequence[dict], device: Any, path: str | os.PathLike, **kw: Any) -> Path:
-    """Write :func:`summary_markdown` to ``path`` (UTF-8) and return the path."""
+def write_summary(records: Sequence[dict], path: str | os.PathLike, device: Any = None) -> Path:
+    """Write :func:`summary_markdown` to ``path`` (UTF-8) and return the path.
+
+    Raises:
+        OSError: the file cannot be written.
+        TruepeakError: a record of another schema version.
+    """
     p = Path(path)
-    p.write_text(summary_markdown(records, device, **kw) + "\n", encoding="utf-8")
+    p.write_text(summary_markdown(records, device), encoding="utf-8")
     return p
 
 

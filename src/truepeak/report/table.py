@@ -2,9 +2,10 @@
 
 One row per record: shape (M x N x K, or the copy size), format, time, TFLOPS, GB/s, % of dense peak, % of roofline,
 bound, % of the peak at the measured SM clock (GPU runs), status and a note (the reason of a skipped or failed case,
-or a measurement warning). Each time column uses ONE unit chosen from the data (us or ms, from the smallest time;
-STYLE.md point 4: torch.utils.benchmark ``select_unit``), printed in the header. The footer states the units:
-"TFLOPS = 1e12 FLOP/s; GB/s = 1e9 B/s; % of dense peak (never sparse); mode: sustained".
+or a measurement warning). The time column uses ONE unit chosen from the data (µs, ms or s, from the smallest time;
+STYLE.md point 4: torch.utils.benchmark ``select_unit``), printed in the header. Every number is formatted by
+:mod:`truepeak.units` from the SI values the records hold; the footer states the units
+(:data:`truepeak.units.UNITS_FOOTER`) and the mode.
 
 :func:`table_rows` formats the cells once; :mod:`truepeak.report.markdown` renders the same rows as Markdown, so the
 terminal table and summary.md cannot disagree.
@@ -17,13 +18,17 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import truepeak
+from truepeak.errors import TruepeakError
+from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_time_in
+
 #: Column id -> header text (the time header gets its unit appended).
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("shape", "shape (MxNxK)"),
     ("format", "format"),
     ("time", "time"),
-    ("tflops", "TFLOPS"),
-    ("gbps", "GB/s"),
+    ("rate", "TFLOPS"),
+    ("bandwidth", "GB/s"),
     ("pct_dense", "% dense peak"),
     ("pct_roofline", "% roofline"),
     ("bound", "bound"),
@@ -31,8 +36,22 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("status", "status"),
     ("note", "note"),
 )
-NUMERIC = frozenset({"time", "tflops", "gbps", "pct_dense", "pct_roofline", "pct_at_clock"})
-DASH = "-"
+NUMERIC = frozenset({"time", "rate", "bandwidth", "pct_dense", "pct_roofline", "pct_at_clock"})
+
+
+def check_schema(records: Iterable[dict]) -> None:
+    """Refuse records of a schema version this truepeak does not render (their fields mean something else).
+
+    Raises:
+        TruepeakError: one line naming the version found and the one understood.
+    """
+    for i, rec in enumerate(records, start=1):
+        version = rec.get("schema_version")
+        if version != truepeak.SCHEMA_VERSION:
+            raise TruepeakError(
+                f"record {i} ({rec.get('key', 'no key')}) has schema version {version}; truepeak "
+                f"{truepeak.__version__} renders schema version {truepeak.SCHEMA_VERSION} only (since version 2, "
+                "derived metrics are SI: flop_per_s, bytes_per_s, ...); run `truepeak run` again to regenerate them")
 
 
 def time_unit(times_s: Iterable[float | None]) -> tuple[str, float]:
@@ -47,38 +66,6 @@ def time_unit(times_s: Iterable[float | None]) -> tuple[str, float]:
     if smallest < 1.0:
         return "ms", 1e-3
     return "s", 1.0
-
-
-def fmt_time(t: float | None, scale: float) -> str:
-    """``t`` seconds in the column's unit: 4 significant digits, at least one decimal (``12.3``, ``20340.5``)."""
-    if t is None or not math.isfinite(t):
-        return DASH
-    v = t / scale
-    if v >= 1000:
-        return f"{v:.1f}"
-    return f"{v:.4g}" if v < 10 else f"{v:.1f}"
-
-
-def fmt_tflops(v: float | None) -> str:
-    """TFLOPS: one decimal from 10 up (``677.4``), three significant digits below (``0.812``, ``4.12``)."""
-    if v is None or not math.isfinite(v):
-        return DASH
-    return f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
-
-
-def fmt_gbps(v: float | None) -> str:
-    """GB/s: whole numbers from 100 up (``4243``), three significant digits below."""
-    if v is None or not math.isfinite(v):
-        return DASH
-    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
-
-
-def fmt_pct(fraction: float | None) -> str:
-    """A fraction as a percentage number without the sign: ``0.684`` -> ``68.4``; below 10 %, three digits (``2.31``)."""
-    if fraction is None or not math.isfinite(fraction):
-        return DASH
-    p = 100 * fraction
-    return f"{p:.1f}" if abs(p) >= 10 else f"{p:.3g}"
 
 
 def _shape(rec: dict) -> str:
@@ -106,43 +93,43 @@ def _note(rec: dict) -> str:
     return "; ".join(parts)
 
 
+def _cells(rec: dict, scale: float) -> dict[str, str]:
+    """The numeric cells of an ok record (a copy's % of roofline is its % of the memory ceiling, and it is bound by
+    memory by definition)."""
+    d = rec.get("derived") or {}
+    copy = rec.get("kind") == "membw"
+    return {
+        "time": fmt_time_in(rec.get("time_s"), scale),
+        "rate": fmt_rate(d.get("flop_per_s")),
+        "bandwidth": fmt_bandwidth(d.get("bytes_per_s")),
+        "pct_dense": fmt_pct(d.get("pct_dense"), sign=False),
+        "pct_roofline": fmt_pct(d.get("pct_bandwidth") if copy else d.get("pct_roofline"), sign=False),
+        "bound": "memory" if copy else (d.get("bound") or DASH),
+        "pct_at_clock": fmt_pct(d.get("pct_at_clock"), sign=False),
+    }
+
+
 def table_rows(records: Sequence[dict]) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """Format every record as a row of strings.
 
     Returns:
         ``(rows, meta)``: ``rows`` are dicts keyed by the ids in :data:`COLUMNS`; ``meta`` holds ``time_unit``
         ("us"/"ms"/"s"), ``modes`` (sorted set of record modes), ``has_clock`` (any % at clock), and ``footer``.
+
+    Raises:
+        TruepeakError: a record of another schema version (:func:`check_schema`).
     """
+    check_schema(records)
     unit, scale = time_unit(r.get("time_s") for r in records if r.get("status") == "ok")
     rows = []
-    has_clock = False
     for rec in records:
-        d = rec.get("derived") or {}
-        ok = rec.get("status") == "ok"
-        kind = rec.get("kind")
-        pct_roof = d.get("pct_roofline")
-        bound = d.get("bound")
-        if kind == "membw":  # a copy's roofline is the memory ceiling itself
-            pct_roof = d.get("pct_bandwidth")
-            bound = "memory" if ok else None
-        if d.get("pct_at_clock") is not None:
-            has_clock = True
-        rows.append({
-            "shape": _shape(rec),
-            "format": rec.get("format") or ("copy" if kind == "membw" else DASH),
-            "time": fmt_time(rec.get("time_s"), scale) if ok else DASH,
-            "tflops": fmt_tflops(d.get("tflops")) if ok else DASH,
-            "gbps": fmt_gbps(d.get("gbps")) if ok else DASH,
-            "pct_dense": fmt_pct(d.get("pct_dense")) if ok else DASH,
-            "pct_roofline": fmt_pct(pct_roof) if ok else DASH,
-            "bound": (bound or DASH) if ok else DASH,
-            "pct_at_clock": fmt_pct(d.get("pct_at_clock")) if ok else DASH,
-            "status": rec.get("status") or DASH,
-            "note": _note(rec),
-        })
+        row = {"shape": _shape(rec), "format": rec.get("format") or ("copy" if rec.get("kind") == "membw" else DASH)}
+        row.update(_cells(rec, scale) if rec.get("status") == "ok" else dict.fromkeys(NUMERIC | {"bound"}, DASH))
+        row.update(status=rec.get("status") or DASH, note=_note(rec))
+        rows.append(row)
     modes = sorted({r.get("mode") for r in records if r.get("mode")})
-    footer = ("TFLOPS = 1e12 FLOP/s; GB/s = 1e9 B/s; % of dense peak (never sparse); mode: "
-              + (", ".join(modes) if modes else "sustained"))
+    has_clock = any((r.get("derived") or {}).get("pct_at_clock") is not None for r in records)
+    footer = f"{UNITS_FOOTER}; mode: {', '.join(modes) if modes else 'sustained'}"
     return rows, {"time_unit": unit, "modes": modes, "has_clock": has_clock, "footer": footer}
 
 
@@ -159,11 +146,11 @@ def columns(meta: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def build_table(records: Sequence[dict], title: str | None = None):
-    """A ``rich.table.Table`` of the records (footer line as its caption)."""
+    """A ``rich.table.Table`` of the records (without the footer: :func:`render_table` prints it below, unwrapped)."""
     from rich.table import Table
 
     rows, meta = table_rows(records)
-    table = Table(title=title, caption=meta["footer"], caption_justify="left", header_style="bold")
+    table = Table(title=title, header_style="bold")
     styles = {"ok": "green", "skipped": "yellow", "failed": "red"}
     for cid, header in columns(meta):
         table.add_column(header, justify="right" if cid in NUMERIC else "left",
@@ -187,18 +174,23 @@ def render_table(records: Sequence[dict], *, title: str | None = None, file=None
     console = Console(file=file, width=width, highlight=False, soft_wrap=False)
     if width is None and not console.is_terminal:
         console = Console(file=file, width=200, highlight=False, soft_wrap=False)
-    console.print(build_table(records, title=title))
+    _print(console, records, title)
 
 
 def table_text(records: Sequence[dict], *, title: str | None = None, width: int = 200) -> str:
     """The table as plain text (no colour codes): for tests and logs."""
-    buf = io.StringIO()
     from rich.console import Console
 
-    Console(file=buf, width=width, color_system=None, highlight=False, force_terminal=False).print(
-        build_table(records, title=title))
+    buf = io.StringIO()
+    _print(Console(file=buf, width=width, color_system=None, highlight=False, force_terminal=False), records, title)
     return buf.getvalue()
 
 
-__all__ = ["COLUMNS", "table_rows", "columns", "build_table", "render_table", "table_text", "time_unit", "fmt_time",
-           "fmt_tflops", "fmt_gbps", "fmt_pct"]
+def _print(console: Any, records: Sequence[dict], title: str | None) -> None:
+    """The table, then the units footer on one line of its own (never wrapped to the table's width)."""
+    console.print(build_table(records, title=title))
+    console.print(table_rows(records)[1]["footer"], soft_wrap=True, markup=False)
+
+
+__all__ = ["COLUMNS", "NUMERIC", "check_schema", "table_rows", "columns", "build_table", "render_table", "table_text",
+           "time_unit"]

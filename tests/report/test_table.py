@@ -1,0 +1,70 @@
+"""The results table from hand-made records (tests/report/conftest.py): one unit per time column, cells formatted by
+truepeak.units, the units footer, and records of another schema refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from truepeak.errors import TruepeakError
+from truepeak.report.table import columns, table_rows, table_text, time_unit
+from truepeak.units import UNITS_FOOTER, fmt_time_in
+
+
+def test_time_unit_is_chosen_from_the_smallest_time():
+    assert time_unit([12e-6, 0.02]) == ("us", 1e-6)
+    assert time_unit([0.0012, 0.5]) == ("ms", 1e-3)
+    assert time_unit([2.0]) == ("s", 1.0)
+    assert time_unit([]) == ("us", 1e-6)
+    assert time_unit([None, float("nan"), 0.0, 3e-3]) == ("ms", 1e-3)
+
+
+def test_times_in_the_column_unit_keep_four_significant_digits():
+    assert fmt_time_in(0.0216361, 1e-6) == "21636"  # never 2.164e+04
+    assert fmt_time_in(6.711e-6, 1e-6) == "6.711"
+    assert fmt_time_in(1.5e-3, 1e-6) == "1500"
+    assert fmt_time_in(12.345e-3, 1e-3) == "12.35"
+    assert fmt_time_in(None, 1e-6) == "-"
+
+
+def test_rows_by_hand(three):
+    rows, meta = table_rows(three)
+    assert meta == {"time_unit": "us", "modes": ["sustained"], "has_clock": True,
+                    "footer": f"{UNITS_FOOTER}; mode: sustained"}
+    copy, decode, probe = rows
+    # a copy: 2 x 2 GiB in 1 ms = 4295 GB/s, 89.5 % of 4800 GB/s, bound by memory by definition
+    assert (copy["time"], copy["rate"], copy["bandwidth"], copy["pct_roofline"], copy["bound"]) == (
+        "1000", "-", "4295", "89.5", "memory")
+    # 939,524,096 FLOP in 40 us = 23.49 TFLOPS = 2.37 % of 989.4; 59,080,704 B in 40 us = 1477 GB/s = 30.8 % of 4800
+    assert decode == {"shape": "16x4096x7168", "format": "bf16", "time": "40", "rate": "23.49", "bandwidth": "1477",
+                      "pct_dense": "2.37", "pct_roofline": "30.8", "bound": "memory", "pct_at_clock": "2.48",
+                      "status": "ok", "note": ""}
+    assert probe["status"] == "skipped" and probe["time"] == probe["rate"] == probe["bound"] == "-"
+    assert probe["note"] == "nvfp4 GEMM needs sm_100 or sm_120; this device is sm_90"
+    assert [h for _, h in columns(meta)][2] == "time (µs)"
+
+
+def test_no_clock_column_without_a_clock(three):
+    rows, meta = table_rows(three[:1])
+    assert not meta["has_clock"] and "pct_at_clock" not in dict(columns(meta))
+
+
+def test_table_text_has_the_footer_on_one_line(three):
+    text = table_text(three, title="t", width=120)
+    assert f"{UNITS_FOOTER}; mode: sustained" in text.splitlines()
+    for header in ("shape (MxNxK)", "format", "time (µs)", "TFLOPS", "GB/s", "% dense peak", "% roofline", "bound",
+                   "% peak @ clock", "status"):
+        assert header in text
+    assert "skipped" in text and "23.49" in text
+
+
+def test_warnings_go_to_the_note(three):
+    noisy = {**three[1], "measurement": {**three[1]["measurement"], "warning_codes": ["noisy"]},
+             "reason": "rotation capped"}
+    assert table_rows([noisy])[0][0]["note"] == "rotation capped; noisy"
+
+
+def test_records_of_schema_1_are_refused(three):
+    old = {**three[1], "schema_version": 1}
+    with pytest.raises(TruepeakError, match=r"record 2 \(gemm\|16x4096x7168\|torch\|bf16\|sustained\) has schema "
+                                            r"version 1; truepeak .* renders schema version 2 only"):
+        table_rows([three[0], old])
