@@ -8,7 +8,7 @@ import math
 import pytest
 
 from truepeak.efficiency import DERIVED_KEYS, analyze, derived_metrics
-from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
+from truepeak.errors import MeasurementError, TruepeakError, UnknownNameError, UnsupportedError
 from truepeak.hardware.catalog import Accelerator, Architecture, Peak, Sourced, load_catalog
 from truepeak.roofline import Copy, Gemm
 from truepeak.units import fmt_pct
@@ -422,3 +422,76 @@ def test_b300_above_spec_note_and_sparse_trap_do_not_assume_what_the_catalog_lac
     assert e.pct_dense > 1
     assert any("cannot be computed" in n for n in e.notes)
     assert "doubles" not in e.sparse_trap and "not 2 x dense" in e.sparse_trap
+
+
+def test_accelerator_by_name(h200):
+    """analyze and derived_metrics take a name as well as an Accelerator (resolved by get_accelerator)."""
+    by_name = analyze("h200", "bf16", tflops=500)
+    assert by_name == analyze(h200, "bf16", tflops=500)
+    assert by_name.accelerator_key == "h200-sxm" and by_name.pct_dense == pytest.approx(500e12 / by_name.dense_flops)
+    assert analyze("NVIDIA H200", "bf16", shape="1x4096x7168", time_s=30e-6).bound == "memory"
+    work = Gemm(256, 4096, 7168, "bf16")
+    assert derived_metrics("h200", work, 1e-4) == derived_metrics(h200, work, 1e-4)
+    with pytest.raises(UnknownNameError, match="unknown accelerator 'h2000'"):
+        analyze("h2000", "bf16", tflops=500)
+    with pytest.raises(TruepeakError, match="a name such as 'h200' or an Accelerator, not int"):
+        derived_metrics(7, work, 1e-4)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The memory side of plausibility (truepeak.roofline.check_memory_plausible), wired into analyze and derived_metrics
+
+
+def test_memory_side_impossible_time_is_rejected(h200):
+    """1x16384x16384 bf16 moves 536,936,448 B; in 10 µs that is 53,694 GB/s = 1118.6 % of 4800 GB/s, and at least
+    474 MB cannot sit in the 62.9 MB L2: >= 98.75 µs. Compute-side it is only 53.7 TFLOPS, so only this check sees
+    it."""
+    with pytest.raises(MeasurementError, match=r"10 µs for 1x16384x16384 bf16 moves 536\.9 MB .*98\.75 µs: this "
+                                               r"cannot be a real measurement"):
+        analyze("h200", "bf16", shape="1x16384x16384", time_s=1e-5)
+    with pytest.raises(MeasurementError, match="cannot be a real measurement"):
+        analyze(h200, "bf16", shape="1x16384x16384", tflops=2 * 16384 * 16384 / 1e-5 / 1e12)  # the same, as TFLOPS
+    with pytest.raises(MeasurementError, match="98.75 µs"):
+        derived_metrics(h200, Gemm(1, 16384, 16384, "bf16"), 1e-5)
+    with pytest.raises(MeasurementError, match=r"for copy 1073741824 B moves 2\.147 GB"):
+        derived_metrics(h200, Copy(2**30), 400e-6)
+
+
+def test_memory_side_plausible_time_is_fine(h200):
+    """1x4096x7168 bf16: 58,742,784 B in 30 µs = 1958 GB/s = 40.8 % of 4800 GB/s."""
+    e = analyze("h200", "bf16", shape="1x4096x7168", time_s=30e-6)
+    assert e.notes == () and e.pct_bandwidth == pytest.approx(58_742_784 / 30e-6 / 4.8e12)
+    d = derived_metrics(h200, Gemm(1, 4096, 7168, "bf16"), 30e-6)
+    assert d["memory_note"] is None and d["pct_bandwidth"] == pytest.approx(0.40794, rel=1e-4)
+    assert derived_metrics(h200, Copy(2**30), 0.5e-3)["memory_note"] is None
+    assert analyze(h200, "bf16", shape="1x16384x16384").time_floor_s > 0  # a shape alone: bounds, nothing to check
+
+
+def test_memory_side_note_when_the_cache_can_explain_it(h200):
+    """16x4096x4096 bf16 (33.8 MB) in 5 µs: 6763 GB/s, above HBM but the working set fits the L2: a note, no error."""
+    e = analyze(h200, "bf16", shape="16x4096x4096", time_s=5e-6)
+    assert len(e.notes) == 1 and "fits in the 62.91 MB L2" in e.notes[0] and "6763 GB/s" in e.notes[0]
+    d = derived_metrics(h200, Gemm(16, 4096, 4096, "bf16"), 5e-6)
+    assert d["memory_note"] == e.notes[0]
+
+
+def test_memory_side_is_not_checked_against_a_measured_bandwidth():
+    """A CPU's roofline ceiling is its measured copy (``derived``): a noisy copy reads low, so a GEMM above it is a
+    warning in truepeak run, never a timing error."""
+    from dataclasses import replace
+
+    acc = make_acc(peaks=[Peak("fp32", "fp32", 100e9, None, "test")], l2=1 << 20)
+    measured = replace(acc, memory_bandwidth=Sourced(1e9, "measured: copy", derived=True))
+    d = derived_metrics(measured, Gemm(1, 4096, 7168, "fp32"), 1e-3)  # 117 MB in 1 ms = 117 GB/s vs 1 GB/s
+    assert d["pct_roofline"] > 100 and d["memory_note"] is None
+    spec = replace(acc, memory_bandwidth=Sourced(1e9, "datasheet"))
+    with pytest.raises(MeasurementError, match="cannot be a real measurement"):
+        derived_metrics(spec, Gemm(1, 4096, 7168, "fp32"), 1e-3)
+
+
+def test_compute_bound_above_the_dense_peak_is_not_called_a_memory_excess():
+    """8192^3 bf16 at 990 TFLOPS on an H100 (above the 989.4 dense peak, allowed by the 1980 MHz maximum clock) moves
+    402.7 MB in 1.11 ms = 362 GB/s: the note is the above-spec-clock one, not "above the memory bandwidth"."""
+    e = analyze(catalog_acc("h100-sxm"), "bf16", shape="8192x8192x8192", tflops=990)
+    assert e.bound == "compute" and e.pct_roofline > 1
+    assert ABOVE_SPEC in e.notes and not any("memory bandwidth" in n for n in e.notes)

@@ -185,3 +185,34 @@ def test_check_scaling():
         check_scaling("bf16", "row", flag="--scaling")
     with pytest.raises(TruepeakError, match="own block scales"):
         check_scaling("mxfp8", "tensor")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Partial blocks are counted whole, and said so (fresh-user bug: K=1 in nvfp4 padded silently)
+
+
+def test_block_padding_note_nvfp4_k1():
+    f = get_format("nvfp4")
+    assert f.matrix_bytes(70_000_000_000, 1) == 105_000_000_000  # 0.5 B payload + one whole 1 B scale per row
+    note = f.block_padding_note(1)
+    assert note.startswith("K=1 is not a multiple of nvfp4's 16-value block: each row stores 1 partial block, "
+                           "counted whole")
+    assert "1 of 16" in note
+
+
+@pytest.mark.parametrize(("name", "k"), [("nvfp4", 4096), ("mxfp4", 4096), ("mxfp8", 64), ("bf16", 1), ("fp8", 7)])
+def test_block_padding_note_none_for_whole_blocks_or_no_blocks(name, k):
+    assert get_format(name).block_padding_note(k) is None
+
+
+def test_block_padding_note_mx_and_fp8_block128():
+    assert "K=40 is not a multiple of mxfp4's 32-value block" in get_format("mxfp4").block_padding_note(40)
+    assert "8 of 32" in get_format("mxfp4").block_padding_note(40)
+    note = get_format("fp8").block_padding_note(200, "block128")
+    assert note.startswith("K=200 is not a multiple of fp8_e4m3's 128-value scale block (block128)")
+    assert get_format("fp8").block_padding_note(200, "row") is None
+
+
+def test_block_padding_note_rejects_bad_k():
+    with pytest.raises(TruepeakError):
+        get_format("nvfp4").block_padding_note(0)

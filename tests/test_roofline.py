@@ -323,3 +323,116 @@ def test_clock_given_in_ghz_is_rejected_as_a_unit_mistake():
     with pytest.raises(MeasurementError, match="GHz"):
         check_clock(h200, 1.98e6, label="--clock-mhz")  # the user typed 1.98 meaning GHz
     assert check_clock(h200, 1410e6) == 1410e6
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Memory-side plausibility (C08 on the memory side): bytes that cannot all sit in cache must come from DRAM, and DRAM
+# cannot beat its spec bandwidth. Numbers by hand; H200 SXM: 4.8 TB/s, L2 62,914,560 B (device-reported 60 MiB).
+
+from truepeak.roofline import check_memory_plausible  # noqa: E402
+
+
+def test_memory_1x16384x16384_bf16_in_10_us_is_rejected():
+    h200 = catalog_acc("h200-sxm")
+    g = Gemm(1, 16384, 16384, "bf16")
+    # A 1 x 16384 x 2 B + B 16384 x 16384 x 2 B + C 1 x 16384 x 2 B
+    assert (g.a_bytes, g.b_bytes, g.c_bytes) == (32_768, 536_870_912, 32_768)
+    assert g.min_bytes == 536_936_448
+    # 536,936,448 B / 10 µs = 53,693.6 GB/s = 1118.6 % of 4800 GB/s. Even with the whole 62,914,560 B L2 holding
+    # operands, 474,021,888 B must come from HBM: 474,021,888 / 4.8e12 = 98.75 µs.
+    with pytest.raises(MeasurementError) as err:
+        check_memory_plausible(h200, g, 10e-6)
+    msg = str(err.value)
+    for text in ("10 µs for 1x16384x16384 bf16", "moves 536.9 MB at 53694 GB/s = 1118.6 % of the 4800 GB/s memory "
+                 "bandwidth of NVIDIA H200 SXM", "the working set (536.9 MB) is larger than its 62.91 MB L2",
+                 "474 MB", "98.75 µs", "cannot be a real measurement", "timing error"):
+        assert text in msg, (text, msg)
+    assert "\n" not in msg
+
+
+def test_memory_1x16384x16384_bf16_floor_is_the_bytes_no_cache_can_hold():
+    h200 = catalog_acc("h200-sxm")
+    g = Gemm(1, 16384, 16384, "bf16")
+    with pytest.raises(MeasurementError):
+        check_memory_plausible(h200, g, 98.7e-6)  # below the 98.75 µs floor
+    note = check_memory_plausible(h200, g, 99e-6)  # 5424 GB/s: above HBM only if the L2 held up to 62.9 MB of it
+    assert note is not None and "5424 GB/s" in note and "62.91 MB L2" in note
+    assert check_memory_plausible(h200, g, 120e-6) is None  # 4474.5 GB/s = 93.2 %: an ordinary measurement
+
+
+def test_memory_1x4096x7168_bf16_in_30_us_is_accepted():
+    h200 = catalog_acc("h200-sxm")
+    g = Gemm(1, 4096, 7168, "bf16")
+    # A 1 x 7168 x 2 = 14,336 B; B 4096 x 7168 x 2 = 58,720,256 B; C 1 x 4096 x 2 = 8,192 B
+    assert g.min_bytes == 14_336 + 58_720_256 + 8_192 == 58_742_784
+    # 58,742,784 B / 30 µs = 1958.1 GB/s = 40.8 % of 4800 GB/s
+    assert check_memory_plausible(h200, g, 30e-6) is None
+
+
+def test_memory_working_set_that_fits_in_l2_keeps_the_cache_note():
+    """1x4096x7168 bf16 (58,742,784 B) fits the H200's 62,914,560 B L2: 1 µs (58,743 GB/s) is no HBM measurement,
+    but it is not provably impossible from the catalog either (no L2 bandwidth in it), so it gets the cache note."""
+    h200 = catalog_acc("h200-sxm")
+    note = check_memory_plausible(h200, Gemm(1, 4096, 7168, "bf16"), 1e-6)
+    assert note is not None
+    assert "58743 GB/s" in note and "above the 4800 GB/s memory bandwidth" in note
+    assert "the 58.74 MB working set fits in the 62.91 MB L2" in note and "rotate buffers" in note
+
+
+def test_memory_exactly_at_the_bandwidth_is_accepted_no_headroom_above_it():
+    h200 = catalog_acc("h200-sxm")
+    g = Gemm(1, 16384, 16384, "bf16")
+    t = g.min_bytes / 4.8e12  # 111.86 µs: exactly 100 % of 4800 GB/s
+    assert check_memory_plausible(h200, g, t) is None
+    assert check_memory_plausible(h200, g, t * 0.999) is not None  # 100.1 %: possible only with L2 help -> a note
+
+
+def test_memory_copy_of_1_gib():
+    h200 = catalog_acc("h200-sxm")
+    c = Copy(2**30)  # read + write = 2,147,483,648 B; beyond the L2: 2,084,569,088 B / 4.8e12 = 434.3 µs
+    with pytest.raises(MeasurementError, match=r"400 µs for copy 1073741824 B moves 2\.147 GB"):
+        check_memory_plausible(h200, c, 400e-6)
+    assert check_memory_plausible(h200, c, 0.5e-3) is None  # 4295 GB/s = 89.5 %
+
+
+def test_memory_compute_floor_is_checked_too():
+    """8192^3 bf16 (1.0995e12 FLOP) on an H200 in 0.5 ms is 2199 TFLOPS: above the dense peak at the 1980 MHz maximum
+    clock (1070.5 TFLOPS), so it is the C08 error although its 402.7 MB move in 0.5 ms (805 GB/s) is fine."""
+    h200 = catalog_acc("h200-sxm")
+    with pytest.raises(MeasurementError, match="cannot be a real measurement"):
+        check_memory_plausible(h200, Gemm(8192, 8192, 8192, "bf16"), 0.5e-3)
+    assert check_memory_plausible(h200, Gemm(8192, 8192, 8192, "bf16"), 1.2e-3) is None
+
+
+def test_memory_amd_infinity_cache_counts_as_cache():
+    """MI300X: 32 MiB L2 + 256 MiB Infinity Cache = 301,989,888 B of cache in front of 5.3 TB/s HBM."""
+    mi300x = catalog_acc("mi300x")
+    assert mi300x.cache_bytes == 33_554_432 + 268_435_456 == 301_989_888
+    g = Gemm(1, 8192, 16384, "bf16")  # 32,768 + 268,435,456 + 16,384 = 268,484,608 B: fits the Infinity Cache
+    assert g.min_bytes == 268_484_608
+    note = check_memory_plausible(mi300x, g, 20e-6)  # 13,424 GB/s
+    assert note is not None and "Infinity Cache" in note
+    big = Gemm(1, 16384, 16384, "bf16")  # 536,936,448 - 301,989,888 = 234,946,560 B from HBM >= 44.33 µs
+    with pytest.raises(MeasurementError, match=r"33\.55 MB L2 \+ 268\.4 MB Infinity Cache.*44\.33 µs"):
+        check_memory_plausible(mi300x, big, 10e-6)
+
+
+def test_memory_unknown_l2_gives_a_note_not_a_check():
+    nvl = catalog_acc("h100-nvl")
+    assert nvl.l2_bytes is None
+    note = check_memory_plausible(nvl, Gemm(1, 16384, 16384, "bf16"), 10e-6)
+    assert note is not None and "no L2 size" in note and "not checked" in note
+    assert check_memory_plausible(nvl, Gemm(1, 16384, 16384, "bf16"), 1e-3) is None
+
+
+def test_memory_without_bandwidth_checks_nothing():
+    import dataclasses
+
+    h200 = dataclasses.replace(catalog_acc("h200-sxm"), memory_bandwidth=None)
+    assert check_memory_plausible(h200, Gemm(1, 16384, 16384, "bf16"), 10e-6) is None
+
+
+@pytest.mark.parametrize("bad", [0, -1e-6, math.nan, math.inf])
+def test_memory_bad_times(bad):
+    with pytest.raises(MeasurementError):
+        check_memory_plausible(catalog_acc("h200-sxm"), Copy(2**20), bad)

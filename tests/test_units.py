@@ -30,3 +30,13 @@ def test_percent_bandwidth_time_bytes():
     assert fmt_bytes(512) == "512 B"
     assert fmt_size(2 * 2**30) == "2 GiB"
     assert fmt_size(62914560) == "60 MiB"  # H200 L2 as the device reports it
+
+
+def test_to_si_keeps_decimal_inputs_exact():
+    from truepeak.units import to_si
+
+    assert 2.039 * 1e12 != 2039000000000.0  # the bug: binary floating point
+    assert to_si(2.039, 1e12) == 2039000000000.0
+    assert to_si(989.4, 1e12) == 989.4e12
+    assert to_si(2617, 1e6) == 2617e6
+    assert to_si(96, 1) == 96 and isinstance(to_si(96, 1), int)

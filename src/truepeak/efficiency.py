@@ -24,6 +24,7 @@ from truepeak.roofline import (
     Gemm,
     Roofline,
     check_clock,
+    check_memory_plausible,
     check_plausible,
     check_time,
     parse_shape,
@@ -170,13 +171,28 @@ def _as_gemm(shape: Any, fmt: Format, scaling: str | None) -> Gemm:
     return Gemm(m, n, k, fmt, scaling=scaling)
 
 
-def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None, shape: Any = None,
+def _accelerator(acc: str | Accelerator) -> Accelerator:
+    """An :class:`Accelerator` as it is, or a name resolved with :func:`truepeak.hardware.get_accelerator` (marketing
+    name, device string, catalog key or alias: ``"h200"``, ``"NVIDIA H200"``)."""
+    from truepeak.hardware.catalog import Accelerator as _Acc
+
+    if isinstance(acc, _Acc):
+        return acc
+    if not isinstance(acc, str):
+        raise TruepeakError(f"accelerator must be a name such as 'h200' or an Accelerator, not {type(acc).__name__}")
+    from truepeak.hardware.lookup import get_accelerator
+
+    return get_accelerator(acc)
+
+
+def analyze(acc: str | Accelerator, fmt: str | Format, *, tflops: float | None = None, shape: Any = None,
             time_s: float | None = None, accumulate: str | None = None, scaling: str | None = None,
             clock_hz: float | None = None) -> Efficiency:
     """Place a measured GEMM against the dense peak and, with a shape, on the roofline (case S1).
 
     Args:
-        acc: the accelerator.
+        acc: the accelerator: an :class:`~truepeak.hardware.catalog.Accelerator` or a name
+            :func:`truepeak.hardware.get_accelerator` resolves (``"h200"``, ``"NVIDIA H200"``, ``"rtx-pro-6000-ws"``).
         fmt: input format (name or Format); :meth:`Accelerator.peak` picks the catalog peak governing it.
         tflops: measured throughput in TFLOPS (1e12 FLOP/s; TOPS for int8).
         shape: ``"MxNxK"``, ``(M, N, K)`` or a :class:`Gemm` (then ``scaling`` is ignored).
@@ -197,9 +213,17 @@ def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None,
         TruepeakError: none of throughput, shape, time given; a time without a shape; an inconsistent triple;
             a malformed shape; a scaling the format does not take.
         MeasurementError: a zero, negative or non-finite throughput, time or clock; a clock above 1.5 x the maximum
-            clock; a throughput above the plausibility ceiling (case C08; :func:`truepeak.roofline.plausibility_limit`).
-        UnknownNameError, UnsupportedError: unknown format or scaling, or no peak for the format on ``acc``.
+            clock; a throughput above the plausibility ceiling (case C08; :func:`truepeak.roofline.plausibility_limit`);
+            with a shape and a time or throughput, a time in which the working set cannot have moved: more than the
+            memory bandwidth for the bytes the L2 cannot hold (:func:`truepeak.roofline.check_memory_plausible`).
+        UnknownNameError, UnsupportedError: unknown accelerator name, format or scaling, or no peak for the format on
+            ``acc``.
+
+    Example::
+
+        analyze("h200", "bf16", tflops=500)  # 500 / 989.4 dense TFLOPS = 50.5 % of the dense peak
     """
+    acc = _accelerator(acc)
     f = get_format(fmt)
     peak = acc.peak(f, accumulate)
     if not isinstance(shape, Gemm):
@@ -208,11 +232,14 @@ def analyze(acc: Accelerator, fmt: str | Format, *, tflops: float | None = None,
     lim = plausibility_limit(acc, f, peak.accumulate, clk)
     if achieved is not None:
         check_plausible(achieved, lim)
+    memory_note = None
+    if gemm is not None and t is not None and achieved is not None:  # the memory side (C08, C10)
+        memory_note = _memory_check(acc, gemm, t, f, peak.accumulate, clk)
     notes: list[str] = []
     out = _peak_fields(acc, f, peak, lim, achieved, clk, notes)
     if gemm is not None:
         out.update(gemm=gemm, time_s=t)
-        out.update(_roofline_fields(acc, gemm, float(peak.dense), achieved, t, notes))
+        out.update(_roofline_fields(acc, gemm, float(peak.dense), achieved, t, notes, memory_note))
     out["notes"] = tuple(notes)
     return Efficiency(**out)
 
@@ -285,9 +312,10 @@ def _peak_fields(acc: Accelerator, f: Format, peak: Peak, lim: PlausibilityLimit
 
 
 def _roofline_fields(acc: Accelerator, gemm: Gemm, dense: float, achieved: float | None, t: float | None,
-                     notes: list[str]) -> dict[str, Any]:
+                     notes: list[str], memory_note: str | None = None) -> dict[str, Any]:
     """The roofline fields of a GEMM shape (ridge, ceiling, bound, time floor; with a measurement, % of the
-    roofline and, memory-bound, the achieved bandwidth). Appends warnings to ``notes``."""
+    roofline and, memory-bound, the achieved bandwidth). Appends warnings to ``notes``: above the memory roof,
+    ``memory_note`` (from :func:`truepeak.roofline.check_memory_plausible`) when given."""
     bw = acc.memory_bandwidth.value if acc.memory_bandwidth else None
     if not bw:
         notes.append(f"{acc.name} has no memory bandwidth in the catalog: no roofline")
@@ -303,8 +331,8 @@ def _roofline_fields(acc: Accelerator, gemm: Gemm, dense: float, achieved: float
     achieved_bw = gemm.min_bytes / t
     if bound == "memory":
         out.update(achieved_bandwidth=achieved_bw, pct_bandwidth=achieved_bw / bw)
-    if achieved > ceiling * (1 + 1e-9):
-        notes.append(_above_memory_roof(acc, gemm, achieved_bw, float(bw)))
+    if achieved_bw > bw * (1 + 1e-9):  # above the memory roof (compute-bound above the peak: _peak_fields says so)
+        notes.append(memory_note or _above_memory_roof(acc, gemm, achieved_bw, float(bw)))
     return out
 
 
@@ -333,18 +361,19 @@ def _above_memory_roof(acc: Accelerator, gemm: Gemm, achieved_bw: float, bw: flo
 DERIVED_KEYS: tuple[str, ...] = (
     "flop_per_s", "bytes_per_s", "pct_dense", "pct_roofline", "bound", "attainable_flop_per_s", "pct_at_clock",
     "pct_bandwidth", "sm_clock_hz", "dense_peak_flop_per_s", "peak_source", "peak_estimated",
-    "bandwidth_bytes_per_s", "bandwidth_source",
+    "bandwidth_bytes_per_s", "bandwidth_source", "memory_note",
 )
 
 
-def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str | Format | None = None,
+def derived_metrics(acc: str | Accelerator, work: Gemm | Copy, time_s: float, fmt: str | Format | None = None,
                     clock_hz: float | None = None, sm_count: int | None = None, *,
                     accumulate: str | None = None) -> dict[str, Any]:
     """Metrics of one measurement, stored as ``derived`` in every record ``truepeak run`` writes; each record names the
     peak, clock and bandwidth it was placed against, so its percentages explain themselves.
 
     Args:
-        acc: the accelerator (may be one built for a CPU: no peaks, ``memory_bandwidth`` None → those fields None).
+        acc: the accelerator, or a name :func:`truepeak.hardware.get_accelerator` resolves (``"h200"``); may be one
+            built for a CPU: no peaks, ``memory_bandwidth`` None → those fields None.
         work: a :class:`Gemm` or :class:`Copy`.
         time_s: median seconds per call.
         fmt: format whose peak applies; default the GEMM's input format.
@@ -361,16 +390,22 @@ def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str
         - ``attainable_flop_per_s`` = min(dense peak, bandwidth x intensity), ``pct_roofline`` = flop_per_s / it,
           ``bound`` (``"compute"``/``"memory"``);
         - ``pct_at_clock`` = flop_per_s / (FLOP/clk/SM x SMs x ``sm_clock_hz``), the clock used (None if unusable);
-        - ``pct_bandwidth`` = bytes_per_s / ``bandwidth_bytes_per_s`` (with ``bandwidth_source``).
+        - ``pct_bandwidth`` = bytes_per_s / ``bandwidth_bytes_per_s`` (with ``bandwidth_source``);
+        - ``memory_note``: above the spec memory bandwidth, why that is possible at all (the working set fits in, or
+          was partly held by, the cache), from :func:`truepeak.roofline.check_memory_plausible`; None otherwise.
 
-        A Copy has only the bytes and bandwidth fields set.
+        A Copy has only the bytes, bandwidth and memory-note fields set.
 
     Raises:
         MeasurementError: a zero, negative or non-finite time; a GEMM throughput above the plausibility ceiling
             (:func:`truepeak.roofline.plausibility_limit`: the dense peak at the maximum clock, or at ``clock_hz`` if
-            higher): such a result is a timing error, never a record.
-        UnknownNameError: unknown format.
+            higher); a time in which the bytes cannot have moved: above the SPEC memory bandwidth for the part of the
+            working set the L2 cannot hold (:func:`truepeak.roofline.check_memory_plausible`; a measured bandwidth,
+            as a CPU's copy, is not checked against). Such a result is a timing error, never a record: ``truepeak
+            run`` records the case as ``failed`` with the message.
+        UnknownNameError: unknown accelerator name or format.
     """
+    acc = _accelerator(acc)
     t = check_time(time_s)
     out: dict[str, Any] = dict.fromkeys(DERIVED_KEYS)
     out["bytes_per_s"] = work.min_bytes / t
@@ -380,6 +415,7 @@ def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str
         out.update(pct_bandwidth=work.min_bytes / t / bw, bandwidth_bytes_per_s=float(bw),
                    bandwidth_source=bw_spec.source)
     if isinstance(work, Copy) or work.flop == 0:
+        out["memory_note"] = _memory_check(acc, work, t)
         return out
     f = get_format(fmt if fmt is not None else work.format)
     achieved = work.flop / t
@@ -407,4 +443,16 @@ def derived_metrics(acc: Accelerator, work: Gemm | Copy, time_s: float, fmt: str
         at_clock = acc.peak_at_clock(f, clock_hz, sm_count, accumulate=accumulate)
         if at_clock:
             out["pct_at_clock"] = achieved / at_clock
+    out["memory_note"] = _memory_check(acc, work, t, f, accumulate, clock_hz, sm_count)
     return out
+
+
+def _memory_check(acc: Accelerator, work: Gemm | Copy, t: float, f: Format | None = None,
+                  accumulate: str | None = None, clock_hz: float | None = None,
+                  sm_count: int | None = None) -> str | None:
+    """:func:`truepeak.roofline.check_memory_plausible` against a SPEC bandwidth: a measured (``derived``) one, such
+    as a CPU's copy bandwidth, is no hard limit (a noisy copy reads low), so it is not checked against."""
+    bw_spec = acc.memory_bandwidth
+    if bw_spec is None or bw_spec.derived:
+        return None
+    return check_memory_plausible(acc, work, t, fmt=f, accumulate=accumulate, clock_hz=clock_hz, sm_count=sm_count)

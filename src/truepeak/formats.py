@@ -103,6 +103,37 @@ class Format:
         return math.ceil(payload / 8) + 4 * _scale_count(scaling, outer, inner, weight)
 
 
+    def block_padding_note(self, inner: int, scaling: str | None = None) -> str | None:
+        """Say so when ``inner`` (the GEMM's K) is not a whole number of scale blocks, else None.
+
+        :meth:`matrix_bytes` counts a partial last block with a whole scale, which is what is stored (the byte count is
+        right), but a user who picked K = 1 in nvfp4 sees 1.5 B per value and should be told why. Blocks are this
+        format's own (16 values for nvfp4, 32 for the MX formats) or, with ``scaling="block128"``, the 128-value fp32
+        scale blocks of fp8 / int8.
+
+        Returns:
+            e.g. ``"K=1 is not a multiple of nvfp4's 16-value block: each row stores 1 partial block, counted whole
+            (its 8-bit scale serves 1 of 16 values)"``; None for whole blocks or a format without blocks.
+
+        Raises:
+            TruepeakError: ``inner`` is not a positive whole number, or a scaling this format does not take.
+            UnknownNameError: an unknown scaling name.
+        """
+        check_positive_int("K", inner)
+        scaling = check_scaling(self, scaling)
+        if self.block_size:
+            block, what, scale = self.block_size, "block", f"{self.scale_bits}-bit scale"
+        elif scaling == "block128":
+            block, what, scale = 128, "scale block (block128)", "fp32 scale"
+        else:
+            return None
+        rest = inner % block
+        if rest == 0:
+            return None
+        return (f"K={inner} is not a multiple of {self.name}'s {block}-value {what}: each row stores 1 partial block, "
+                f"counted whole (its {scale} serves {rest} of {block} values)")
+
+
 def default_accumulate(rate: str) -> str:
     """The accumulator a rate's GEMMs use unless told otherwise: ``"int32"`` for integer rates (int8), ``"fp32"`` for
     every float rate (bf16/fp16/fp8 GEMMs in PyTorch accumulate in fp32). The one rule for the catalog, claims and the

@@ -14,6 +14,10 @@ Formulas and sources:
       model for multicore architectures", Communications of the ACM 52(4), 2009.
     - A throughput above the dense peak at the highest clock the part can run cannot be measured: it is a timing error
       (../shared/cases.md C08; :func:`plausibility_limit`).
+    - The same on the memory side (:func:`check_memory_plausible`): the bytes of a working set that no on-chip cache can
+      hold (minimum bytes - L2, minus an AMD Infinity Cache) must cross the memory bus, which cannot beat its spec
+      bandwidth; a time shorter than that is a timing error. A working set that fits in cache is possible above the
+      memory bandwidth (a cache-resident benchmark, ../shared/cases.md C10) and gets a note instead.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
 from truepeak.formats import Format, check_positive_int, check_scaling, get_format
-from truepeak.units import fmt_rate
+from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_time
 from truepeak.units import rate_unit as _rate_unit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -449,6 +453,87 @@ def check_plausible(achieved_flops: float, peak: float | PlausibilityLimit, what
             f"this cannot be a real measurement ({above}{TIMING_CAUSES}){hint}"
         )
     return fraction
+
+
+MEMORY_TIMING_CAUSES = ("a timing error: an asynchronous launch timed without synchronizing, a time that excludes "
+                        "the kernel, an eliminated op, or a time in the wrong unit")
+
+
+def _work_label(work: Gemm | Copy) -> str:
+    """``"1x16384x16384 bf16"`` for a GEMM, ``"copy 1073741824 B"`` for a copy."""
+    return f"{work.label} {work.format.name}" if isinstance(work, Gemm) else work.label
+
+
+def _cache_words(acc: Accelerator) -> str:
+    """``"62.91 MB L2"``, or ``"33.55 MB L2 + 268.4 MB Infinity Cache"`` where there is one."""
+    words = f"{fmt_bytes(acc.l2_bytes.value)} L2"
+    if acc.infinity_cache_bytes is not None and acc.infinity_cache_bytes.value:
+        words += f" + {fmt_bytes(acc.infinity_cache_bytes.value)} Infinity Cache"
+    return words
+
+
+def check_memory_plausible(acc: Accelerator, work: Gemm | Copy, time_s: float, *, fmt: str | Format | None = None,
+                           accumulate: str | None = None, clock_hz: float | None = None,
+                           sm_count: int | None = None) -> str | None:
+    """Reject a time in which the work's bytes cannot have moved; return a note where the time needs a warm cache.
+
+    Rules (SI units; ``bytes = work.min_bytes``, ``bandwidth = acc.bandwidth_bytes_per_s``, exact: memory cannot beat
+    its spec bandwidth, so no headroom; ``cache = acc.cache_bytes``, the L2 plus an AMD Infinity Cache):
+
+    - a GEMM whose FLOP / time is above the compute ceiling (:func:`plausibility_limit` at ``clock_hz``, the dense peak
+      at the highest clock the part runs): MeasurementError from :func:`check_plausible` (the compute floor, C08);
+    - bytes / time <= bandwidth: None (nothing to say);
+    - no cache size in the catalog: a note; not checked;
+    - bytes <= cache: the working set can be cache-resident: the note that the figure is a cache figure (C10);
+    - otherwise at least ``bytes - cache`` bytes come from memory, so time >= (bytes - cache) / bandwidth: a shorter
+      time raises MeasurementError ("... cannot be a real measurement (a timing error: ...)"); a time between that floor
+      and bytes / bandwidth is possible only if the cache held part of the working set: a note.
+
+    Args:
+        acc: the accelerator (one without a memory bandwidth, e.g. a CPU before its copy bandwidth is measured: only
+            the compute floor is checked).
+        work: a :class:`Gemm` or :class:`Copy`.
+        time_s: measured seconds per call.
+        fmt, accumulate, clock_hz, sm_count: select the compute ceiling as :func:`plausibility_limit` (default the
+            GEMM's input format and its default accumulator); a format without a peak on ``acc`` skips the compute floor.
+
+    Returns:
+        A note (one line) or None.
+
+    Raises:
+        MeasurementError: a time that is not a positive finite number, or below the compute or memory floor.
+    """
+    t = check_time(time_s)
+    if isinstance(work, Gemm) and work.flop:
+        f = get_format(fmt if fmt is not None else work.format)
+        if acc.has_rate(f, accumulate):
+            clk = clock_hz if clock_hz is not None and math.isfinite(clock_hz) and clock_hz > 0 else None
+            check_plausible(work.flop / t, plausibility_limit(acc, f, accumulate, clk, sm_count))
+    bw = acc.bandwidth_bytes_per_s
+    nbytes = work.min_bytes
+    achieved = nbytes / t
+    if bw is None or achieved <= bw * (1 + 1e-12):
+        return None
+    above = (f"{fmt_bandwidth(achieved)} GB/s of minimum traffic is above the {fmt_bandwidth(bw)} GB/s memory "
+             "bandwidth")
+    cache = acc.cache_bytes
+    if cache is None:
+        return (f"{above}; {acc.name} has no L2 size in the catalog, so whether the {fmt_bytes(nbytes)} working set "
+                "could come from cache is not checked")
+    rotate = "a serving workload streams these bytes from DRAM (rotate buffers over >= 2x L2 when measuring)"
+    if nbytes <= cache:
+        return f"{above}: the {fmt_bytes(nbytes)} working set fits in the {_cache_words(acc)}; {rotate}"
+    from_memory = nbytes - cache
+    floor = from_memory / bw
+    if t < floor * (1 - 1e-12):
+        raise MeasurementError(
+            f"{fmt_time(t)} for {_work_label(work)} moves {fmt_bytes(nbytes)} at {fmt_bandwidth(achieved)} GB/s = "
+            f"{fmt_pct(achieved / bw)} of the {fmt_bandwidth(bw)} GB/s memory bandwidth of {acc.name}; the working set "
+            f"({fmt_bytes(nbytes)}) is larger than its {_cache_words(acc)}, so at least {fmt_bytes(from_memory)} come "
+            f"from memory, which takes at least {fmt_time(floor)}: this cannot be a real measurement "
+            f"({MEMORY_TIMING_CAUSES})")
+    return (f"{above}: possible only with part of the {fmt_bytes(nbytes)} working set held in the {_cache_words(acc)} "
+            f"between calls (at least {fmt_bytes(from_memory)} must come from memory: >= {fmt_time(floor)}); {rotate}")
 
 
 def check_time(time_s: float) -> float:

@@ -8,6 +8,7 @@ nccl-tests use; binary sizes (MiB, GiB) only for buffer sizes, labelled as such.
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 TERA = 1e12
 GIGA = 1e9
@@ -100,3 +101,12 @@ def fmt_size(nbytes: float | None) -> str:
         if abs(nbytes) >= scale:
             return f"{nbytes / scale:.4g} {unit}"
     return f"{nbytes:.0f} B"
+
+
+def to_si(value: int | float, factor: int | float) -> int | float:
+    """``value`` in a human unit times ``factor`` (1e12 for TB/s or TFLOPS, 1e6 for MHz), computed in decimal so a
+    decimal input stays exact: ``to_si(2.039, 1e12) == 2039000000000.0`` (binary floating point gives
+    2039000000000.0002). Two ints give an int; otherwise the float nearest the exact decimal product."""
+    if isinstance(value, int) and isinstance(factor, int):
+        return value * factor
+    return float(Decimal(repr(float(value))) * Decimal(repr(float(factor))))

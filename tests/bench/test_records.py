@@ -215,3 +215,51 @@ def test_writer_oserror_names_the_file(tmp_path, monkeypatch):
         monkeypatch.setattr(os, "fsync", disk_full)
         with pytest.raises(TruepeakError, match=r"cannot write records to .*r\.jsonl: No space left on device"):
             w.write(ok_record())
+
+
+def test_environment_reads_nvml_through_the_shared_session(monkeypatch):
+    """The driver, power limit and max SM clock come from truepeak.hardware.nvml (one nvmlInit per process, facts
+    read once per device), never from an nvmlInit/nvmlShutdown pair of its own, which would tear down the session the
+    telemetry samplers share."""
+    import types
+
+    from truepeak.bench.records import _nvml_info
+    from truepeak.hardware import nvml
+
+    calls = {"init": 0, "shutdown": 0, "power": 0}
+
+    def init():
+        calls["init"] += 1
+
+    def shutdown():
+        calls["shutdown"] += 1
+
+    def power(h):
+        calls["power"] += 1
+        return 700_000
+
+    fake = types.SimpleNamespace(
+        nvmlInit=init, nvmlShutdown=shutdown, NVML_CLOCK_SM=1,
+        nvmlSystemGetDriverVersion=lambda: b"580.95.05",
+        nvmlDeviceGetHandleByIndex=lambda i: ("handle", i),
+        nvmlDeviceGetEnforcedPowerLimit=power,
+        nvmlDeviceGetMaxClockInfo=lambda h, kind: 1980,
+        nvmlDeviceGetName=lambda h: b"NVIDIA H200",
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    nvml.clear_cache()
+    try:
+        for _ in range(3):
+            assert _nvml_info(0) == {"driver": "580.95.05", "power_limit_w": 700.0, "max_sm_clock_hz": 1980e6}
+        assert calls == {"init": 1, "shutdown": 0, "power": 1}
+    finally:
+        nvml.clear_cache()
+
+
+def test_record_warnings_follow_the_measurements():
+    noisy = Measurement(samples_s=(0.01, 0.02, 0.01, 0.03, 0.01, 0.025, 0.012), mode="cpu")
+    r = make_record(kind="gemm", workload="1x4096x7168", backend="torch", format="fp32", measurement=noisy,
+                    status="ok", env=ENV, warnings=["104.5 % of the roofline: ..."])
+    assert r["warnings"] == [*noisy.warnings, "104.5 % of the roofline: ..."]
+    assert r["measurement"]["warnings"] == noisy.warnings
+    assert ok_record()["warnings"] == M.warnings

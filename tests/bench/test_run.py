@@ -23,7 +23,7 @@ from truepeak.bench.measurement import Measurement  # noqa: E402
 from truepeak.bench.records import read_records  # noqa: E402
 from truepeak.efficiency import derived_metrics  # noqa: E402
 from truepeak.errors import TruepeakError, UnknownNameError  # noqa: E402
-from truepeak.hardware.catalog import Peak  # noqa: E402
+from truepeak.hardware.catalog import Peak, Sourced  # noqa: E402
 from truepeak.hardware.detect import cuda_device_info, detect_cpu  # noqa: E402
 from truepeak.roofline import Copy  # noqa: E402
 
@@ -231,7 +231,9 @@ def test_records_carry_the_run_config(quick_run):
     for rec in read_records(quick_run.records_path):
         cfg = rec["run_config"]
         assert {k: cfg[k] for k in R.RESUME_MUST_MATCH} == {"quick": True, "device": "cpu",
-                                                             "device_name": quick_run.device.name, "budgets": "quick"}
+                                                             "device_name": quick_run.device.name, "budgets": "quick",
+                                                             "formats": ["fp32"]}
+        assert cfg["formats_given"] is False  # the device's default formats
         assert cfg["budget_settings"] == dataclasses.asdict(R.QUICK_BUDGETS)
         assert cfg["settle"] is None and cfg["graph_threshold_s"] is None
     assert quick_run.resumed_keys == frozenset() and not quick_run.interrupted
@@ -460,3 +462,193 @@ def test_a_cache_resident_copy_is_never_the_roofline_ceiling(tmp_path, cpu, monk
         assert d["bandwidth_bytes_per_s"] is None and d["pct_roofline"] is None
         assert "under 2x the 64 MiB cache" in d["bandwidth_source"]
     assert any("no roofline memory ceiling" in n for n in res.notes)
+
+
+# -- --resume and the formats ------------------------------------------------------------------------------------------
+
+
+def _interrupt_after(monkeypatch, n: int) -> None:
+    """Ctrl-C at the n-th GEMM case."""
+    real = R._run_gemm
+    calls = {"n": 0}
+
+    def interrupted(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(R, "_run_gemm", interrupted)
+
+
+def test_resume_without_formats_continues_with_the_recorded_ones(tmp_path, cpu, monkeypatch, fake_timing):
+    """A --formats bf16 run, interrupted and resumed without --formats, measures bf16 only (it used to add the
+    default fp32 cases)."""
+    with monkeypatch.context() as mp:
+        _interrupt_after(mp, 2)
+        with pytest.raises(R.RunInterrupted):
+            R.run_main_job(tmp_path, device=cpu, formats="bf16", quick=True, progress=False)
+    first = read_records(tmp_path / "results.jsonl")
+    assert [r["format"] for r in first] == [None, "bf16"]
+    assert first[1]["run_config"]["formats"] == ["bf16"] and first[1]["run_config"]["formats_given"] is True
+    again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
+    assert [r["format"] for r in again.records] == [None, "bf16", "bf16", "bf16"]
+    assert {r["format"] for r in read_records(again.records_path)} == {None, "bf16"}
+    assert len(again.resumed_keys) == 2
+    assert all(r["run_config"]["formats"] == ["bf16"] for r in read_records(again.records_path))
+
+
+def test_resume_with_other_formats_is_refused_naming_both(tmp_path, cpu, monkeypatch, fake_timing):
+    R.run_main_job(tmp_path, device=cpu, formats="bf16", quick=True, progress=False)
+    _no_measuring(monkeypatch)
+    with pytest.raises(TruepeakError) as info:
+        R.run_main_job(tmp_path, device=cpu, formats="fp32,bf16", quick=True, resume=True, progress=False)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "different settings: formats (there: bf16, now: fp32,bf16); rerun with the same options" in message
+
+
+def test_resume_with_the_same_formats_in_another_order_continues(tmp_path, cpu, monkeypatch, fake_timing):
+    first = R.run_main_job(tmp_path, device=cpu, formats="fp32,bf16", quick=True, progress=False)
+    monkeypatch.setattr(R, "_run_gemm", lambda *a, **k: pytest.fail("a finished case ran again"))
+    again = R.run_main_job(tmp_path, device=cpu, formats="bf16,fp32", quick=True, resume=True, progress=False)
+    assert again.resumed_keys == {r["key"] for r in first.records}
+
+
+def test_resume_of_records_without_recorded_formats_uses_the_defaults(tmp_path, cpu, monkeypatch, fake_timing):
+    """Records written before run_config held the formats are continued as before (the defaults; no check)."""
+    first = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    path = first.records_path
+    old = []
+    for rec in read_records(path):
+        cfg = {k: v for k, v in rec["run_config"].items() if k not in ("formats", "formats_given")}
+        old.append(json.dumps({**rec, "run_config": cfg}))
+    path.write_text("\n".join(old) + "\n")
+    assert R.recorded_formats(read_records(path)) is None
+    monkeypatch.setattr(R, "_run_gemm", lambda *a, **k: pytest.fail("a finished case ran again"))
+    again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
+    assert again.resumed_keys == {r["key"] for r in first.records}
+
+
+def test_empty_out_is_refused_before_anything_is_written(tmp_path, cpu, monkeypatch):
+    _no_measuring(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    for empty in ("", "  "):
+        with pytest.raises(TruepeakError, match=r"^--out is empty; give a folder for the results"):
+            R.run_main_job(empty, device=cpu, quick=True, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- a GEMM above its roofline; a very noisy copy as the memory ceiling ----------------------------------------------
+
+
+def test_a_gemm_above_its_roofline_gets_a_record_warning(tmp_path, cpu, monkeypatch, fake_timing):
+    """A copy that reads far too slow (10 s for 32 MiB: 6.7 MB/s) puts every GEMM above 100 % of the roofline: each
+    record says the measured ceiling is below what the GEMM achieved (it used to say nothing: warnings [])."""
+    def slow_copy(device, *, nbytes=None, quick=False, warmup_s=0.0, budget_s=0.0):
+        nbytes = nbytes or membw.copy_bytes(device, quick)
+        return membw.CopyResult(nbytes, Measurement(samples_s=(10.0,) * 5, mode="cpu"),
+                                derived_metrics(device.accelerator, Copy(nbytes), 10.0))
+
+    monkeypatch.setattr(membw, "measure_copy", slow_copy)
+    res = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    for rec in res.records[1:]:
+        d = rec["derived"]
+        assert d["pct_roofline"] > 1 and d["bound"] == "memory"
+        [warning] = rec["warnings"]
+        assert warning.startswith(f"{100 * d['pct_roofline']:.1f} % of the roofline: this GEMM moved its minimum bytes")
+        assert "above the 0.00671 GB/s memory ceiling (measured: truepeak run copy bandwidth, copy 32 MiB)" in warning
+        assert "the measured memory ceiling is too low (a noisy copy measurement) or the GEMM reused" in warning
+
+
+def test_roofline_warnings_by_hand():
+    under = {"pct_roofline": 0.98, "bound": "memory"}
+    assert R.roofline_warnings(under) == [] and R.roofline_warnings({"pct_roofline": None}) == []
+    gpu = {"pct_roofline": 1.2, "bound": "memory", "bytes_per_s": 5.76e12, "bandwidth_bytes_per_s": 4.8e12,
+           "bandwidth_source": "NVIDIA H200 datasheet"}
+    assert R.roofline_warnings(gpu) == [
+        "120.0 % of the roofline: this GEMM moved its minimum bytes at 5760 GB/s, above the 4800 GB/s memory ceiling "
+        "(NVIDIA H200 datasheet): the operands were served from cache, not memory"]
+    compute = {"pct_roofline": 1.02, "bound": "compute", "dense_peak_flop_per_s": 989.4e12}
+    assert R.roofline_warnings(compute) == [
+        "102.0 % of the roofline: above the 989.4 TFLOPS dense peak (a clock above the one the peak assumes, or an "
+        "estimated peak that is too low)"]
+
+
+def _copy_sequence(monkeypatch, times_and_samples):
+    """measure_copy returns these sample tuples in turn and records the budgets it was given."""
+    calls = []
+
+    def measure_copy(device, *, nbytes=None, quick=False, warmup_s=0.0, budget_s=0.0):
+        nbytes = nbytes or membw.copy_bytes(device, quick)
+        samples = times_and_samples[len(calls)]
+        calls.append((warmup_s, budget_s))
+        meas = Measurement(samples_s=samples, mode="cpu")
+        return membw.CopyResult(nbytes, meas, derived_metrics(device.accelerator, Copy(nbytes),
+                                                              meas.steady_median_s))
+
+    monkeypatch.setattr(membw, "measure_copy", measure_copy)
+    return calls
+
+
+NOISY = (0.01, 0.02, 0.01, 0.03, 0.01, 0.025, 0.012)  # IQR far above 25 % of the median
+CLEAN = (0.004,) * 7
+
+
+def test_a_very_noisy_copy_ceiling_is_measured_again_with_a_longer_budget(tmp_path, cpu, monkeypatch, fake_timing):
+    calls = _copy_sequence(monkeypatch, [NOISY, CLEAN])
+    assert "very_noisy" in Measurement(samples_s=NOISY, mode="cpu").warning_codes
+    res = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    b = R.QUICK_BUDGETS
+    f = R.COPY_REMEASURE_FACTOR
+    assert calls == [(b.copy_warmup_s, b.copy_budget_s), (f * b.copy_warmup_s, f * b.copy_budget_s)]
+    copy = res.records[0]
+    assert copy["status"] == "ok" and copy["time_s"] == pytest.approx(0.004)  # the second measurement
+    assert copy["warnings"] == []
+    assert copy["reason"].startswith("the first copy measurement was very noisy (IQR ")
+    assert (f"over {b.copy_budget_s:g} s); measured again over {f * b.copy_budget_s:g} s "
+            f"({f * b.copy_warmup_s:g} s warm-up) before using it as the roofline's memory ceiling: 16.8 GB/s"
+            ) in copy["reason"]
+    ceiling = 2 * 32 * 2**20 / 0.004
+    for rec in res.records[1:]:
+        assert rec["derived"]["bandwidth_bytes_per_s"] == pytest.approx(ceiling)
+
+
+def test_a_noisy_copy_is_measured_once_when_it_is_no_ceiling(tmp_path, cpu, monkeypatch, fake_timing):
+    """A catalog bandwidth (a GPU) is the ceiling, not the copy; a clean copy needs no second look."""
+    calls = _copy_sequence(monkeypatch, [NOISY, CLEAN])
+    acc = dataclasses.replace(cpu.accelerator, memory_bandwidth=Sourced(50e9, "test"))
+    R.run_main_job(tmp_path / "a", device=dataclasses.replace(cpu, accelerator=acc), quick=True, progress=False)
+    assert len(calls) == 1
+    calls = _copy_sequence(monkeypatch, [CLEAN, CLEAN])
+    res = R.run_main_job(tmp_path / "b", device=cpu, quick=True, progress=False)
+    assert len(calls) == 1 and res.records[0]["reason"] == ""
+
+
+def test_a_time_the_memory_cannot_deliver_is_a_failed_record(tmp_path, cpu, fake_timing):
+    """Against a SPEC bandwidth (5 MB/s here, 1 MiB cache), 1x1024x2048 fp32 (8.4 MB) in 0.1 s needs >= 1.5 s from
+    memory: a timing error, recorded as failed with the message (as a compute-side impossibility is); 256^3 (786 kB,
+    7.86 MB/s) fits the cache: ok, with the cache note as its warning."""
+    acc = dataclasses.replace(cpu.accelerator, memory_bandwidth=Sourced(5e6, "test spec"),
+                              l2_bytes=Sourced(2**20, "test"))
+    res = R.run_main_job(tmp_path, device=dataclasses.replace(cpu, accelerator=acc), quick=True, progress=False)
+    by_label = {r["workload"]["label"]: r for r in res.records}
+    copy = res.records[0]
+    assert copy["status"] == "failed" and copy["reason"].startswith("MeasurementError: 10 ms for copy 33554432 B")
+    for label in ("1x1024x2048", "32x1024x2048"):
+        rec = by_label[label]
+        assert rec["status"] == "failed", label
+        assert rec["reason"].startswith(f"MeasurementError: 100 ms for {label} fp32 moves ")
+        assert rec["reason"].endswith("an eliminated op, or a time in the wrong unit)")  # the whole message
+    square = by_label["256x256x256"]
+    assert square["status"] == "ok"
+    [warning] = square["warnings"]
+    assert square["derived"]["pct_roofline"] == pytest.approx(3 * 256 * 256 * 4 / 0.1 / 5e6)
+    assert warning.startswith("157.3 % of the roofline: 0.00786 GB/s of minimum traffic is above the 0.005 GB/s")
+    assert "fits in the 1.049 MB L2" in warning
+
+
+def test_roofline_warning_names_tops_for_int8():
+    [warning] = R.roofline_warnings({"pct_roofline": 1.05, "bound": "compute", "dense_peak_flop_per_s": 1979e12},
+                                    fmt="int8")
+    assert "above the 1979.0 TOPS dense peak" in warning

@@ -190,3 +190,34 @@ def test_more_bad_input_names_the_flags(args, needles):
     for needle in needles:
         assert needle in err, (needle, err)
     assert "(tflops)" not in err and "time_s" not in err  # flags, not parameter names
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Fresh-user bugs: partial blocks said, JSON units SI, accumulator pairs listed
+
+
+def test_partial_block_is_said_in_text_and_json():
+    args = ("--gpu", WS, "--format", "nvfp4", "--shape", "1x70000000000x1")
+    r = run(*args)
+    assert r.exit_code == 0, r.output
+    assert ("note: K=1 is not a multiple of nvfp4's 16-value block: each row stores 1 partial block, counted whole"
+            in r.stdout)
+    d = json.loads(run(*args, "--json").stdout)
+    assert d["b_bytes"] == 105_000_000_000  # 70e9 x (0.5 B payload + one whole 1 B scale)
+    assert any(n.startswith("K=1 is not a multiple of nvfp4's 16-value block") for n in d["notes"])
+    assert not any("partial block" in n for n in json.loads(run("--gpu", WS, "--format", "nvfp4", "--shape",
+                                                                "16x6144x4096", "--json").stdout)["notes"])
+
+
+def test_json_unit_says_si():
+    d = json.loads(run("--gpu", H200, "--format", "bf16", "--tflops", "420", "--json").stdout)
+    assert d["unit"] == "FLOP/s" and d["display_unit"] == "TFLOPS"
+    assert d["dense_flops"] == pytest.approx(989.4e12)
+    d = json.loads(run("--gpu", H200, "--format", "int8", "--tflops", "420", "--json").stdout)
+    assert d["unit"] == "ops/s" and d["display_unit"] == "TOPS"
+
+
+def test_missing_accumulator_lists_what_the_gpu_has():
+    r = run("--gpu", H200, "--format", "bf16", "--accumulate", "fp16", "--tflops", "100")
+    assert r.exit_code == 2
+    assert "bf16 is published with fp32 accumulate only" in r.stderr and "bf16/fp32" in r.stderr

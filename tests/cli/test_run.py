@@ -224,8 +224,53 @@ def test_ctrl_c_says_where_the_records_are_and_writes_the_summary(capsys, tmp_pa
     code, _, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
     assert code == 130
     assert (f"interrupted after 2 records; they are in {out / 'results.jsonl'}; continue with: "
-            f"truepeak run --resume --out {out}") in err
+            f"truepeak run --resume --out {out} --device cpu --quick\n") in err
     assert f"summary so far: {out / 'summary.md'}" in err
     assert len(read_records(out / "results.jsonl")) == 2
     summary = (out / "summary.md").read_text()  # rendered from the two records finished
     assert summary.count("| ok |") == 2 and "1x1024x2048" in summary and "32x1024x2048" not in summary
+
+
+def test_ctrl_c_hint_repeats_the_formats_and_following_it_measures_only_them(capsys, tmp_path, monkeypatch,
+                                                                              fake_timing):
+    """`--formats bf16`, Ctrl-C: the hint repeats --device, --formats and --quick; following it (or resuming without
+    --formats) measures bf16 only, and resuming with other formats is refused in one line naming both."""
+    import shlex
+
+    from truepeak.bench import run as R
+
+    real = R._run_gemm
+    calls = {"n": 0}
+
+    def interrupted(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    out = tmp_path / "intr 3"
+    with monkeypatch.context() as mp:
+        mp.setattr(R, "_run_gemm", interrupted)
+        code, _, err = run_main(capsys, "--device", "cpu", "--formats", "BF16", "--quick", "--out", str(out),
+                                "--no-progress")
+    assert code == 130
+    hint = err.split("continue with: ", 1)[1].splitlines()[0]
+    assert hint == f"truepeak run --resume --out '{out}' --device cpu --formats bf16 --quick"
+    code, _, err = run_main(capsys, "--resume", "--formats", "fp32", "--device", "cpu", "--quick", "--out", str(out),
+                            "--no-progress")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: cannot --resume") and "formats (there: bf16, now: fp32)" in err
+    code, _, err = run_main(capsys, *shlex.split(hint)[2:], "--no-progress")
+    assert code == 0, err
+    assert "4 ok (2 resumed, 2 new), 0 skipped, 0 failed" in err
+    assert {r["format"] for r in read_records(out / "results.jsonl")} == {None, "bf16"}
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_empty_out_is_one_line_exit_2(capsys, tmp_path, monkeypatch, empty):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(capsys, "--quick", "--device", "cpu", "--out", empty, "--no-progress")
+    assert code == 2 and out == ""
+    assert err == ("error: --out is empty; give a folder for the results (e.g. --out h200-run), or omit --out for "
+                   "./truepeak-run-YYYYmmdd-HHMMSS\n")
+    assert list(tmp_path.iterdir()) == []  # nothing written into the current folder

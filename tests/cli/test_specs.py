@@ -45,7 +45,7 @@ def test_list_has_one_row_per_accelerator_with_dense_peaks():
     h200 = _row(r.stdout, "NVIDIA H200 SXM")
     assert h200[1:] == ["h200-sxm", "141", "4.8", "132", "989.4", "1978.9", "—", "700"]
     ws = _row(r.stdout, WS)
-    assert ws[5:8] == ["503.8", "1007.6", "2015.2"]
+    assert ws[5:8] == ["503.8 †", "1007.6 †", "2015.2 †"]  # PROWP via CAT: unverified against the whitepaper PDF
     assert "4030.4" not in r.stdout  # the list shows dense peaks only
     assert FOOTER in r.stdout
 
@@ -236,3 +236,42 @@ def test_claim_output_shows_each_peak_one_way():
     assert "364.25" in run("rtx-6000-ada").stdout  # the table echoes the catalog value as stored
     r = run("h200", "--claim", "67 TFLOPS fp32")
     assert "dense peak:  67 TFLOPS" in r.stdout and "(67;" in r.stdout
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Fresh-user bugs: ambiguous sparse/dense claims, infinite claims, one tolerance sign, † from the data
+
+
+def test_claim_330_tflops_fp16_on_4090_is_ambiguous_and_lists_both():
+    r = run("rtx-4090", "--claim", "330 TFLOPS fp16")
+    assert r.exit_code == 0, r.output
+    assert "AMBIGUOUS" in r.stdout and "SPARSE" not in r.stdout.split("\n")[1]
+    assert "2:4-sparse fp16 330.4" in r.stdout and "dense fp16 (fp16 accumulate) 330.3" in r.stdout
+    assert "dense peak:  165.2 TFLOPS" in r.stdout and "fp32 accumulate" in r.stdout
+    assert "+-" not in r.stdout and "±5 %" in r.stdout
+
+
+def test_claim_1979_on_h200_stays_ambiguous():
+    r = run("h200", "--claim", "1979 TFLOPS")
+    assert "AMBIGUOUS — name the format to decide" in r.stdout
+
+
+@pytest.mark.parametrize("text", ["1e400 TFLOPS BF16", "nan TFLOPS BF16"])
+def test_infinite_or_nan_claim_is_an_error(capsys, text):
+    code, out, err = run_main(capsys, "rtx-4090", "--claim", text)
+    assert code == 2 and out == "" and err.startswith("error: cannot read the claim")
+
+
+def test_rtx_5090_l2_carries_the_unverified_marker():
+    line = next(line for line in run("5090").stdout.splitlines() if "L2 cache" in line)
+    assert "96,000,000 B" in line and "†" in line
+
+
+def test_mi300x_shows_its_infinity_cache():
+    line = next(line for line in run("mi300x").stdout.splitlines() if "Infinity Cache (behind L2)" in line)
+    assert "268,435,456 B" in line
+
+
+def test_a100_json_bandwidth_is_exact():
+    r = run("a100-sxm-80gb", "--json")
+    assert '"value": 2039000000000.0,' in r.stdout

@@ -94,7 +94,12 @@ def test_C02_no_dense_value_equals_a_published_sparse_headline(acc):
     """
     for text in acc.sparse_headlines:
         v = check_claim(acc, text)
-        assert v.kind == "sparse", f"{acc.key}: {text!r} -> {v.kind}: {v.explanation}"
+        if v.kind == "ambiguous":  # GeForce: also the dense fp16-accumulate rate; both readings are listed
+            assert v.rate is not None and v.accumulate == "fp32", f"{acc.key}: {text!r}: {v.explanation}"
+            assert any(a.startswith("2:4-sparse") for a in v.alternatives)
+            assert all("fp16 accumulate" in a for a in v.alternatives if a.startswith("dense"))
+        else:
+            assert v.kind == "sparse", f"{acc.key}: {text!r} -> {v.kind}: {v.explanation}"
         for p in acc.peaks:
             if p.rate == v.rate and p.accumulate == v.accumulate:
                 assert abs(p.dense / v.claimed - 1) > SPARSE_RATIO_TOLERANCE, (
@@ -110,7 +115,7 @@ def test_C02_dense_and_sparse_of_a_format_never_coincide(acc):
 
 def _sourced_fields(acc):
     for name in ("memory_bytes", "memory_bandwidth", "sm_count", "boost_clock_hz", "max_clock_hz", "l2_bytes",
-                 "smem_per_block_bytes", "tdp_w", "interconnect"):
+                 "infinity_cache_bytes", "smem_per_block_bytes", "tdp_w", "interconnect"):
         value = getattr(acc, name)
         if value is not None:
             yield name, value
@@ -493,3 +498,87 @@ def test_from_toml_missing_field_is_a_value_error_naming_entry_and_field(drop, m
         Catalog.from_toml(text)
     assert not isinstance(err.value, KeyError)
     assert str(err.value) == f"catalog: {message}"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Fresh-user bugs: the unverified marker follows the data, sparse = 2 x dense on the L4, SI values exact
+
+WEAK_SOURCES = {k for k, v in CATALOG.sources.items() if re.search(r"unverified|third-party", v, re.I)}
+
+
+def _values_and_peaks(acc):
+    for name, s in _sourced_fields(acc):
+        yield f"{acc.key}.{name}", s.source, s.note, s.unverified
+    for p in acc.peaks:
+        yield f"{acc.key} {p.label}", p.source, p.note, p.unverified
+
+
+def test_weak_source_keys_are_the_third_party_and_unverified_ones():
+    assert WEAK_SOURCES == {"PROWP", "CAT", "HMC", "GPUSPEC", "BWULTRA"}
+
+
+@pytest.mark.parametrize("acc", ACCS, ids=lambda a: a.key)
+def test_unverified_flag_follows_the_sources(acc):
+    """`unverified = true` exactly where the source or note says "unverified", or every source key it names is a
+    third-party / unverified one (PROWP, CAT, HMC, GPUSPEC, BWULTRA): the † marker derives from the data."""
+    for where, source, note, flag in _values_and_peaks(acc):
+        keys = set(SOURCE_KEY_RE.findall(source))
+        says = bool(re.search(r"unverified", f"{source} {note}", re.I))
+        weak_only = bool(keys) and keys <= WEAK_SOURCES
+        assert flag == (says or weak_only), f"{where}: unverified={flag}; source {source!r}, note {note!r}"
+
+
+def test_rtx_5090_l2_is_marked_unverified():
+    l2 = CATALOG.by_key("rtx-5090").l2_bytes
+    assert l2.value == 96_000_000 and l2.unverified
+
+
+def test_l4_int8_sparse_is_twice_dense_like_fp8():
+    l4 = CATALOG.by_key("l4")
+    int8, fp8 = l4.peak("int8"), l4.peak("fp8_e4m3")
+    assert int8.dense == fp8.dense == 242.5e12
+    assert int8.sparse == 2 * int8.dense == 485e12
+
+
+@pytest.mark.parametrize("acc", ACCS, ids=lambda a: a.key)
+def test_si_values_converted_from_decimal_inputs_are_exact(acc):
+    """TB/s, TFLOPS, MHz and GB become whole numbers of B/s, FLOP/s, Hz and bytes: no 2039000000000.0002."""
+    for name in ("memory_bytes", "memory_bandwidth", "boost_clock_hz", "max_clock_hz"):
+        s = getattr(acc, name)
+        if s is not None:
+            assert float(s.value).is_integer(), (acc.key, name, s.value)
+    for p in acc.peaks:
+        for v in (p.dense, p.sparse, p.clock_hz):
+            assert v is None or float(v).is_integer(), (acc.key, p.label, v)
+
+
+def test_a100_bandwidth_in_json_is_2039e9_exactly():
+    import json
+
+    from truepeak.hardware.catalog import accelerator_to_dict
+
+    d = accelerator_to_dict(CATALOG.by_key("a100-sxm-80gb"))
+    assert d["memory_bandwidth_bytes_per_s"]["value"] == 2_039_000_000_000
+    assert '"value": 2039000000000.0' in json.dumps(d)
+
+
+def test_missing_accumulator_lists_rate_accumulator_pairs():
+    from truepeak.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError) as err:
+        get_accelerator("h200").peak("bf16", "fp16")
+    msg = str(err.value)
+    assert "no published bf16 peak with fp16 accumulate" in msg
+    assert "bf16 is published with fp32 accumulate only" in msg
+    assert "bf16/fp32" in msg and "int8/int32" in msg and "it has: fp32, tf32" not in msg
+    with pytest.raises(UnsupportedError, match="no fp4 peak at all"):
+        get_accelerator("h200").peak("nvfp4")
+
+
+def test_amd_infinity_cache_is_catalogued():
+    for key in ("mi300x", "mi325x", "mi355x"):
+        a = CATALOG.by_key(key)
+        assert a.infinity_cache_bytes.value == 268_435_456
+        assert a.cache_bytes == a.l2_bytes.value + 268_435_456
+    assert CATALOG.by_key("h200-sxm").cache_bytes == 62_914_560
+    assert CATALOG.by_key("h100-nvl").cache_bytes is None

@@ -122,12 +122,16 @@ def test_parse_accumulate_phrase():
     assert v.kind == "dense" and v.accumulate == "fp16"
 
 
-def test_C04_geforce_330_tflops_fp16_defaults_to_fp32_accumulate_reading():
-    """330.3 is dense with fp16 accumulate but sparse with fp32 accumulate; fp32 accumulate is what GEMMs use."""
+def test_C04_geforce_330_tflops_fp16_is_ambiguous_between_sparse_and_fp16_accumulate_dense():
+    """330.3 is dense with fp16 accumulate but sparse with fp32 accumulate: truepeak does not guess which one the
+    headline means; it lists both and gives the fp32-accumulate dense peak (what PyTorch GEMMs use) as the default."""
     v = check_claim("NVIDIA GeForce RTX 4090", "330.3 TFLOPS FP16")
-    assert v.kind == "sparse"
+    assert v.kind == "ambiguous"
+    assert v.rate == "fp16" and v.accumulate == "fp32"
     assert v.dense / 1e12 == pytest.approx(165.2)
     assert "fp16 accumulate" in v.explanation
+    assert any("2:4-sparse fp16 330.4" in a for a in v.alternatives)
+    assert any("dense fp16 (fp16 accumulate) 330.3" in a for a in v.alternatives)
 
 
 @pytest.mark.parametrize("text", ["", "fast", "4 PFLOPS FP4 and 2 PFLOPS FP8", "4 PFLOPS banana", "4000 AI TOPS fp8",
@@ -217,6 +221,52 @@ def test_exponent_numbers_parse(text, value):
 def test_mxfp8_claim_uses_the_block_scaled_peak_on_the_5090():
     v = check_claim("5090", "838 TFLOPS MXFP8")
     assert v.kind == "dense" and v.formats == ("mxfp8",) and v.unverified
-    # naming the rate only keeps the plain fp32-accumulate reading: 838 is the sparse fp8 figure
+    # naming the rate only keeps the plain peaks: 838 is the sparse fp8 (fp32 accumulate) or the dense fp8 (fp16
+    # accumulate) figure -- ambiguous; the fp32-accumulate dense 419 is the default denominator
     w = check_claim("5090", "838 TFLOPS FP8")
-    assert w.kind == "sparse" and w.dense / 1e12 == pytest.approx(419) and w.formats == ()
+    assert w.kind == "ambiguous" and w.dense / 1e12 == pytest.approx(419) and w.formats == ()
+    assert check_claim("5090", "838 TFLOPS FP8 with fp32 accumulate").kind == "sparse"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Fresh-user bugs: sparse-or-dense readings are ambiguous, infinite figures are errors, one tolerance sign
+
+
+@pytest.mark.parametrize("text", ["330 TFLOPS fp16", "330.3 TFLOPS FP16", "660.6 TFLOPS FP8"])
+def test_a_claim_matching_a_sparse_and_a_dense_reading_is_ambiguous(text):
+    v = check_claim("rtx-4090", text)
+    assert v.kind == "ambiguous", v.explanation
+    kinds = " ".join(v.alternatives)
+    assert "2:4-sparse" in kinds and "dense" in kinds and "(fp16 accumulate)" in kinds
+    assert "It is also" not in v.explanation
+    assert "with fp16 accumulate" in v.explanation  # how to decide
+
+
+def test_naming_the_accumulator_decides():
+    assert check_claim("rtx-4090", "330 TFLOPS fp16 with fp16 accumulate").kind == "dense"
+    assert check_claim("rtx-4090", "330 TFLOPS fp16 with fp32 accumulate").kind == "sparse"
+
+
+def test_ambiguity_across_formats_is_unchanged():
+    v = check_claim("h200", "1979 TFLOPS")
+    assert v.kind == "ambiguous" and v.rate is None and v.dense is None
+    assert len(v.alternatives) >= 2
+
+
+def test_same_kind_on_two_accumulators_is_not_ambiguous():
+    """On the RTX PRO the fp32-accumulate rate is full rate: no fp16-accumulate peak, one reading."""
+    assert check_claim("rtx-pro-6000-ws", "503.8 TFLOPS bf16").kind == "dense"
+
+
+@pytest.mark.parametrize("text", ["1e400 TFLOPS BF16", "1e300 EFLOPS", "1e309 TFLOPS"])
+def test_infinite_claims_are_errors(text):
+    with pytest.raises(TruepeakError, match="finite"):
+        parse_claim(text)
+
+
+def test_tolerance_is_written_one_way():
+    for gpu, text in ((H100, "989 TFLOPS BF16"), (WS, "4 PFLOPS FP4"), (H100, "1500 TFLOPS BF16"),
+                      ("b200", "144 PFLOPS FP4"), (H100, "1.979 PFLOPS"), ("h20", "5 PFLOPS")):
+        v = check_claim(gpu, text)
+        assert "+-" not in v.explanation, v.explanation
+    assert "±5 %" in check_claim(H100, "989 TFLOPS BF16").explanation

@@ -98,3 +98,16 @@ def test_schema_1_is_refused(four, tmp_path):
         summary_markdown([{**four[0], "schema_version": 1}])
     path = write_summary(four, tmp_path / "summary.md")
     assert path.read_text(encoding="utf-8") == summary_markdown(four)
+
+
+def test_best_table_says_clock_on_a_cpu_and_sm_clock_on_a_gpu(four):
+    """A CPU has cores, not SMs: its best-per-format table heads the clock column "clock (MHz)"."""
+    cpu_env = {"cpu": "AMD EPYC", "device": {"kind": "cpu", "name": "AMD EPYC", "sm_count": 2}}
+    gemm = {**four[3], "env": cpu_env, "mode": "cpu", "format": "fp32",
+            "measurement": {**four[3]["measurement"], "mode": "cpu"}}
+    cpu_text = summary_markdown([gemm])
+    assert "| shape (MxNxK) | clock (MHz) | % of peak at that clock |" in cpu_text
+    assert "SM clock" not in cpu_text
+    no_device = summary_markdown([{**gemm, "env": {}}])  # no device in the records: the cpu mode says it
+    assert "| clock (MHz) |" in no_device and "SM clock" not in no_device
+    assert "| shape (MxNxK) | SM clock (MHz) | % of peak at that clock |" in summary_markdown(four)

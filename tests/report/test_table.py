@@ -63,6 +63,16 @@ def test_warnings_go_to_the_note(three):
     assert table_rows([noisy])[0][0]["note"] == "rotation capped; noisy"
 
 
+def test_the_records_own_warnings_go_to_the_note_in_full(three):
+    """A record warning that is not the measurement's (a GEMM above its roofline) is shown in full beside the codes."""
+    above = "104.5 % of the roofline: this GEMM moved its minimum bytes at 19.4 GB/s, above the 18.6 GB/s ceiling"
+    m = {**three[1]["measurement"], "warning_codes": ["very_noisy"], "warnings": ["very noisy: IQR is 30 %"]}
+    rec = {**three[1], "measurement": m, "warnings": ["very noisy: IQR is 30 %", above]}
+    assert table_rows([rec])[0][0]["note"] == f"very_noisy; {above}"
+    clean = {**three[1], "warnings": [above]}
+    assert table_rows([clean])[0][0]["note"] == above
+
+
 def test_records_of_schema_1_are_refused(three):
     old = {**three[1], "schema_version": 1}
     with pytest.raises(TruepeakError, match=r"record 2 \(gemm\|16x4096x7168\|torch\|bf16\|sustained\) has schema "

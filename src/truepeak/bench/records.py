@@ -119,25 +119,20 @@ def _torch_info(device: int | None) -> tuple[dict[str, Any], dict[str, Any] | No
 
 
 def _nvml_info(index: int) -> dict[str, Any]:
-    """Driver version, power limit and max SM clock from NVML; Nones when NVML is unavailable. Never raises."""
+    """Driver version, power limit and max SM clock of NVML device ``index``, from :mod:`truepeak.hardware.nvml`
+    (NVML initialised once per process, each device's facts read once); Nones when NVML is unavailable. Never
+    raises."""
     out: dict[str, Any] = {"driver": None, "power_limit_w": None, "max_sm_clock_hz": None}
     try:
-        import pynvml
+        from truepeak.hardware import nvml
 
-        pynvml.nvmlInit()
+        out["driver"] = nvml.driver_version()
+        info = nvml.device_info(int(index))
     except Exception:
         return out
-    try:
-        drv = _try(pynvml.nvmlSystemGetDriverVersion)
-        out["driver"] = drv.decode() if isinstance(drv, bytes) else drv
-        h = _try(lambda: pynvml.nvmlDeviceGetHandleByIndex(index))
-        if h is not None:
-            limit = _try(lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h))
-            out["power_limit_w"] = None if limit is None else limit / 1000.0
-            clk = _try(lambda: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM))
-            out["max_sm_clock_hz"] = None if clk is None else clk * 1e6
-    finally:
-        _try(pynvml.nvmlShutdown)
+    if info is not None:
+        out["power_limit_w"] = info.power_limit_w
+        out["max_sm_clock_hz"] = info.max_sm_clock_hz
     return out
 
 
@@ -241,6 +236,7 @@ def make_record(
     mode: str | None = None,
     run_config: Mapping[str, Any] | None = None,
     rotation: Mapping[str, Any] | None = None,
+    warnings: Iterable[str] = (),
 ) -> dict[str, Any]:
     """Build one result record (plain JSON data).
 
@@ -264,11 +260,14 @@ def make_record(
             and a report can state the method from the records alone.
         rotation: how the input sets were rotated (``truepeak run``: the
             :class:`~truepeak.bench.cuda_timer.RotationPlan` fields, ``capped`` and its ``note``), or None.
+        warnings: record-level warnings in words (e.g. a result above its roofline), stored after the measurement's
+            own warnings.
 
     Returns:
         A dict with ``schema_version``, ``methodology_version``, ``truepeak_version``, ``key``, ``kind``, ``status``,
         ``reason``, ``workload``, ``backend``, ``format``, ``mode``, ``time_s`` (the measurement's
-        ``steady_median_s``, the robust per-call time results use), ``measurement``, ``warnings``, ``correctness``,
+        ``steady_median_s``, the robust per-call time results use), ``measurement``, ``warnings`` (the
+        measurement's, then ``warnings``), ``correctness``,
         ``derived``, ``env``, ``run_config`` and ``rotation`` (None unless given) and ``timestamp`` (UTC, ISO 8601).
 
     Raises:
@@ -314,7 +313,7 @@ def make_record(
         "mode": mode,
         "time_s": time_s,
         "measurement": m_dict,
-        "warnings": list(m_dict.get("warnings", [])) if m_dict is not None else [],
+        "warnings": [*(m_dict.get("warnings", []) if m_dict is not None else []), *(str(w) for w in warnings)],
         "correctness": correctness,
         "derived": derived,
         "env": _default_environment() if env is None else env,

@@ -2,7 +2,9 @@
 
 The default sweep (cases as data: :func:`plan_cases`):
 
-1. Memory bandwidth first (:mod:`truepeak.bench.membw`): a device copy over buffers >= 8x the cache.
+1. Memory bandwidth first (:mod:`truepeak.bench.membw`): a device copy over buffers >= 8x the cache. Where the
+   catalog has no bandwidth (a CPU) this copy is the roofline's memory ceiling; a ``very_noisy`` one is then measured
+   once more over :data:`COPY_REMEASURE_FACTOR` x the budget, and the record's reason says so.
 2. For each supported format (GPU: fp32, tf32, bf16, fp16, fp8_e4m3, int8; CPU: fp32, plus bf16 outside quick mode
    when the CPU runs it at least half as fast as fp32), in that order:
 
@@ -18,8 +20,10 @@ Each case becomes a record (:func:`truepeak.bench.records.make_record`) written 
 :func:`truepeak.efficiency.derived_metrics` (SI: FLOP/s, B/s, fractions of the dense peak, the roofline and the peak
 at the median SM clock NVML sampled, and the peak and bandwidth they are against). An exception inside one case (out
 of memory, an unsupported layout, a result above the peak) becomes a ``failed`` record with the reason, and the sweep
-continues. ``resume=True`` skips cases whose ``ok``/``skipped`` records are already in the file (failed ones run
-again). This module measures and returns records; rendering them (the table, ``summary.md``) is
+continues. A GEMM above 100 % of its roofline gets a record warning saying why (:func:`roofline_warnings`).
+``resume=True`` skips cases whose ``ok``/``skipped`` records are already in the file (failed ones run again); it
+continues with the formats recorded in ``run_config`` unless formats are given, and refuses other settings
+(:func:`check_resume_config`). This module measures and returns records; rendering them (the table, ``summary.md``) is
 :mod:`truepeak.report`'s job, called by the CLI.
 
 Time budget and its trade-off (measurement_methodology.md sections 1.3, 3, 6, 8): the whole default run should take
@@ -61,7 +65,7 @@ from truepeak.errors import MeasurementError, TruepeakError, require
 from truepeak.formats import get_format
 from truepeak.hardware.detect import DeviceInfo, detect, with_measured_bandwidth
 from truepeak.roofline import Copy
-from truepeak.units import fmt_size
+from truepeak.units import fmt_bandwidth, fmt_pct, fmt_rate, fmt_size, rate_unit
 
 #: Decode-regime M values (tokens per expert / batch rows).
 DECODE_M: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -74,6 +78,8 @@ GPU_SQUARES: tuple[int, ...] = (4096, 8192)
 CPU_SQUARES: tuple[int, ...] = (1024, 2048)
 #: The GPU settles clock and power on back-to-back SETTLE_SIZE^3 GEMMs in :func:`settle_format`.
 SETTLE_SIZE = 8192
+#: A very noisy copy that will be the roofline's memory ceiling is measured once more over this many times the budget.
+COPY_REMEASURE_FACTOR = 4
 
 # Quick mode (tests, smoke runs): a handful of small cases.
 QUICK_CPU_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 1024, 2048), (32, 1024, 2048), (256, 256, 256))
@@ -307,13 +313,26 @@ def settle_format(device: DeviceInfo) -> str:
 # Running
 
 
+def check_out_arg(out_dir: str | os.PathLike | None) -> None:
+    """Refuse an empty ``--out`` (``""`` or blanks), which ``Path`` would silently turn into the current folder.
+
+    Raises:
+        TruepeakError: one line saying what to give instead.
+    """
+    if out_dir is not None and not os.fspath(out_dir).strip():
+        raise TruepeakError("--out is empty; give a folder for the results (e.g. --out h200-run), or omit --out "
+                            "for ./truepeak-run-YYYYmmdd-HHMMSS")
+
+
 def prepare_out_dir(out_dir: str | os.PathLike | None, resume: bool = False) -> Path:
     """Check and create the output folder before anything is measured; returns it.
 
     Raises:
-        TruepeakError: ``out_dir`` is a file, cannot be created or written (the message names the path and why), or
-            already holds ``results.jsonl`` without ``resume``.
+        TruepeakError: ``out_dir`` is empty (``""`` would silently mean the current folder), is a file, cannot be
+            created or written (the message names the path and why), or already holds ``results.jsonl`` without
+            ``resume``.
     """
+    check_out_arg(out_dir)
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     if out.exists() and not out.is_dir():
         raise TruepeakError(f"--out {out} is an existing file, not a folder; choose a folder path for the results")
@@ -341,31 +360,61 @@ def budgets_name(budgets: Budgets) -> str:
 
 
 
-def run_config(dev: DeviceInfo, quick: bool, budgets: Budgets) -> dict[str, Any]:
+def run_config(dev: DeviceInfo, quick: bool, budgets: Budgets, formats: Sequence[str] | None = None,
+               formats_given: bool = False) -> dict[str, Any]:
     """The settings stored in every record as ``run_config``: what ``--resume`` compares (:data:`RESUME_MUST_MATCH`)
     and what a report needs to state the method from the records alone (the budgets in seconds, the settling GEMMs,
-    the CUDA-graph threshold)."""
+    the CUDA-graph threshold).
+
+    Args:
+        formats: the formats the run sweeps (canonical names, in order); None leaves ``formats`` out.
+        formats_given: they were asked for by name (``--formats``) rather than being the device's defaults.
+    """
     cuda = dev.kind == "cuda"
     settle = None
     if cuda and budgets.settle_s > 0:
         settle = {"format": settle_format(dev), "shape": f"{SETTLE_SIZE}x{SETTLE_SIZE}x{SETTLE_SIZE}",
                   "seconds": budgets.settle_s}
-    return {"quick": bool(quick), "device": dev.torch_device, "device_name": dev.name,
-            "budgets": budgets_name(budgets), "budget_settings": dataclasses.asdict(budgets), "settle": settle,
-            "graph_threshold_s": GRAPH_THRESHOLD_S if cuda else None}
+    config = {"quick": bool(quick), "device": dev.torch_device, "device_name": dev.name,
+              "budgets": budgets_name(budgets), "budget_settings": dataclasses.asdict(budgets), "settle": settle,
+              "graph_threshold_s": GRAPH_THRESHOLD_S if cuda else None}
+    if formats is not None:
+        config.update(formats=list(formats), formats_given=bool(formats_given))
+    return config
 
 
-#: ``run_config`` fields that must be equal for ``--resume`` to continue a results file.
-RESUME_MUST_MATCH = ("quick", "device", "device_name", "budgets")
+#: ``run_config`` fields that must be equal for ``--resume`` to continue a results file (``formats`` as a set).
+RESUME_MUST_MATCH = ("quick", "device", "device_name", "budgets", "formats")
+
+
+def _config_value(key: str, value: Any) -> Any:
+    """A ``run_config`` value as ``--resume`` compares it: formats as a set (their order is only the sweep's)."""
+    return frozenset(value) if key == "formats" and isinstance(value, (list, tuple)) else value
+
+
+def _show_config(key: str, value: Any) -> str:
+    """A ``run_config`` value in a message: formats as ``--formats`` takes them (``bf16,fp32``)."""
+    return ",".join(value) if key == "formats" and isinstance(value, (list, tuple)) else str(value)
+
+
+def recorded_formats(previous: Iterable[dict]) -> tuple[list[str], bool] | None:
+    """``(formats, formats_given)`` of the run that wrote ``previous`` (the first record whose ``run_config`` has
+    them), or None for records written before ``run_config`` held the formats."""
+    for rec in previous:
+        there = rec.get("run_config")
+        if isinstance(there, dict) and isinstance(there.get("formats"), list):
+            return [str(f) for f in there["formats"]], bool(there.get("formats_given"))
+    return None
 
 
 def check_resume_config(previous: Iterable[dict], config: dict[str, Any], path: Path) -> None:
     """Refuse to resume ``path`` when a record there has another schema version, or was made with other settings
-    (records without ``run_config``, written before it existed, are not checked for settings).
+    (records without ``run_config``, written before it existed, are not checked for settings; nor are settings a
+    record's ``run_config`` lacks, such as ``formats`` in records older than that field).
 
     Raises:
         TruepeakError: one line naming the schema versions or the settings that differ, e.g.
-            ``quick (there: True, now: False)``.
+            ``quick (there: True, now: False)`` or ``formats (there: bf16, now: fp32,bf16)``.
     """
     for rec in previous:
         version = rec.get("schema_version", truepeak.SCHEMA_VERSION)
@@ -375,14 +424,15 @@ def check_resume_config(previous: Iterable[dict], config: dict[str, Any], path: 
         there = rec.get("run_config")
         if not isinstance(there, dict):
             continue
-        keys = [k for k in RESUME_MUST_MATCH if k in there and there.get(k) != config.get(k)]
+        keys = [k for k in RESUME_MUST_MATCH
+                if k in there and k in config and _config_value(k, there.get(k)) != _config_value(k, config.get(k))]
         if len(keys) > 1 and "budgets" in keys:
             keys.remove("budgets")  # follows from quick and device; name it only when it alone differs
-        diff = [f"{k} (there: {there.get(k)}, now: {config.get(k)})" for k in keys]
+        diff = [f"{k} (there: {_show_config(k, there.get(k))}, now: {_show_config(k, config.get(k))})" for k in keys]
         if diff:
             raise TruepeakError(f"cannot --resume {path}: its records were made with different settings: "
-                                f"{'; '.join(diff)}; rerun with the same options (--quick, --device), "
-                                "or choose another --out")
+                                f"{'; '.join(diff)}; rerun with the same options (--quick, --device, --formats; "
+                                "without --formats --resume takes the recorded ones), or choose another --out")
 
 
 def _default_warn(message: str) -> None:
@@ -402,6 +452,7 @@ class _Sweep:
     acc: Any
     settled: bool
     bandwidth_note: str = ""
+    ceiling_from_copy: bool = False
     weights: G.WeightCache = field(default_factory=G.WeightCache)
 
     def common(self, case: Case, key: str) -> dict[str, Any]:
@@ -420,7 +471,9 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     Args:
         out_dir: output folder (created); default :func:`default_out_dir`.
         device: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or a :class:`DeviceInfo`.
-        formats: format names (``"bf16,fp8"`` or a list); None for :func:`default_formats`.
+        formats: format names (``"bf16,fp8"`` or a list); None for :func:`default_formats`, or with ``resume`` the
+            formats recorded in the ``run_config`` of the records being continued. They are stored in every record's
+            ``run_config``; resuming with other formats is refused.
         quick: a few small cases with tiny budgets (tests and smoke runs; < 15 s on a CPU).
         resume: continue an existing ``results.jsonl``, skipping cases already ``ok`` or ``skipped``.
         progress: a transient progress bar on stderr; None shows it only when stderr is a terminal.
@@ -449,8 +502,13 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     out = prepare_out_dir(out_dir, resume)  # before anything is measured
     path = out / "results.jsonl"
     budgets = budgets or default_budgets(dev, quick)
-    config = run_config(dev, quick, budgets)
     previous = _read_previous(path, warn) if resume and path.exists() else {}
+    given = fmts is not None
+    recorded = recorded_formats(previous.values()) if fmts is None else None
+    if recorded is not None:  # --resume without --formats: the formats of the run being continued
+        fmts, given = recorded
+    sweep_formats = fmts or default_formats(dev, quick)
+    config = run_config(dev, quick, budgets, sweep_formats, given)
     check_resume_config(previous.values(), config, path)
     done = {key for key, rec in previous.items() if rec.get("status") in DONE_STATUSES}
 
@@ -460,8 +518,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     try:
         if dev.kind == "cuda":
             torch.cuda.set_device(dev.index or 0)
-        cases = plan_cases(dev, fmts or default_formats(dev, quick), quick,
-                           _format_skips(torch, dev, fmts, quick))
+        cases = plan_cases(dev, sweep_formats, quick, _format_skips(torch, dev, fmts if given else None, quick))
         env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
         env["device"] = dev.to_dict()
         sweep = _Sweep(dev, budgets, quick, env, config, acc=dev.accelerator,
@@ -519,6 +576,7 @@ def _run_case(case: Case, key: str, sweep: _Sweep, torch: Any) -> dict:
 def _use_copy(sweep: _Sweep, copy_record: dict, notes: list[str]) -> None:
     """Place the following GEMMs against the roofline the copy gives (:func:`_roofline_accelerator`)."""
     sweep.acc, sweep.bandwidth_note = _roofline_accelerator(sweep.dev, copy_record)
+    sweep.ceiling_from_copy = sweep.acc is not sweep.dev.accelerator
     if sweep.bandwidth_note:
         notes.append(sweep.bandwidth_note)
 
@@ -602,20 +660,67 @@ def cpu_bf16_fast_enough(torch: Any, size: int = 512, ratio: float = 2.0) -> tup
     return True, ""
 
 
+def _copy_is_ceiling(dev: DeviceInfo, case: Case) -> bool:
+    """Whether the copy will be the roofline's memory ceiling (:func:`_roofline_accelerator`): the catalog has no
+    bandwidth for the device (a CPU) and the copy's working set is not cache-resident."""
+    return dev.accelerator.memory_bandwidth is None and not membw.cache_resident(case.nbytes, dev.l2_bytes)
+
+
 def _run_copy(case: Case, key: str, sweep: _Sweep) -> dict:
+    """Measure the copy. When it will be the roofline's memory ceiling and came out ``very_noisy`` (one noisy copy
+    once made a CPU GEMM read 104.5 % of its roofline), it is measured once more over :data:`COPY_REMEASURE_FACTOR`
+    times the budget and that measurement is used (its median, as always); the record's reason says so."""
     dev, budgets = sweep.dev, sweep.budgets
     common = sweep.common(case, key)
+    notes: list[str] = []
     try:
         res = membw.measure_copy(dev, nbytes=case.nbytes, quick=sweep.quick, warmup_s=budgets.copy_warmup_s,
                                  budget_s=budgets.copy_budget_s)
+        if _copy_is_ceiling(dev, case) and "very_noisy" in res.measurement.warning_codes:
+            first = res
+            warmup_s = COPY_REMEASURE_FACTOR * budgets.copy_warmup_s
+            budget_s = COPY_REMEASURE_FACTOR * budgets.copy_budget_s
+            res = membw.measure_copy(dev, nbytes=case.nbytes, quick=sweep.quick, warmup_s=warmup_s,
+                                     budget_s=budget_s)
+            notes.append(f"the first copy measurement was very noisy (IQR "
+                         f"{fmt_pct(first.measurement.steady_rel_iqr)} of the median, "
+                         f"{fmt_bandwidth(first.bandwidth_bps)} GB/s over {budgets.copy_budget_s:g} s); measured "
+                         f"again over {budget_s:g} s ({warmup_s:g} s warm-up) before using it as the roofline's "
+                         f"memory ceiling: {fmt_bandwidth(res.bandwidth_bps)} GB/s")
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001  (one failed case must not stop the sweep)
         _free(dev)
         return make_record(**common, measurement=None, status="failed", reason=_reason(exc), mode=_mode(dev))
     correctness = {"check": "destination equals source after timing", "passed": True}
-    return make_record(**common, measurement=res.measurement, status="ok", reason="; ".join(res.notes),
+    return make_record(**common, measurement=res.measurement, status="ok", reason="; ".join([*res.notes, *notes]),
                        correctness=correctness, derived=res.derived)
+
+
+def roofline_warnings(derived: dict[str, Any], ceiling_from_copy: bool = False, fmt: str | None = None) -> list[str]:
+    """A record's warning when a GEMM reads above 100 % of its roofline (``pct_roofline > 1``), in words.
+
+    Memory-bound: its minimum traffic moved faster than the memory ceiling, so the ceiling is too low for it: a noisy
+    copy measurement (``ceiling_from_copy``: the ceiling is this run's measured copy) or operands reused from cache
+    (against a spec bandwidth, ``derived["memory_note"]`` says how much of the working set the cache holds).
+    Compute-bound: it ran above the dense peak (a clock above the one the peak assumes, or an estimated peak that is
+    low). Empty when at or under the roofline."""
+    pct = derived.get("pct_roofline")
+    if not isinstance(pct, (int, float)) or pct <= 1:
+        return []
+    if derived.get("bound") != "memory":
+        unit = rate_unit(fmt) if fmt else "TFLOPS"
+        return [f"{fmt_pct(pct)} of the roofline: above the {fmt_rate(derived.get('dense_peak_flop_per_s'))} {unit} "
+                "dense peak (a clock above the one the peak assumes, or an estimated peak that is too low)"]
+    if derived.get("memory_note") and not ceiling_from_copy:  # against a spec bandwidth: the cache, in numbers
+        return [f"{fmt_pct(pct)} of the roofline: {derived['memory_note']}"]
+    bw = derived.get("bandwidth_bytes_per_s")
+    where = f" ({derived['bandwidth_source']})" if derived.get("bandwidth_source") else ""
+    why = ("the measured memory ceiling is too low (a noisy copy measurement) or the GEMM reused operands from cache"
+           if ceiling_from_copy else "the operands were served from cache, not memory")
+    return [f"{fmt_pct(pct)} of the roofline: this GEMM moved its minimum bytes at "
+            f"{fmt_bandwidth(derived.get('bytes_per_s'))} GB/s, above the {fmt_bandwidth(bw)} GB/s memory "
+            f"ceiling{where}: {why}"]
 
 
 def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
@@ -641,7 +746,8 @@ def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
         if derived["bandwidth_bytes_per_s"] is None and sweep.bandwidth_note:
             derived["bandwidth_source"] = sweep.bandwidth_note
         return make_record(**common, measurement=meas, status="ok", reason=plan.note, correctness=correctness,
-                           derived=derived, rotation=rotation)
+                           derived=derived, rotation=rotation,
+                           warnings=roofline_warnings(derived, sweep.ceiling_from_copy, case.format))
     except KeyboardInterrupt:
         raise
     except MeasurementError as exc:  # above the peak: a timing error, never a record of a result (cases.md C08)
@@ -708,11 +814,15 @@ def _time_gemm(gemm: G.TorchGemm, case: Case, dev: DeviceInfo, budgets: Budgets,
 
 
 def _reason(exc: BaseException) -> str:
+    """A failed record's reason: the exception's first line; a MeasurementError (a result that cannot be real) in
+    full, others cut at 300 characters."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
+    if not isinstance(exc, MeasurementError):
+        text = text[:300]
     if "OutOfMemory" in name or "out of memory" in text.lower():
-        return f"out of memory: {text[:300]}"
-    return f"{name}: {text[:300]}" if text else name
+        return f"out of memory: {text}"
+    return f"{name}: {text}" if text else name
 
 
 def _free(dev: DeviceInfo) -> None:
@@ -775,8 +885,9 @@ def latest_records(records: Iterable[dict]) -> list[dict]:
     return [last[k] for k in order]
 
 
-__all__ = ["Budgets", "Case", "RunResult", "RunInterrupted", "run_main_job", "prepare_out_dir", "run_config",
-           "check_resume_config", "budgets_name", "default_budgets", "plan_cases", "default_formats", "parse_formats",
-           "gemm_shapes", "default_out_dir", "case_key", "settle_gpu", "settle_format", "cpu_bf16_fast_enough",
-           "latest_records", "DECODE_M", "MODEL_NK", "GPU_SQUARES", "CPU_SQUARES", "SETTLE_SIZE", "GPU_BUDGETS",
-           "CPU_BUDGETS", "QUICK_BUDGETS", "QUICK_GPU_BUDGETS"]
+__all__ = ["Budgets", "Case", "RunResult", "RunInterrupted", "run_main_job", "prepare_out_dir", "check_out_arg",
+           "run_config", "check_resume_config", "recorded_formats", "roofline_warnings", "budgets_name",
+           "default_budgets", "plan_cases", "default_formats", "parse_formats", "gemm_shapes", "default_out_dir",
+           "case_key", "settle_gpu", "settle_format", "cpu_bf16_fast_enough", "latest_records", "DECODE_M", "MODEL_NK",
+           "GPU_SQUARES", "CPU_SQUARES", "SETTLE_SIZE", "COPY_REMEASURE_FACTOR", "GPU_BUDGETS", "CPU_BUDGETS",
+           "QUICK_BUDGETS", "QUICK_GPU_BUDGETS"]

@@ -72,6 +72,29 @@ def flag_message(message: str, *, name_bare_words: bool = True) -> str:
     return message
 
 
+def notes_of(eff) -> list[str]:
+    """The notes ``truepeak efficiency`` shows: the analysis's, then what the byte count assumed (a K that is no whole
+    number of scale blocks: :meth:`truepeak.formats.Format.block_padding_note`), each once."""
+    notes = list(eff.notes)
+    g = eff.gemm
+    if g is not None:
+        padding = g.format.block_padding_note(g.k, g.scaling)
+        if padding and padding not in notes:
+            notes.append(padding)
+    return notes
+
+
+def to_json(eff) -> dict:
+    """The ``--json`` document: :meth:`~truepeak.efficiency.Efficiency.to_dict` (SI values) with every note, and the
+    unit of its rate fields stated as SI (``"unit": "FLOP/s"``, ``"ops/s"`` for int8); ``display_unit`` is the unit
+    the text output uses (TFLOPS = 1e12 FLOP/s, TOPS)."""
+    d = eff.to_dict()
+    d["notes"] = notes_of(eff)
+    d["display_unit"] = eff.unit
+    d["unit"] = "ops/s" if eff.unit == "TOPS" else "FLOP/s"
+    return d
+
+
 def render(eff) -> list[str]:
     """The lines ``truepeak efficiency`` prints for an :class:`~truepeak.efficiency.Efficiency`."""
     u = eff.unit
@@ -95,7 +118,7 @@ def render(eff) -> list[str]:
                                               f"(dense peak at {eff.clock_hz / 1e6:.0f} MHz)"))
     if eff.gemm is not None:
         lines.extend(_shape_lines(eff, row))
-    for note in eff.notes:
+    for note in notes_of(eff):
         lines.append(f"note: {note}")
     lines.append(f"{u} = 1e12 {'integer ops' if u == 'TOPS' else 'FLOP'}/s, GB/s = 1e9 B/s (decimal); "
                  "efficiency is against the DENSE peak.")
@@ -161,7 +184,7 @@ def efficiency(
     except TruepeakError as exc:
         raise fail(flag_message(str(exc)), exc.exit_code) from None
     if as_json:
-        typer.echo(json.dumps(eff.to_dict(), indent=2))
+        typer.echo(json.dumps(to_json(eff), indent=2))
     else:
         lines = render(eff)
         if read_as:

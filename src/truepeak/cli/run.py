@@ -3,8 +3,9 @@
 Thin adapter: parse and validate the options → :func:`truepeak.bench.run.run_main_job` (measures, writes
 results.jsonl, returns the records) → render: summary.md (:func:`truepeak.report.markdown.write_summary`, also after
 Ctrl-C from the records finished so far) and the table (or the records as JSON) on stdout; the paths, progress and
-notes go to stderr. Bad input (unknown format or device, missing torch) prints ``error: <one line>`` and exits with
-status 2.
+notes go to stderr. Bad input (unknown format or device, an empty --out, missing torch) prints ``error: <one line>``
+and exits with status 2. After Ctrl-C it prints the command that continues the run (:func:`resume_command`: --resume
+with the same --out, --device, --formats and --quick) and exits with status 130.
 """
 
 from __future__ import annotations
@@ -74,14 +75,14 @@ def run_command(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar on stderr."),
 ) -> None:
     require("torch", "truepeak run")  # before any work
+    from truepeak.bench.run import RunInterrupted, check_out_arg, latest_records, run_main_job
     from truepeak.hardware.detect import parse_device
 
     parse_device(device)  # validate before any work
     fmts = _formats(formats)
     if resume and out is None:
         raise TruepeakError("--resume needs --out DIR naming the run to continue")
-
-    from truepeak.bench.run import RunInterrupted, latest_records, run_main_job
+    check_out_arg(out)
 
     argv = invoked_argv(ctx) or _argv(out, device, formats, quick, resume, as_json, no_progress)
     try:
@@ -91,7 +92,8 @@ def run_command(
     except RunInterrupted as stop:
         summary = _write_summary(stop.result)
         typer.echo(f"interrupted after {stop.n_records} records; they are in {stop.records_path}; continue with: "
-                   f"truepeak run --resume --out {shlex.quote(str(stop.out_dir))}", err=True)
+                   f"{resume_command(stop.out_dir, device, _asked_formats(fmts, stop.result.records), quick)}",
+                   err=True)
         if summary is not None:
             typer.echo(f"summary so far: {summary}", err=True)
         raise typer.Exit(130) from None
@@ -110,6 +112,31 @@ def run_command(
     typer.echo(f"records: {result.records_path}", err=True)
     if summary is not None:
         typer.echo(f"summary: {summary}", err=True)
+
+
+def _asked_formats(fmts: Optional[list[str]], records: list[dict]) -> Optional[list[str]]:
+    """The formats asked for by name: ``--formats``, or (a --resume without it) those the records say were asked."""
+    if fmts is not None:
+        return fmts
+    from truepeak.bench.run import recorded_formats
+
+    recorded = recorded_formats(records)
+    return recorded[0] if recorded is not None and recorded[1] else None
+
+
+def resume_command(out_dir: str | Path, device: str = "auto", formats: Optional[list[str]] = None,
+                   quick: bool = False) -> str:
+    """The command that continues an interrupted run: ``truepeak run --resume --out DIR`` with the options that decide
+    what is measured repeated (``--device`` unless auto, ``--formats`` as canonical names, ``--quick``), so that
+    following it never measures other cases."""
+    argv = ["truepeak", "run", "--resume", "--out", str(out_dir)]
+    if device != "auto":
+        argv += ["--device", device]
+    if formats:
+        argv += ["--formats", ",".join(formats)]
+    if quick:
+        argv.append("--quick")
+    return shlex.join(argv)
 
 
 def _write_summary(result) -> Optional[Path]:

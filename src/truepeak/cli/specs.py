@@ -245,6 +245,8 @@ def properties_table(acc: Accelerator, *, sources: bool = False) -> Table:
         ("boost clock (peak basis)", acc.boost_clock_hz, lambda v: f"{_num(v / 1e6, 0)} MHz"),
         ("max clock", acc.max_clock_hz, lambda v: f"{_num(v / 1e6, 0)} MHz"),
         ("L2 cache", acc.l2_bytes, lambda v: f"{v:,} B ({_num(v / 2**20, 1)} MiB)"),
+        *([("Infinity Cache (behind L2)", acc.infinity_cache_bytes, lambda v: f"{v:,} B ({_num(v / 2**20, 1)} MiB)")]
+          if acc.infinity_cache_bytes is not None else []),
         ("shared memory per block (opt-in)", acc.smem_per_block_bytes, lambda v: f"{v:,} B ({_num(v / 1024, 1)} KiB)"),
         ("TDP", acc.tdp_w, lambda v: f"{v} W"),
         ("interconnect", acc.interconnect, lambda v: str(v)),
@@ -307,6 +309,8 @@ def claim_lines(v: ClaimVerdict) -> list[str]:
     """The lines ``truepeak specs NAME --claim TEXT`` prints; peaks render as in the explanation (one formatter)."""
     unit = rate_unit(v.rate) if v.rate else "TFLOPS"
     words = _PLATFORM_WORDS[v.kind].format(n=v.gpus) if v.gpus > 1 else _KIND_WORDS[v.kind]
+    if v.kind == "ambiguous" and v.rate:  # one format, several accumulators
+        words = "AMBIGUOUS — name the accumulator to decide"
     lines = [
         f"claim:       {v.text}  ({v.accelerator})",
         f"verdict:     {words}",
@@ -316,8 +320,9 @@ def claim_lines(v: ClaimVerdict) -> list[str]:
         only = f" ({', '.join(v.formats)} only)" if v.formats else ""
         lines.append(f"format:      {v.rate}{only}{acc}")
     if v.dense is not None:
-        lines.append(f"dense peak:  {fmt_rate(v.dense)} {unit}{_mark(v.derived, v.unverified)}  <- use this for "
-                     "efficiency")
+        use = (f"for a GEMM accumulating in {v.accumulate} (PyTorch's default)" if v.kind == "ambiguous"
+               else "use this for efficiency")
+        lines.append(f"dense peak:  {fmt_rate(v.dense)} {unit}{_mark(v.derived, v.unverified)}  <- {use}")
     if v.sparse is not None:
         if not v.sparse_published:
             pub = " (2 x dense; not published for this SKU)"

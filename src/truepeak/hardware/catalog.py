@@ -28,6 +28,7 @@ from typing import Any
 
 from truepeak.errors import UnknownNameError, UnsupportedError
 from truepeak.formats import RATES, Format, default_accumulate, get_format
+from truepeak.units import to_si
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -156,6 +157,8 @@ class Accelerator:
         memory_bytes, memory_bandwidth (B/s), sm_count (SMs or CUs), boost_clock_hz (the clock basis of the spec
         peaks), max_clock_hz, l2_bytes, smem_per_block_bytes (opt-in maximum per block), tdp_w, interconnect:
         each a :class:`Sourced` or None where no public source gives it.
+        infinity_cache_bytes: AMD's Infinity Cache (MALL), a memory-side cache behind the L2, or None (NVIDIA parts
+            have none). :attr:`cache_bytes` adds it to the L2.
         memory_type: e.g. ``"HBM3e"``.
         headline: the figure the vendor prints most prominently, and what it is.
         notes: caveats in words.
@@ -184,6 +187,17 @@ class Accelerator:
     headline: str = ""
     notes: tuple[str, ...] = field(default=())
     sparse_headlines: tuple[str, ...] = field(default=())
+    infinity_cache_bytes: Sourced | None = None
+
+    @property
+    def cache_bytes(self) -> int | None:
+        """Bytes of on-chip cache that can hold operands between kernel launches: the L2 plus an Infinity Cache where
+        there is one; None when the L2 size is unknown. What a working set must exceed to have to come from memory
+        (:func:`truepeak.roofline.check_memory_plausible`)."""
+        if self.l2_bytes is None or not self.l2_bytes.value:
+            return None
+        extra = self.infinity_cache_bytes.value if self.infinity_cache_bytes is not None else 0
+        return int(self.l2_bytes.value) + int(extra or 0)
 
     def peak(self, fmt: str | Format, accumulate: str | None = None) -> Peak:
         """The catalog peak that governs ``fmt`` with the given accumulator.
@@ -199,7 +213,7 @@ class Accelerator:
         Raises:
             UnknownNameError: unknown format.
             UnsupportedError: this accelerator has no published rate for that format/accumulator; the message lists
-                the rates it has.
+                the accumulators it has for that rate and every (rate, accumulator) pair it has.
         """
         f = get_format(fmt)
         acc = accumulate or f.accumulate
@@ -209,10 +223,20 @@ class Accelerator:
         for p in self.peaks:
             if not p.formats and p.rate == f.rate and p.accumulate == acc:
                 return p
-        have = ", ".join(p.label for p in self.peaks)
-        raise UnsupportedError(
-            f"{self.name} has no published {f.rate} peak with {acc} accumulate (needed for {f.name}); it has: {have}"
-        )
+        raise UnsupportedError(f"{self.name} has no published {f.rate} peak with {acc} accumulate "
+                               f"(needed for {f.name}); {self._peaks_we_have(f)}")
+
+    def _peaks_we_have(self, f: Format) -> str:
+        """What :meth:`peak` says it has instead: the accumulators of ``f.rate``, then every (rate, accumulator)
+        pair, e.g. ``"bf16 is published with fp32 accumulate only; (rate/accumulator) pairs it has: fp32/fp32,
+        ..."``."""
+        accs = list(dict.fromkeys(p.accumulate for p in self.peaks
+                                  if p.rate == f.rate and (not p.formats or f.name in p.formats)))
+        head = (f"{f.rate} is published with {' and '.join(accs)} accumulate only" if accs
+                else f"it has no {f.rate} peak at all")
+        pairs = ", ".join(p.rate + (f" ({', '.join(p.formats)})" if p.formats else "") + f"/{p.accumulate}"
+                          for p in self.peaks)
+        return f"{head}; (rate/accumulator) pairs it has: {pairs or 'none'}"
 
     def has_rate(self, fmt: str | Format, accumulate: str | None = None) -> bool:
         """True if :meth:`peak` would succeed."""
@@ -286,7 +310,8 @@ def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
 
     Keys: ``key``, ``name``, ``vendor``, ``architecture`` (key), ``compute_capability``, ``device_names``, ``aliases``,
     ``memory_type``, ``headline``, ``sparse_headlines``, ``notes``; ``memory_bytes``, ``memory_bandwidth_bytes_per_s``,
-    ``sm_count``, ``boost_clock_hz``, ``max_clock_hz``, ``l2_bytes``, ``smem_per_block_bytes``, ``tdp_w``,
+    ``sm_count``, ``boost_clock_hz``, ``max_clock_hz``, ``l2_bytes``, ``infinity_cache_bytes`` (AMD only),
+    ``smem_per_block_bytes``, ``tdp_w``,
     ``interconnect``: each ``{value, source, derived, note, unverified}`` or null; ``peaks``: a list of ``{rate,
     formats, accumulate, dense_flops, sparse_flops, flop_per_clk_per_sm, clock_hz, source, derived, unverified,
     why_not, note, sparse_ratio_note}`` where ``clock_hz`` is the clock basis of that peak (the peak's own clock, else
@@ -311,6 +336,7 @@ def accelerator_to_dict(acc: Accelerator) -> dict[str, Any]:
         "boost_clock_hz": _sourced_dict(acc.boost_clock_hz),
         "max_clock_hz": _sourced_dict(acc.max_clock_hz),
         "l2_bytes": _sourced_dict(acc.l2_bytes),
+        "infinity_cache_bytes": _sourced_dict(acc.infinity_cache_bytes),
         "smem_per_block_bytes": _sourced_dict(acc.smem_per_block_bytes),
         "tdp_w": _sourced_dict(acc.tdp_w),
         "interconnect": _sourced_dict(acc.interconnect),
@@ -345,6 +371,7 @@ _SCALE = {  # data-file key -> (attribute, factor to SI)
     "boost_clock_mhz": ("boost_clock_hz", MEGA),
     "max_clock_mhz": ("max_clock_hz", MEGA),
     "l2_bytes": ("l2_bytes", 1),
+    "infinity_cache_bytes": ("infinity_cache_bytes", 1),
     "smem_per_block_bytes": ("smem_per_block_bytes", 1),
     "tdp_w": ("tdp_w", 1),
     "interconnect": ("interconnect", None),
@@ -363,9 +390,7 @@ def _field(raw: Any, name: str, where: str) -> Any:
 def _sourced(raw: Any, factor: float | None, where: str) -> Sourced:
     if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
         raise ValueError(f"catalog: {where} must be a table with 'value' and 'source', got {raw!r}")
-    value = raw["value"] if factor is None else raw["value"] * factor
-    if factor == 1 and isinstance(raw["value"], int):
-        value = int(raw["value"])
+    value = raw["value"] if factor is None else to_si(raw["value"], factor)
     return Sourced(value, raw["source"], bool(raw.get("derived", False)), raw.get("note", ""),
                    bool(raw.get("unverified", False)))
 
@@ -391,11 +416,11 @@ def _peak(raw: Any, where: str) -> Peak:
     return Peak(
         rate=rate,
         accumulate=raw.get("accumulate", default_accumulate(rate)),
-        dense=dense * TERA,
-        sparse=None if sparse is None else sparse * TERA,
+        dense=to_si(dense, TERA),
+        sparse=None if sparse is None else to_si(sparse, TERA),
         source=source,
         derived=bool(raw.get("derived", False)),
-        clock_hz=None if clock is None else clock * MEGA,
+        clock_hz=None if clock is None else to_si(clock, MEGA),
         why_not=raw.get("why_not", ""),
         note=raw.get("note", ""),
         formats=formats,

@@ -3,7 +3,7 @@
 Datasheets since Hopper print tensor rates *with* 2:4 structured sparsity; GeForce and RTX PRO "AI TOPS" are sparse FP4
 by definition; HGX / DGX / NVL72 pages print platform totals (accelerators.md sections 1, 4 and 8). A claim is compared
 with the catalog's dense and sparse values of the named format. Marketing figures are rounded ("4 PFLOPS" for 4030.4,
-"3.7 PFLOPS" for 3742.4), so a claim matches a value within +-5 % (:data:`TOLERANCE`).
+"3.7 PFLOPS" for 3742.4), so a claim matches a value within ±5 % (:data:`TOLERANCE`).
 
 Accepted forms (case-insensitive): ``<number> <unit> [format]`` or ``[format] <number> <unit>``, e.g.
 ``"4 PFLOPS FP4"``, ``"3.7 PFLOPS FP4"``, ``"4000 AI TOPS"``, ``"1979 TFLOPS FP8"``, ``"989 TFLOPS bf16"``,
@@ -11,7 +11,13 @@ Accepted forms (case-insensitive): ``<number> <unit> [format]`` or ``[format] <n
 ``TFLOP/s``, ``TF``, ``PF``), GOPS, TOPS, POPS and ``AI TOPS``. Formats: a catalog rate (fp32, tf32, bf16, fp16, fp8,
 fp6, fp4, int8), ``fp16/bf16``, or any :func:`truepeak.formats.get_format` name (``nvfp4`` -> fp4, ``e4m3`` -> fp8).
 Without a format every rate of the accelerator is tried (``TOPS`` alone means int8; ``AI TOPS`` means sparse FP4).
-Numbers may use thousands separators and exponents (``1,979``, ``4e3``); zero and negative figures are rejected.
+Numbers may use thousands separators and exponents (``1,979``, ``4e3``); zero, negative and infinite figures are
+rejected.
+
+A claim that fits several readings is ``ambiguous`` and lists them all: readings of several formats (``"1979 TFLOPS"``
+on an H200: sparse bf16 or dense fp8), and a sparse reading beside a dense one of another accumulator (``"330 TFLOPS
+fp16"`` on an RTX 4090: sparse with fp32 accumulate, dense with fp16 accumulate). Naming the format or the accumulator
+(``"... with fp16 accumulate"``) decides.
 
 A claim that matches no per-GPU peak but is 8 or 72 x a dense or sparse peak (:data:`PLATFORM_GPUS`) is read as an
 HGX / DGX (8 GPUs) or NVL72 (72 GPUs) platform total: divide by the GPU count, then by 2 if sparse (accelerators.md
@@ -20,6 +26,7 @@ section 1, trap 2).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass, field
 
@@ -86,7 +93,10 @@ class ClaimVerdict:
         rate: the number format (catalog rate key: fp4, bf16, ...), or None if it could not be told.
         accumulate: the accumulator of the matched peak (fp32, fp16, int32), or None.
         kind: ``"dense"`` (matches the dense peak), ``"sparse"`` (matches the 2:4-sparse peak), ``"neither"`` or
-            ``"ambiguous"`` (no format given and several readings fit; ``alternatives`` lists them).
+            ``"ambiguous"`` (several readings fit: several formats, or a sparse and a dense reading on different
+            accumulators; ``alternatives`` lists them). An ambiguous claim whose readings share one rate keeps that
+            ``rate`` and gives the dense peak of its default accumulator (fp32; what PyTorch GEMMs use) in ``dense``;
+            across rates ``rate`` and ``dense`` are None.
         gpus: 1 for a per-GPU figure; 8 or 72 when the claim is that many GPUs' total (an HGX / NVL72 platform page);
             ``matched`` is then the platform total.
         unverified: the matched peak's dense value is marked unverified in the catalog (``explanation`` says why).
@@ -159,6 +169,10 @@ def parse_claim(text: str) -> ParsedClaim:
         scale, ops = (1e12 if m.group("word") == "tera" else 1e15), not unit.endswith("flops")
     else:
         scale, ops = _SCALE[m.group("short")], False
+    if not math.isfinite(value * scale):
+        figure = raw.strip()[m.start():m.end()]  # as typed (s is raw stripped and lower-cased: same positions)
+        raise TruepeakError(f"cannot read the claim {raw!r}: {figure!r} is not a finite number; a peak figure is a "
+                            f"finite positive number, e.g. {ACCEPTED_FORMS}")
     rest = s[: m.start()] + " " + s[m.end():]
     if _CLAIM.search(rest):
         raise TruepeakError(
@@ -268,13 +282,16 @@ def _matches(acc: Accelerator, claim: ParsedClaim, rates: list[str], tolerance: 
 
 
 def _caveat(p: Peak) -> str:
-    """The UNVERIFIED caveat of a peak, from its note (empty for a verified peak)."""
+    """The UNVERIFIED caveat of a peak (empty for a verified peak): why, from its note when the note says it, else its
+    source."""
     if not p.unverified:
         return ""
     note = p.note.strip()
     if note.lower().startswith("unverified"):
-        note = note.split(":", 1)[1].strip() if ":" in note else ""
-    return f" UNVERIFIED: the dense {p.label} value is not confirmed by a primary source" + (f" ({note})" if note else "") + "."
+        why = note.split(":", 1)[1].strip() if ":" in note else ""
+    else:
+        why = f"source: {p.source}"
+    return f" UNVERIFIED: the dense {p.label} value is not confirmed by a primary source" + (f" ({why})" if why else "") + "."
 
 
 @dataclass(frozen=True)
@@ -287,12 +304,12 @@ class _Check:
 
     @property
     def within(self) -> str:
-        """The tolerance in words: ``"+-5 %"``."""
-        return f"+-{self.tolerance * 100:g} %"
+        """The tolerance in words: ``"±5 %"`` (the one spelling, as ``truepeak specs --claim`` prints it)."""
+        return f"±{self.tolerance * 100:g} %"
 
     @property
     def allowed(self) -> str:
-        """``"+-5 % allowed for marketing rounding"``."""
+        """``"±5 % allowed for marketing rounding"``."""
         return f"{self.within} allowed for marketing rounding"
 
     @property
@@ -323,7 +340,7 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
     Args:
         acc: an :class:`Accelerator`, or any name :func:`truepeak.hardware.get_accelerator` accepts.
         text: the claim, e.g. ``"4 PFLOPS FP4"`` or ``"4000 AI TOPS"`` (forms: module docstring).
-        tolerance: relative match tolerance, default +-5 % for marketing rounding.
+        tolerance: relative match tolerance, default ±5 % for marketing rounding.
 
     Returns:
         A :class:`ClaimVerdict`: ``kind`` is dense, sparse, neither or ambiguous; ``dense`` is the peak to use for
@@ -342,15 +359,13 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
     found = _matches(acc, check.claim, rates, tolerance)
     if not found:  # not a per-GPU figure: an HGX / DGX / NVL72 platform total? (accelerators.md section 1)
         found = _matches(acc, check.claim, rates, tolerance, PLATFORM_GPUS)
-    # Without an explicit accumulator, the rate's default accumulator (fp32; int32 for int8) is the reading that
-    # matters: bf16/fp16/fp8 GEMMs in PyTorch accumulate in fp32.
-    default = [f for f in found if f.peak.accumulate == default_accumulate(f.peak.rate)]
-    chosen = default if (default and not check.claim.accumulate) else found
-    if not chosen:
+    if not found:
         return _no_match(check, rates)
-    if len({f.kind for f in chosen}) > 1 or len({round(f.peak.dense / 1e9) for f in chosen}) > 1:
-        return _ambiguous(check, chosen)
-    return _matched(check, chosen, [f for f in found if f not in chosen])
+    # Every accumulator counts: a figure that is sparse with fp32 accumulate and dense with fp16 accumulate (GeForce)
+    # is ambiguous, never silently read one way. (A claim naming its accumulator only matched peaks of that one.)
+    if len({f.kind for f in found}) > 1 or len({round(f.peak.dense / 1e9) for f in found}) > 1:
+        return _ambiguous(check, found)
+    return _matched(check, found)
 
 
 def _reference_peak(acc: Accelerator, claim: ParsedClaim, rate: str) -> Peak | None:
@@ -393,27 +408,46 @@ def _no_match(check: _Check, rates: list[str]) -> ClaimVerdict:
 
 
 def _ambiguous(check: _Check, chosen: list[_Match]) -> ClaimVerdict:
-    """Verdict "ambiguous": no format named and several readings fit."""
+    """Verdict "ambiguous": several readings fit (several formats, or sparse and dense on different accumulators).
+
+    Readings of one rate keep the rate and give the dense peak of its default accumulator (what a GEMM that does not
+    say otherwise is measured against); readings of several rates give neither."""
+    acc, claim = check.acc, check.claim
     alts = tuple(f.words() for f in chosen)
-    expl = (f"{check.prefix}{check.claim.text!r} fits several peaks of {check.acc.name}: " + "; ".join(alts)
-            + ". Name the format (e.g. '... BF16') to decide.")
-    return check.verdict(rate=None, kind="ambiguous", dense=None, explanation=expl, alternatives=alts)
+    head = f"{check.prefix}{claim.text!r} fits several peaks of {acc.name}: " + "; ".join(alts) + "."
+    rates = list(dict.fromkeys(f.peak.rate for f in chosen))
+    if len(rates) > 1:
+        other_acc = any(f.peak.accumulate != default_accumulate(f.peak.rate) for f in chosen)
+        how = "the format (e.g. '... BF16')" + (" and the accumulator" if other_acc else "")
+        return check.verdict(rate=None, kind="ambiguous", dense=None, alternatives=alts,
+                             explanation=f"{head} Name {how} to decide.")
+    rate = rates[0]
+    others = sorted({f.peak.accumulate for f in chosen} - {default_accumulate(rate)})
+    say = " or ".join(f"'... with {a} accumulate'" for a in others) or "the accumulator"
+    ref = _reference_peak(acc, claim, rate)
+    if ref is None:
+        return check.verdict(rate=rate, kind="ambiguous", dense=None, alternatives=alts,
+                             explanation=f"{head} Say the accumulator ({say}) to decide.")
+    expl = (f"{head} Say the accumulator ({say}) to decide. A GEMM accumulating in {ref.accumulate} (PyTorch's "
+            f"default) is measured against the dense {ref.label} peak: {_dense_use(ref)}.")
+    return check.peak_verdict(ref, kind="ambiguous", alternatives=alts, explanation=expl + _caveat(ref))
 
 
-def _matched(check: _Check, chosen: list[_Match], others: list[_Match]) -> ClaimVerdict:
-    """Verdict "dense" or "sparse" (per GPU or a platform total): the closest of the matching readings."""
+def _matched(check: _Check, chosen: list[_Match]) -> ClaimVerdict:
+    """Verdict "dense" or "sparse" (per GPU or a platform total): every matching reading is of that kind and dense
+    peak; the one on the default accumulator, else the closest, names it."""
     claim = check.claim
-    best = min(chosen, key=lambda f: abs(claim.value / f.total - 1))
+    best = min(chosen, key=lambda f: (f.peak.accumulate != default_accumulate(f.peak.rate),
+                                      abs(claim.value / f.total - 1)))
     p = best.peak
     same = sorted({f.peak.rate for f in chosen} - {p.rate}, key=RATES.index)
     also = f" (same value for {', '.join(same)})" if same else ""
-    other = f" It is also the {others[0].words()}." if others else ""
     if best.gpus > 1:
-        expl = _explain_platform(check, best, also, other)
+        expl = _explain_platform(check, best, also)
     elif best.kind == "sparse":
-        expl = _explain_sparse(check, best, also, other)
+        expl = _explain_sparse(check, best, also)
     else:
-        expl = _explain_dense(check, best, also, other)
+        expl = _explain_dense(check, best, also)
     if claim.stated and claim.stated != best.kind:
         expl += f" Note: the claim says {claim.stated}, but the number is the {best.kind} rate."
     return check.peak_verdict(p, kind=best.kind, matched=best.total, deviation=claim.value / best.total - 1,
@@ -426,11 +460,11 @@ def _dense_use(p: Peak) -> str:
 
 
 def _deviation(check: _Check, best: _Match) -> str:
-    """``"-0.8 %, +-5 % allowed for marketing rounding"``."""
+    """``"-0.8 %, ±5 % allowed for marketing rounding"``."""
     return f"{(check.claim.value / best.total - 1) * 100:+.1f} %, {check.allowed}"
 
 
-def _explain_platform(check: _Check, best: _Match, also: str, other: str) -> str:
+def _explain_platform(check: _Check, best: _Match, also: str) -> str:
     p, n = best.peak, best.gpus
     sparse = best.kind == "sparse"
     per_gpu = f"divide by {n}" + (", then by 2 (2:4 sparsity)" if sparse else "")
@@ -441,21 +475,21 @@ def _explain_platform(check: _Check, best: _Match, also: str, other: str) -> str
             f"{'2:4-SPARSE' if sparse else 'DENSE'} platform total: {n} x the {'2:4-sparse' if sparse else 'dense'} "
             f"{p.label} peak of {check.acc.name} ({n} x {fmt_rate(best.value)} = {fmt_rate(best.total)}; "
             f"{_deviation(check, best)}){also}. Per GPU: {per_gpu}{ratio}. Efficiency must use the per-GPU dense peak: "
-            f"{_dense_use(p)}.{other}")
+            f"{_dense_use(p)}.")
 
 
-def _explain_sparse(check: _Check, best: _Match, also: str, other: str) -> str:
+def _explain_sparse(check: _Check, best: _Match, also: str) -> str:
     p = best.peak
     pub = "" if best.published else " -- 2 x dense; the vendor's sparse figure is not in the catalog"
     ratio = f" The sparse rate is not 2 x dense here: {p.sparse_ratio_note}." if p.sparse_ratio_note else ""
     return (f"{check.prefix}{check.said(p.rate)} is the 2:4-SPARSE {p.label} peak of {check.acc.name} "
             f"({fmt_rate(best.value)}{pub}; {_deviation(check, best)}){also}.{ratio} "
-            f"Efficiency must use the dense peak: {_dense_use(p)}.{other}")
+            f"Efficiency must use the dense peak: {_dense_use(p)}.")
 
 
-def _explain_dense(check: _Check, best: _Match, also: str, other: str) -> str:
+def _explain_dense(check: _Check, best: _Match, also: str) -> str:
     p = best.peak
     derived = " (derived)" if p.derived else ""
     return (f"{check.prefix}{check.said(p.rate)} is the DENSE {p.label} peak of {check.acc.name} "
             f"({fmt_rate(best.value)}{derived}; {_deviation(check, best)}){also}. Use it as the efficiency "
-            f"denominator.{other}")
+            f"denominator.")

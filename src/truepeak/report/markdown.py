@@ -91,7 +91,7 @@ def summary_markdown(records: Sequence[dict], device: Any = None) -> str:
         _environment_section(env, records),
         _method_section(records, dev),
         _bandwidth_section(records),
-        _best_section(records),
+        _best_section(records, dev),
         _results_section(records),
     ]
     return "\n".join(line for section in sections for line in [*section, ""]).rstrip("\n") + "\n"
@@ -237,9 +237,18 @@ def _bandwidth_section(records: Sequence[dict]) -> list[str]:
     return out
 
 
-def _best_section(records: Sequence[dict]) -> list[str]:
+def _on_cpu(records: Sequence[dict], dev: dict) -> bool:
+    """Whether the run measured a CPU: the device says so, or (no device) every timed record is in ``cpu`` mode."""
+    if dev.get("kind"):
+        return dev.get("kind") == "cpu"
+    modes = {r.get("mode") for r in records if r.get("mode")}
+    return modes == {"cpu"}
+
+
+def _best_section(records: Sequence[dict], dev: dict | None = None) -> list[str]:
+    clock = "clock (MHz)" if _on_cpu(records, dev or {}) else "SM clock (MHz)"  # a CPU has cores, not SMs
     out = ["## Best measured TFLOPS per format", "",
-           "| format | best TFLOPS | % of dense peak | dense peak (TFLOPS) | shape (MxNxK) | SM clock (MHz) "
+           f"| format | best TFLOPS | % of dense peak | dense peak (TFLOPS) | shape (MxNxK) | {clock} "
            "| % of peak at that clock |",
            "| --- | ---: | ---: | ---: | --- | ---: | ---: |"]
     for rec in best_per_format(records):

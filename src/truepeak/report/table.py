@@ -2,8 +2,9 @@
 
 One row per record: shape (M x N x K, or the copy size), format, time, TFLOPS, GB/s, % of dense peak, % of roofline,
 bound, % of the peak at the measured SM clock (GPU runs), status and a note (the reason of a skipped or failed case,
-or a measurement warning). The time column uses ONE unit chosen from the data (µs, ms or s, from the smallest time;
-STYLE.md point 4: torch.utils.benchmark ``select_unit``), printed in the header. Every number is formatted by
+or the measurement's warning codes, and the record's own warnings in full, such as a result above its roofline). The
+time column uses ONE unit chosen from the data (µs, ms or s, from the smallest time; STYLE.md point 4:
+torch.utils.benchmark ``select_unit``), printed in the header. Every number is formatted by
 :mod:`truepeak.units` from the SI values the records hold; the footer states the units
 (:data:`truepeak.units.UNITS_FOOTER`) and the mode.
 
@@ -85,11 +86,16 @@ def _note(rec: dict) -> str:
     if rec.get("reason"):
         parts.append(rec["reason"])
     warnings = rec.get("warnings") or []
-    codes = (rec.get("measurement") or {}).get("warning_codes") or []
+    measurement = rec.get("measurement") or {}
+    codes = measurement.get("warning_codes") or []
+    own = set(measurement.get("warnings") or [])
+    extra = [w for w in warnings if w not in own]  # the record's own (a result above its roofline, ...), in full
+    timing = [w for w in warnings if w in own]
     if codes:
         parts.append(", ".join(codes))
-    elif warnings:
-        parts.append(warnings[0])
+    elif timing:
+        parts.append(timing[0])
+    parts += extra
     return "; ".join(parts)
 
 
