@@ -6,6 +6,9 @@
   sensor) installed as ``pynvml`` for the test, to exercise telemetry without a GPU.
 - Every test starts and ends with an empty NVML cache (:func:`truepeak.hardware.nvml.clear_cache`): the process-wide
   NVML session must not carry one test's ``pynvml`` into the next.
+- ``stub_timing``: ``stub_timing(mp, gemm_s=..., copy_s=...)`` makes every CPU GEMM timing and every copy "take" the
+  given seconds, so the run tests (tests/bench/test_run.py, tests/cli/test_run.py) compute derived values by hand.
+- ``interrupt_gemm``: ``interrupt_gemm(mp, n)`` presses Ctrl-C at the n-th GEMM case of a run (the same run tests).
 """
 
 from __future__ import annotations
@@ -90,3 +93,53 @@ def fake_pynvml(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     nv.nvmlDeviceGetCurrentClocksEventReasons = lambda h: 0x4
     monkeypatch.setitem(sys.modules, "pynvml", nv)
     return nv
+
+
+def _stub_timing(mp: pytest.MonkeyPatch, *, gemm_s: float, copy_s: float) -> None:
+    """Through ``mp``: ``timing.time_cpu`` runs the GEMM once and returns 5 samples of ``gemm_s``; ``membw.measure_copy``
+    returns 5 samples of ``copy_s`` for its copy, with the derived values of that time."""
+    from truepeak.bench import membw, timing  # imported here: the run tests skip without torch before they get here
+    from truepeak.bench.measurement import Measurement
+    from truepeak.efficiency import derived_metrics
+    from truepeak.roofline import Copy
+
+    def time_cpu(fn, **kw):
+        fn()  # the GEMM runs once; its time is fixed
+        return Measurement(samples_s=(gemm_s,) * 5, mode="cpu", input_kind="random")
+
+    def measure_copy(device, *, nbytes=None, quick=False, warmup_s=0.0, budget_s=0.0):
+        nbytes = nbytes or membw.copy_bytes(device, quick)
+        derived = derived_metrics(device.accelerator, Copy(nbytes), copy_s)
+        return membw.CopyResult(nbytes, Measurement(samples_s=(copy_s,) * 5, mode="cpu"), derived)
+
+    mp.setattr(timing, "time_cpu", time_cpu)
+    mp.setattr(membw, "measure_copy", measure_copy)
+
+
+@pytest.fixture(scope="session")
+def stub_timing():
+    """The timing stub, ``stub_timing(mp, gemm_s=..., copy_s=...)``; session-scoped so that module-scoped fixtures can
+    apply it inside a ``pytest.MonkeyPatch.context()``."""
+    return _stub_timing
+
+
+def _interrupt_gemm(mp: pytest.MonkeyPatch, n: int) -> None:
+    """Through ``mp``: Ctrl-C (``KeyboardInterrupt``) at the n-th GEMM case of a run; the other cases run for real."""
+    from truepeak.bench import run as R  # imported here, like the timing stub
+
+    real = R._run_gemm
+    calls = {"n": 0}
+
+    def interrupted(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    mp.setattr(R, "_run_gemm", interrupted)
+
+
+@pytest.fixture(scope="session")
+def interrupt_gemm():
+    """The Ctrl-C stand-in, ``interrupt_gemm(mp, n)``."""
+    return _interrupt_gemm

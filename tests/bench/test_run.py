@@ -17,7 +17,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import truepeak  # noqa: E402
-from truepeak.bench import membw, timing  # noqa: E402
+from truepeak.bench import membw  # noqa: E402
 from truepeak.bench import run as R  # noqa: E402
 from truepeak.bench.measurement import Measurement  # noqa: E402
 from truepeak.bench.records import read_records  # noqa: E402
@@ -52,31 +52,17 @@ def cpu(host):
     return dataclasses.replace(host, l2_bytes=16 * 2**20, accelerator=acc)
 
 
-def _stub_timing(mp: pytest.MonkeyPatch) -> None:
-    def time_cpu(fn, **kw):
-        fn()  # the GEMM runs once; its time is fixed
-        return Measurement(samples_s=(GEMM_S,) * 5, mode="cpu", input_kind="random")
-
-    def measure_copy(device, *, nbytes=None, quick=False, warmup_s=0.0, budget_s=0.0):
-        nbytes = nbytes or membw.copy_bytes(device, quick)
-        derived = derived_metrics(device.accelerator, Copy(nbytes), COPY_S)
-        return membw.CopyResult(nbytes, Measurement(samples_s=(COPY_S,) * 5, mode="cpu"), derived)
-
-    mp.setattr(timing, "time_cpu", time_cpu)
-    mp.setattr(membw, "measure_copy", measure_copy)
-
-
 @pytest.fixture
-def fake_timing(monkeypatch):
-    _stub_timing(monkeypatch)
+def fake_timing(monkeypatch, stub_timing):
+    stub_timing(monkeypatch, gemm_s=GEMM_S, copy_s=COPY_S)
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory, cpu):
+def quick_run(tmp_path_factory, cpu, stub_timing):
     """One stubbed quick run shared by the read-only checks."""
     out = tmp_path_factory.mktemp("quick")
     with pytest.MonkeyPatch.context() as mp:
-        _stub_timing(mp)
+        stub_timing(mp, gemm_s=GEMM_S, copy_s=COPY_S)
         return R.run_main_job(out, device=cpu, quick=True, progress=False, argv=["truepeak", "run", "--quick"])
 
 
@@ -402,17 +388,8 @@ def test_resume_refuses_records_of_another_schema(tmp_path, cpu, monkeypatch):
         R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
 
 
-def test_interrupt_keeps_the_records_and_returns_them(tmp_path, cpu, monkeypatch, fake_timing):
-    real = R._run_gemm
-    calls = {"n": 0}
-
-    def interrupted(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(R, "_run_gemm", interrupted)
+def test_interrupt_keeps_the_records_and_returns_them(tmp_path, cpu, monkeypatch, fake_timing, interrupt_gemm):
+    interrupt_gemm(monkeypatch, 2)
     with pytest.raises(R.RunInterrupted) as info:
         R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
     stop = info.value
@@ -467,25 +444,12 @@ def test_a_cache_resident_copy_is_never_the_roofline_ceiling(tmp_path, cpu, monk
 # -- --resume and the formats ------------------------------------------------------------------------------------------
 
 
-def _interrupt_after(monkeypatch, n: int) -> None:
-    """Ctrl-C at the n-th GEMM case."""
-    real = R._run_gemm
-    calls = {"n": 0}
-
-    def interrupted(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == n:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(R, "_run_gemm", interrupted)
-
-
-def test_resume_without_formats_continues_with_the_recorded_ones(tmp_path, cpu, monkeypatch, fake_timing):
+def test_resume_without_formats_continues_with_the_recorded_ones(tmp_path, cpu, monkeypatch, fake_timing,
+                                                                   interrupt_gemm):
     """A --formats bf16 run, interrupted and resumed without --formats, measures bf16 only (it used to add the
     default fp32 cases)."""
     with monkeypatch.context() as mp:
-        _interrupt_after(mp, 2)
+        interrupt_gemm(mp, 2)  # Ctrl-C at the second GEMM case
         with pytest.raises(R.RunInterrupted):
             R.run_main_job(tmp_path, device=cpu, formats="bf16", quick=True, progress=False)
     first = read_records(tmp_path / "results.jsonl")

@@ -12,12 +12,8 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 
 import truepeak.cli.run  # noqa: E402,F401  (registers the command)
-from truepeak.bench import membw, timing  # noqa: E402
-from truepeak.bench.measurement import Measurement  # noqa: E402
 from truepeak.bench.records import read_records  # noqa: E402
 from truepeak.cli.app import app, main  # noqa: E402
-from truepeak.efficiency import derived_metrics  # noqa: E402
-from truepeak.roofline import Copy  # noqa: E402
 from truepeak.units import UNITS_FOOTER  # noqa: E402
 
 FOOTER = f"{UNITS_FOOTER}; mode: cpu"
@@ -27,23 +23,9 @@ FIELDS = {"schema_version", "methodology_version", "truepeak_version", "key", "k
 GEMM_S, COPY_S = 0.1, 0.01
 
 
-def _stub_timing(mp: pytest.MonkeyPatch) -> None:
-    def time_cpu(fn, **kw):
-        fn()
-        return Measurement(samples_s=(GEMM_S,) * 5, mode="cpu")
-
-    def measure_copy(device, *, nbytes=None, quick=False, warmup_s=0.0, budget_s=0.0):
-        nbytes = nbytes or membw.copy_bytes(device, quick)
-        derived = derived_metrics(device.accelerator, Copy(nbytes), COPY_S)
-        return membw.CopyResult(nbytes, Measurement(samples_s=(COPY_S,) * 5, mode="cpu"), derived)
-
-    mp.setattr(timing, "time_cpu", time_cpu)
-    mp.setattr(membw, "measure_copy", measure_copy)
-
-
 @pytest.fixture
-def fake_timing(monkeypatch):
-    _stub_timing(monkeypatch)
+def fake_timing(monkeypatch, stub_timing):
+    stub_timing(monkeypatch, gemm_s=GEMM_S, copy_s=COPY_S)
 
 
 def run_main(capsys, *args: str) -> tuple[int, str, str]:
@@ -55,11 +37,11 @@ def run_main(capsys, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def quick(tmp_path_factory):
+def quick(tmp_path_factory, stub_timing):
     """A stubbed quick run through CliRunner, shared by the read-only checks."""
     out = tmp_path_factory.mktemp("cli") / "run"
     with pytest.MonkeyPatch.context() as mp:
-        _stub_timing(mp)
+        stub_timing(mp, gemm_s=GEMM_S, copy_s=COPY_S)
         result = CliRunner().invoke(app, ["run", "--quick", "--device", "cpu", "--out", str(out), "--no-progress"])
     return out, result
 
@@ -207,19 +189,9 @@ def test_resume_warns_about_a_torn_line_and_refuses_other_settings(capsys, tmp_p
     assert code == 2 and last.startswith("error: cannot --resume") and "quick (there: True, now: False)" in last
 
 
-def test_ctrl_c_says_where_the_records_are_and_writes_the_summary(capsys, tmp_path, monkeypatch, fake_timing):
-    from truepeak.bench import run as R
-
-    real = R._run_gemm
-    calls = {"n": 0}
-
-    def interrupted(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
-    monkeypatch.setattr(R, "_run_gemm", interrupted)
+def test_ctrl_c_says_where_the_records_are_and_writes_the_summary(capsys, tmp_path, monkeypatch, fake_timing,
+                                                                   interrupt_gemm):
+    interrupt_gemm(monkeypatch, 2)  # Ctrl-C at the second GEMM case
     out = tmp_path / "r"
     code, _, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
     assert code == 130
@@ -232,25 +204,14 @@ def test_ctrl_c_says_where_the_records_are_and_writes_the_summary(capsys, tmp_pa
 
 
 def test_ctrl_c_hint_repeats_the_formats_and_following_it_measures_only_them(capsys, tmp_path, monkeypatch,
-                                                                              fake_timing):
+                                                                              fake_timing, interrupt_gemm):
     """`--formats bf16`, Ctrl-C: the hint repeats --device, --formats and --quick; following it (or resuming without
     --formats) measures bf16 only, and resuming with other formats is refused in one line naming both."""
     import shlex
 
-    from truepeak.bench import run as R
-
-    real = R._run_gemm
-    calls = {"n": 0}
-
-    def interrupted(*a, **k):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
     out = tmp_path / "intr 3"
     with monkeypatch.context() as mp:
-        mp.setattr(R, "_run_gemm", interrupted)
+        interrupt_gemm(mp, 2)  # Ctrl-C at the second GEMM case
         code, _, err = run_main(capsys, "--device", "cpu", "--formats", "BF16", "--quick", "--out", str(out),
                                 "--no-progress")
     assert code == 130

@@ -9,21 +9,15 @@ import pytest
 from truepeak.hardware import cpu
 from truepeak.hardware import detect as det
 
+
+def _cpuinfo(*cpus: str) -> str:
+    """/proc/cpuinfo text: each logical CPU's fields after its "processor : i" line, a blank line between CPUs."""
+    return "\n".join(f"processor\t: {i}\n{fields}" for i, fields in enumerate(cpus))
+
+
 # Two logical CPUs of an AVX-512 EPYC VM (Zen 4: family 25 = 0x19, model 17; one socket, no SMT), trimmed to the
 # fields the estimate reads.
-EPYC_AVX512 = """\
-processor	: 0
-vendor_id	: AuthenticAMD
-cpu family	: 25
-model		: 17
-model name	: AMD EPYC
-cpu MHz		: 2596.138
-cache size	: 1024 KB
-siblings	: 2
-cpu cores	: 2
-flags		: fpu sse sse2 fma avx avx2 avx512f avx512dq avx512_bf16
-
-processor	: 1
+_EPYC_AVX512_CPU = """\
 vendor_id	: AuthenticAMD
 cpu family	: 25
 model		: 17
@@ -34,29 +28,24 @@ siblings	: 2
 cpu cores	: 2
 flags		: fpu sse sse2 fma avx avx2 avx512f avx512dq avx512_bf16
 """
+EPYC_AVX512 = _cpuinfo(_EPYC_AVX512_CPU, _EPYC_AVX512_CPU)
+
+
+def _intel_avx2_smt_cpu(mhz: str) -> str:
+    return f"""\
+vendor_id	: GenuineIntel
+cpu family	: 6
+model		: 158
+model name	: Intel(R) Core(TM) i7-7700 CPU @ 3.60GHz
+cpu MHz		: {mhz}
+siblings	: 8
+cpu cores	: 4
+flags		: fpu sse sse2 fma avx avx2
+"""
+
 
 # A 4-core / 8-thread AVX2 desktop part: SMT halves the logical count; the fastest "cpu MHz" line wins.
-INTEL_AVX2_SMT = """\
-processor	: 0
-vendor_id	: GenuineIntel
-cpu family	: 6
-model		: 158
-model name	: Intel(R) Core(TM) i7-7700 CPU @ 3.60GHz
-cpu MHz		: 800.000
-siblings	: 8
-cpu cores	: 4
-flags		: fpu sse sse2 fma avx avx2
-
-processor	: 1
-vendor_id	: GenuineIntel
-cpu family	: 6
-model		: 158
-model name	: Intel(R) Core(TM) i7-7700 CPU @ 3.60GHz
-cpu MHz		: 4200.000
-siblings	: 8
-cpu cores	: 4
-flags		: fpu sse sse2 fma avx avx2
-"""
+INTEL_AVX2_SMT = _cpuinfo(_intel_avx2_smt_cpu("800.000"), _intel_avx2_smt_cpu("4200.000"))
 
 # AArch64: no "model name", NEON reported as "asimd" in Features.
 ARM_NEON = """\
