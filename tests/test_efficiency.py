@@ -351,8 +351,15 @@ def test_clock_above_the_measured_value_is_noted(h200):
 
 
 def test_clock_far_above_the_maximum_is_rejected(h200):
-    with pytest.raises(MeasurementError, match="above 1.5 x the 1980 MHz maximum clock"):
+    with pytest.raises(MeasurementError, match="above the 1980 MHz maximum clock"):
         analyze(h200, "bf16", tflops=100, clock_hz=3e9)
+
+
+def test_clock_above_the_catalog_maximum_cannot_lift_the_ceiling(h200):
+    """Adversarial test 2: --clock-mhz 2900 on an H200 (NVML max 1980) lifted the ceiling to 146.6 %."""
+    with pytest.raises(MeasurementError, match=r"SM clock 2900 MHz is above the 1980 MHz maximum clock of NVIDIA H200"):
+        analyze(h200, "bf16", tflops=1450, clock_hz=2.9e9)
+    assert analyze(h200, "bf16", tflops=900, clock_hz=1.98e9 * 1.02).clock_hz == pytest.approx(2019.6e6)  # 2 % slack
 
 
 def test_derived_metrics_ignores_a_clock_far_above_the_maximum(h200):

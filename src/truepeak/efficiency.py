@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
 from truepeak.formats import Format, check_scaling, get_format
 from truepeak.roofline import (
+    MIN_TIME_S,
     TERA,
     Copy,
     Gemm,
@@ -212,10 +213,12 @@ def analyze(acc: str | Accelerator, fmt: str | Format, *, tflops: float | None =
     Raises:
         TruepeakError: none of throughput, shape, time given; a time without a shape; an inconsistent triple;
             a malformed shape; a scaling the format does not take.
-        MeasurementError: a zero, negative or non-finite throughput, time or clock; a clock above 1.5 x the maximum
-            clock; a throughput above the plausibility ceiling (case C08; :func:`truepeak.roofline.plausibility_limit`);
-            with a shape and a time or throughput, a time in which the working set cannot have moved: more than the
-            memory bandwidth for the bytes the L2 cannot hold (:func:`truepeak.roofline.check_memory_plausible`).
+        MeasurementError: a zero, negative or non-finite throughput, time or clock; a clock above the catalog
+            maximum clock + 2 % (1.5 x the spec clock where no maximum is known); a time (given or implied by a
+            throughput and shape) under 100 ns; a throughput above the plausibility ceiling (case C08;
+            :func:`truepeak.roofline.plausibility_limit`); with a shape and a time or throughput, a time in which the
+            working set cannot have moved: more than the memory bandwidth for the bytes the L2 cannot hold, or more
+            than 10 x it at all (:func:`truepeak.roofline.check_memory_plausible`).
         UnknownNameError, UnsupportedError: unknown accelerator name, format or scaling, or no peak for the format on
             ``acc``.
 
@@ -271,6 +274,11 @@ def _resolve_inputs(acc: Accelerator, f: Format, tflops: float | None, shape: An
         achieved = implied
     elif achieved is not None:
         t = gemm.flop / achieved
+        if t < MIN_TIME_S:
+            raise MeasurementError(
+                f"{fmt_rate(achieved)} {rate_unit(f)} on {gemm.label} ({gemm.flop:.4g} FLOP) means {fmt_time(t)} per "
+                f"GEMM, below {fmt_time(MIN_TIME_S)}: no kernel or library call completes that fast (a GPU launch "
+                "alone takes microseconds); a timing error or a wrong shape")
     return achieved, t, clk, gemm
 
 

@@ -141,6 +141,18 @@ def default_accumulate(rate: str) -> str:
     return "int32" if rate.startswith("int") else "fp32"
 
 
+#: The accumulators a peak can be published for: fp32 (float default), fp16 (the GeForce fast path), int32 (int8).
+ACCUMULATORS = ("fp32", "fp16", "int32")
+
+
+def check_accumulate(accumulate: str | None) -> str | None:
+    """Return ``accumulate`` (None passes: the format's default); UnknownNameError (one line listing
+    :data:`ACCUMULATORS`) for any other value."""
+    if accumulate is None or accumulate in ACCUMULATORS:
+        return accumulate
+    raise UnknownNameError(f"unknown accumulator {accumulate!r}; known: {', '.join(ACCUMULATORS)}")
+
+
 def check_positive_int(name: str, value: object) -> int:
     """Return ``value`` if it is a positive whole number (an ``int``, not a ``bool``).
 

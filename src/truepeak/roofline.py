@@ -17,7 +17,9 @@ Formulas and sources:
     - The same on the memory side (:func:`check_memory_plausible`): the bytes of a working set that no on-chip cache can
       hold (minimum bytes - L2, minus an AMD Infinity Cache) must cross the memory bus, which cannot beat its spec
       bandwidth; a time shorter than that is a timing error. A working set that fits in cache is possible above the
-      memory bandwidth (a cache-resident benchmark, ../shared/cases.md C10) and gets a note instead.
+      memory bandwidth (a cache-resident benchmark, ../shared/cases.md C10) and gets a note instead, up to a loose
+      cache ceiling of :data:`CACHE_BANDWIDTH_FACTOR` (10) x the memory bandwidth, which no on-chip cache exceeds.
+    - No call completes in under :data:`MIN_TIME_S` (100 ns; :func:`check_time`).
 """
 
 from __future__ import annotations
@@ -285,14 +287,40 @@ def roofline_for(acc: Accelerator, fmt: str | Format, accumulate: str | None = N
 TIMING_CAUSES = ("a timing error: too few FLOP counted, a cache-resident or eliminated op, "
                  "or a time that excludes the kernel")
 
-#: Headroom above the spec-clock dense peak allowed where the catalog has no maximum clock (or no FLOP/clk/SM to apply
-#: it). The largest documented gap between spec and running clock without a catalogued maximum: GeForce RTX 5090 cards
-#: run at ~2.75 GHz against a 2407 MHz spec boost clock = 1.14x (accelerators.md section 2 notes; section 8 trap 4;
-#: measured 235-240 TFLOPS bf16 against the 209.5 spec). H100 1980/1830 = 1.08x and B200 1965/1856 = 1.06x are below it.
-CLOCK_HEADROOM = 1.15
+#: Headroom above the spec-clock dense peak allowed for a GPU where the catalog has no maximum clock (or no FLOP/clk/SM
+#: to apply it). The largest documented gap between spec and running clock without a catalogued maximum: GeForce RTX
+#: 5090 cards run at 2.7-2.8 GHz against a 2407 MHz spec boost clock, 2.8 / 2.407 = 1.16x (accelerators.md section 2
+#: notes; section 8 trap 4; measured 235-241 TFLOPS bf16 against the 209.5 spec), and factory-overclocked cards ship
+#: with higher boost clocks still; 1.20 covers them. H100 1980/1830 = 1.08x and B200 1965/1856 = 1.06x are below it.
+CLOCK_HEADROOM = 1.20
 
-#: A given SM clock above this multiple of the catalog's maximum (else spec) clock is not a clock the GPU runs: rejected.
+#: The same headroom for a CPU (vendor ``"cpu"``, :func:`truepeak.hardware.cpu.cpu_accelerator`), whose peak is
+#: estimated from a nominal clock (a VM's /proc/cpuinfo "cpu MHz") that turbo boost exceeds: an EPYC with a 2.6 GHz base
+#: clock boosts to ~3.7 GHz (1.42x); measured on this project's CI host: 113.8 % of the estimate.
+CPU_CLOCK_HEADROOM = 1.5
+
+#: Where the catalog has a maximum SM clock (measured by NVML), a given clock above it by more than this fraction is not
+#: a clock the GPU runs (2 % for the granularity of clock readings): rejected.
+MAX_CLOCK_TOLERANCE = 0.02
+
+#: Where no maximum clock is known, a given SM clock above this multiple of the spec clock is not one the GPU runs.
 CLOCK_SANITY_FACTOR = 1.5
+
+#: No kernel or library call completes in under 100 ns: a GPU kernel launch alone takes microseconds. A shorter time
+#: per call is a timing error (or a time in the wrong unit).
+MIN_TIME_S = 100e-9
+
+#: Deliberately loose ceiling on what an on-chip cache can serve, as a multiple of the spec DRAM bandwidth: the L2
+#: bandwidth of recent GPUs is a few times their DRAM bandwidth, so no cache-resident working set moves at more than
+#: 10 x it. Not a spec: it only catches timing errors where the working set may be cache-resident (or the cache size is
+#: unknown), which the DRAM floor of :func:`check_memory_plausible` cannot.
+CACHE_BANDWIDTH_FACTOR = 10.0
+
+
+def clock_headroom(acc: Accelerator) -> float:
+    """The headroom above the spec-clock dense peak where no maximum clock applies: :data:`CPU_CLOCK_HEADROOM` for a
+    CPU (vendor ``"cpu"``), :data:`CLOCK_HEADROOM` otherwise. The one place this choice is made."""
+    return CPU_CLOCK_HEADROOM if acc.vendor == "cpu" else CLOCK_HEADROOM
 
 #: No GPU runs a kernel below this SM clock (H200 idles at ~345 MHz); a smaller value is a unit mistake (GHz for MHz).
 MIN_CLOCK_HZ = 100e6
@@ -352,7 +380,8 @@ class PlausibilityLimit:
 
 def check_clock(acc: Accelerator, clock_hz: float, label: str = "SM clock") -> float:
     """Return ``clock_hz`` (Hz) as a float; MeasurementError (one line, naming ``label``) unless it is a positive finite
-    clock no higher than :data:`CLOCK_SANITY_FACTOR` x the catalog maximum clock (else the spec boost clock)."""
+    clock no higher than the catalog maximum clock + :data:`MAX_CLOCK_TOLERANCE` (2 %), or, where no maximum is known,
+    :data:`CLOCK_SANITY_FACTOR` x the spec boost clock."""
     try:
         clk = float(clock_hz)
     except (TypeError, ValueError):
@@ -364,10 +393,16 @@ def check_clock(acc: Accelerator, clock_hz: float, label: str = "SM clock") -> f
         raise MeasurementError(
             f"{label} {clk / 1e6:g}{mhz} is below {MIN_CLOCK_HZ / 1e6:g} MHz, lower than any SM clock under load "
             f"(was it given in GHz? {clk / 1e6:g} GHz = {clk / 1e3:g} MHz)")
-    ref, kind = None, ""
     if acc.max_clock_hz is not None and acc.max_clock_hz.value:
-        ref, kind = float(acc.max_clock_hz.value), "maximum"
-    elif acc.boost_clock_hz is not None and acc.boost_clock_hz.value:
+        top = float(acc.max_clock_hz.value)
+        if clk > top * (1 + MAX_CLOCK_TOLERANCE):
+            raise MeasurementError(
+                f"{label} {clk / 1e6:g}{mhz} is above the {top / 1e6:.0f} MHz maximum clock of {acc.name} (source: "
+                f"{acc.max_clock_hz.source}; {100 * MAX_CLOCK_TOLERANCE:g} % allowed for reading granularity): not an "
+                "SM clock it runs (give the measured SM clock in MHz)")
+        return clk
+    ref, kind = None, ""
+    if acc.boost_clock_hz is not None and acc.boost_clock_hz.value:
         ref, kind = float(acc.boost_clock_hz.value), "spec"
     if ref is not None and clk > CLOCK_SANITY_FACTOR * ref:
         raise MeasurementError(
@@ -383,9 +418,10 @@ def plausibility_limit(acc: Accelerator, fmt: str | Format, accumulate: str | No
     ceiling = max of
         - the catalog dense peak (at its spec clock);
         - FLOP/clk/SM x SMs x the catalog maximum clock, when both are known; when they are not,
-          :data:`CLOCK_HEADROOM` (1.15) x the spec-clock dense peak: GPUs run above their spec boost clock (RTX 5090:
-          ~2.75 GHz against 2407 MHz = 1.14x; accelerators.md section 2 notes, section 8 trap 4), so a measurement up
-          to that is physically possible, while C08's 605 % stays a timing error;
+          :func:`clock_headroom` x the spec-clock dense peak (1.20 for a GPU, 1.5 for a CPU's estimate): GPUs run above
+          their spec boost clock (RTX 5090: 2.7-2.8 GHz against 2407 MHz = 1.16x; accelerators.md section 2 notes,
+          section 8 trap 4), so a measurement up to that is physically possible, while C08's 605 % stays a timing
+          error;
         - FLOP/clk/SM x SMs x ``clock_hz``, when a measured clock is given (``sm_count``: the device's SM count).
 
     The one rule :func:`check_plausible`, :func:`truepeak.efficiency.analyze` and
@@ -405,8 +441,9 @@ def plausibility_limit(acc: Accelerator, fmt: str | Format, accumulate: str | No
         candidates.append((at_max, f"its peak at the {max_clock / 1e6:.0f} MHz maximum clock"))
     else:
         why = "no maximum clock in the catalog" if max_clock is None else "no FLOP/clk/SM to apply the maximum clock to"
-        candidates.append((CLOCK_HEADROOM * dense, f"{100 * (CLOCK_HEADROOM - 1):.0f} % above the spec-clock peak "
-                                                   f"as there is {why}"))
+        headroom = clock_headroom(acc)
+        candidates.append((headroom * dense, f"{100 * (headroom - 1):.0f} % above the spec-clock peak "
+                                             f"as there is {why}"))
     measured = None
     if clock_hz is not None and math.isfinite(clock_hz) and clock_hz > 0:
         measured = float(clock_hz)
@@ -483,6 +520,8 @@ def check_memory_plausible(acc: Accelerator, work: Gemm | Copy, time_s: float, *
     - a GEMM whose FLOP / time is above the compute ceiling (:func:`plausibility_limit` at ``clock_hz``, the dense peak
       at the highest clock the part runs): MeasurementError from :func:`check_plausible` (the compute floor, C08);
     - bytes / time <= bandwidth: None (nothing to say);
+    - bytes / time above :data:`CACHE_BANDWIDTH_FACTOR` (10) x bandwidth: MeasurementError, whatever the cache size
+      (known or not): no on-chip cache serves that much (a deliberately loose bound that catches timing errors);
     - no cache size in the catalog: a note; not checked;
     - bytes <= cache: the working set can be cache-resident: the note that the figure is a cache figure (C10);
     - otherwise at least ``bytes - cache`` bytes come from memory, so time >= (bytes - cache) / bandwidth: a shorter
@@ -518,10 +557,12 @@ def check_memory_plausible(acc: Accelerator, work: Gemm | Copy, time_s: float, *
              "bandwidth")
     cache = acc.cache_bytes
     if cache is None:
+        _check_cache_ceiling(acc, work, t, achieved, bw, "its cache size is not in the catalog")
         return (f"{above}; {acc.name} has no L2 size in the catalog, so whether the {fmt_bytes(nbytes)} working set "
-                "could come from cache is not checked")
+                f"could come from cache is not checked beyond {CACHE_BANDWIDTH_FACTOR:g} x the memory bandwidth")
     rotate = "a serving workload streams these bytes from DRAM (rotate buffers over >= 2x L2 when measuring)"
     if nbytes <= cache:
+        _check_cache_ceiling(acc, work, t, achieved, bw, f"the working set fits in its {_cache_words(acc)}")
         return f"{above}: the {fmt_bytes(nbytes)} working set fits in the {_cache_words(acc)}; {rotate}"
     from_memory = nbytes - cache
     floor = from_memory / bw
@@ -532,10 +573,30 @@ def check_memory_plausible(acc: Accelerator, work: Gemm | Copy, time_s: float, *
             f"({fmt_bytes(nbytes)}) is larger than its {_cache_words(acc)}, so at least {fmt_bytes(from_memory)} come "
             f"from memory, which takes at least {fmt_time(floor)}: this cannot be a real measurement "
             f"({MEMORY_TIMING_CAUSES})")
+    _check_cache_ceiling(acc, work, t, achieved, bw, f"part of the working set may be held in its {_cache_words(acc)}")
     return (f"{above}: possible only with part of the {fmt_bytes(nbytes)} working set held in the {_cache_words(acc)} "
             f"between calls (at least {fmt_bytes(from_memory)} must come from memory: >= {fmt_time(floor)}); {rotate}")
 
 
+def _check_cache_ceiling(acc: Accelerator, work: Gemm | Copy, t: float, achieved: float, bw: float,
+                         where: str) -> None:
+    """MeasurementError when ``achieved`` B/s is above :data:`CACHE_BANDWIDTH_FACTOR` x the memory bandwidth ``bw``:
+    more than any on-chip cache serves, however much of the working set it holds (``where`` says what is known)."""
+    ceiling = CACHE_BANDWIDTH_FACTOR * bw
+    if achieved > ceiling * (1 + 1e-12):
+        raise MeasurementError(
+            f"{fmt_time(t)} for {_work_label(work)} moves {fmt_bytes(work.min_bytes)} at {fmt_bandwidth(achieved)} "
+            f"GB/s = {fmt_pct(achieved / bw)} of the {fmt_bandwidth(bw)} GB/s memory bandwidth of {acc.name}; "
+            f"{where}, but no on-chip cache serves more than {CACHE_BANDWIDTH_FACTOR:g} x the memory bandwidth "
+            f"({fmt_bandwidth(ceiling)} GB/s): this cannot be a real measurement ({MEMORY_TIMING_CAUSES})")
+
+
 def check_time(time_s: float) -> float:
-    """Return ``time_s`` as a float; raise MeasurementError unless it is a positive finite number of seconds."""
-    return _finite_positive("time", time_s, " s")
+    """Return ``time_s`` as a float; raise MeasurementError unless it is a positive finite number of seconds and at
+    least :data:`MIN_TIME_S` (100 ns: no kernel or library call completes faster)."""
+    t = _finite_positive("time", time_s, " s")
+    if t < MIN_TIME_S:
+        raise MeasurementError(
+            f"time {t:g} s ({fmt_time(t)}) per call is below {fmt_time(MIN_TIME_S)}: no kernel or library call "
+            "completes that fast (a GPU launch alone takes microseconds); a timing error or a time in the wrong unit")
+    return t

@@ -136,13 +136,13 @@ def test_resume_keys_and_torn_last_line(tmp_path):
 
 def test_malformed_line_messages(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"key": "a", "status": "ok"}\n\n[1, 2]\nnot json\n')
+    path.write_text('{"schema_version": 2, "key": "a", "status": "ok"}\n\n[1, 2]\nnot json\n')
     with pytest.raises(TruepeakError) as e:
         read_records(path)
     msg = str(e.value)
     assert str(path) in msg and "line 3" in msg and "JSON list, not an object" in msg and "strict=False" in msg
     recs = read_records(path, strict=False)
-    assert recs == [{"key": "a", "status": "ok"}] and recs.bad_lines == [3, 4]
+    assert recs == [{"schema_version": 2, "key": "a", "status": "ok"}] and recs.bad_lines == [3, 4]
     with pytest.raises(TruepeakError, match="cannot read records file"):
         read_records(tmp_path / "missing.jsonl")
 
@@ -193,9 +193,11 @@ def test_records_are_converted_to_json_data_once(tmp_path, monkeypatch):
     with RecordWriter(tmp_path / "r.jsonl") as w:
         w.write(record)  # from make_record: already JSON data, dumped as it is
         assert calls == []
-        w.write({"key": "k", "status": "ok", "x": np.float32(0.5), "y": float("nan")})  # anything else: converted
+        w.write({"schema_version": 2, "key": "k", "status": "ok", "x": np.float32(0.5),
+                 "y": float("nan")})  # anything else: converted
         assert len(calls) >= 1
-    assert read_records(tmp_path / "r.jsonl")[1] == {"key": "k", "status": "ok", "x": 0.5, "y": None}
+    assert read_records(tmp_path / "r.jsonl")[1] == {"schema_version": 2, "key": "k", "status": "ok", "x": 0.5,
+                                                     "y": None}
 
 
 def test_make_record_keeps_the_run_config():
@@ -263,3 +265,25 @@ def test_record_warnings_follow_the_measurements():
     assert r["warnings"] == [*noisy.warnings, "104.5 % of the roofline: ..."]
     assert r["measurement"]["warnings"] == noisy.warnings
     assert ok_record()["warnings"] == M.warnings
+
+
+@pytest.mark.parametrize("version, found", [(1, "schema version 1"), (9, "schema version 9"),
+                                            (None, "no schema_version"), ("2", 'schema version "2"'),
+                                            (True, "schema version true")])
+def test_a_record_of_another_schema_is_an_error_or_a_bad_line(tmp_path, version, found):
+    """Strict: one line naming the file, the line and the version understood; non-strict: a bad line (with the version
+    found in ``other_schema``), the current-schema records kept."""
+    path = tmp_path / "old.jsonl"
+    other = {"key": "b", "status": "ok"} if version is None else {"schema_version": version, "key": "b", "status": "ok"}
+    with RecordWriter(path) as w:
+        w.write(ok_record())
+        w.write(other)
+    with pytest.raises(TruepeakError) as e:
+        read_records(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}, line 2: record of {found}; truepeak {truepeak.__version__} reads schema "
+                          f"version {truepeak.SCHEMA_VERSION} only")
+    assert "\n" not in msg
+    recs = read_records(path, strict=False)
+    assert [r["key"] for r in recs] == [ok_record()["key"]] and recs.bad_lines == [2]
+    assert recs.other_schema == [(2, version)] and "reads schema version 2 only" in recs.problems[0][1]

@@ -388,6 +388,30 @@ def test_resume_refuses_records_of_another_schema(tmp_path, cpu, monkeypatch):
         R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
 
 
+@pytest.mark.parametrize("what", ["missing folder", "empty folder"])
+def test_resume_with_nothing_to_resume_is_an_error_and_creates_nothing(tmp_path, cpu, monkeypatch, what):
+    _no_measuring(monkeypatch)
+    out = tmp_path / "NOPE"
+    if what == "empty folder":
+        out.mkdir()
+    with pytest.raises(TruepeakError) as info:
+        R.run_main_job(out, device=cpu, quick=True, resume=True, progress=False)
+    assert str(info.value) == (f"--resume: no results.jsonl in {out} to resume; drop --resume to start a new run "
+                               "there")
+    assert out.exists() == (what == "empty folder") and not (out / "results.jsonl").exists()
+
+
+def test_resume_refuses_a_file_with_a_record_of_another_schema_on_any_line(tmp_path, cpu, monkeypatch, fake_timing):
+    first = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    with open(first.records_path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"schema_version": 9, "key": "k", "status": "ok"}) + "\n")
+    _no_measuring(monkeypatch)
+    n = len(first.records) + 1
+    with pytest.raises(TruepeakError, match=rf"cannot --resume .*: line {n} has schema version 9, and this truepeak "
+                                            r"writes version 2 only; choose another --out"):
+        R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
+
+
 def test_interrupt_keeps_the_records_and_returns_them(tmp_path, cpu, monkeypatch, fake_timing, interrupt_gemm):
     interrupt_gemm(monkeypatch, 2)
     with pytest.raises(R.RunInterrupted) as info:
@@ -396,6 +420,7 @@ def test_interrupt_keeps_the_records_and_returns_them(tmp_path, cpu, monkeypatch
     assert isinstance(stop, KeyboardInterrupt)
     assert stop.n_records == 2 and stop.records_path == tmp_path / "results.jsonl" and stop.out_dir == tmp_path
     assert stop.result.interrupted and read_records(stop.records_path) == stop.result.records
+    assert stop.result.n_cases == 4  # 2 of 4 cases finished
     assert [r["kind"] for r in stop.result.records] == ["membw", "gemm"]
     assert not (tmp_path / "summary.md").exists()  # the CLI renders it (bench never imports report)
 

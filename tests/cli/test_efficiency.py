@@ -221,3 +221,41 @@ def test_missing_accumulator_lists_what_the_gpu_has():
     r = run("--gpu", H200, "--format", "bf16", "--accumulate", "fp16", "--tflops", "100")
     assert r.exit_code == 2
     assert "bf16 is published with fp32 accumulate only" in r.stderr and "bf16/fp32" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        # 1a: a cache-resident working set above 10 x HBM; a GPU with no L2 in the catalog
+        (["--gpu", "h200", "--format", "bf16", "--shape", "1x4096x7168", "--time-ms", "0.0001"],
+         ["587428 GB/s", "10 x the memory bandwidth", "cannot be a real measurement"]),
+        (["--gpu", "l40s", "--format", "bf16", "--shape", "1x16384x16384", "--time-ms", "0.01"],
+         ["6214.5 %", "cache size is not in the catalog"]),
+        # 1b: no call completes in under 100 ns
+        (["--gpu", "h200", "--format", "bf16", "--shape", "1x1x1", "--time-ms", "1e-9"],
+         ["--time-ms 1e-09", "below 100 ns"]),
+        # 2: a clock above the catalog maximum (NVML-measured 1980 MHz) cannot lift the ceiling
+        (["--gpu", "h200", "--format", "bf16", "--tflops", "1450", "--clock-mhz", "2900"],
+         ["--clock-mhz 2900 is above the 1980 MHz maximum clock"]),
+        # 4: no hardware block scaling on sm_90 (and "block scaling" is not the --scaling flag)
+        (["--gpu", "h100-sxm", "--format", "mxfp8", "--tflops", "500"],
+         ["mxfp8 needs hardware block scaling (sm_100, sm_120, CDNA4); NVIDIA H100 SXM (sm_90) has none"]),
+        # 6: accumulators are validated
+        (["--gpu", "h200", "--format", "bf16", "--tflops", "500", "--accumulate", "banana"],
+         ["unknown accumulator 'banana'; known: fp32, fp16, int32"]),
+    ],
+)
+def test_adversarial_inputs_are_rejected(args, needles):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    err = r.stderr.strip()
+    assert err.startswith("error: ") and "\n" not in err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+def test_rtx_5090_at_its_real_clock_is_accepted():
+    """Adversarial test 3: RTX 5090 cards run 2.7-2.8 GHz against the 2407 MHz spec: 241 TFLOPS bf16 is real."""
+    r = run("--gpu", "rtx-5090", "--format", "bf16", "--tflops", "241")
+    assert r.exit_code == 0, r.output
+    assert "115.0 % of the dense peak" in r.stdout

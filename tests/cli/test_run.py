@@ -203,6 +203,42 @@ def test_ctrl_c_says_where_the_records_are_and_writes_the_summary(capsys, tmp_pa
     assert summary.count("| ok |") == 2 and "1x1024x2048" in summary and "32x1024x2048" not in summary
 
 
+def test_ctrl_c_marks_the_summary_and_the_table_as_interrupted(capsys, tmp_path, monkeypatch, fake_timing,
+                                                              interrupt_gemm):
+    """An interrupted run's summary.md and table never read like a finished run's: both carry the line."""
+    interrupt_gemm(monkeypatch, 2)  # Ctrl-C at the second GEMM case: 2 of 4 cases finished
+    out = tmp_path / "r"
+    code, stdout, _ = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
+    line = (f"Interrupted after 2 of 4 cases; continue with: truepeak run --resume --out {out} --device cpu "
+            "--quick")
+    assert code == 130
+    title, blank, first = (out / "summary.md").read_text().splitlines()[:3]
+    assert title.startswith("# truepeak run: ") and blank == "" and first == f"**{line}**"
+    assert stdout.splitlines()[-2:] == [FOOTER, line] and "1x1024x2048" in stdout
+
+
+def test_ctrl_c_with_json_prints_the_partial_records_as_json(capsys, tmp_path, monkeypatch, fake_timing,
+                                                             interrupt_gemm):
+    interrupt_gemm(monkeypatch, 2)
+    out = tmp_path / "r"
+    code, stdout, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress", "--json")
+    assert code == 130 and "continue with: truepeak run --resume" in err
+    records = json.loads(stdout)  # the same shape as a finished run's: a list of records
+    assert isinstance(records, list) and records == read_records(out / "results.jsonl")
+    assert [r["kind"] for r in records] == ["membw", "gemm"] and FIELDS <= set(records[1])
+
+
+@pytest.mark.parametrize("what", ["missing folder", "empty folder"])
+def test_resume_with_nothing_to_resume_is_one_line_exit_2(capsys, tmp_path, monkeypatch, what):
+    monkeypatch.chdir(tmp_path)
+    if what == "empty folder":
+        (tmp_path / "NOPE").mkdir()
+    code, stdout, err = run_main(capsys, "--resume", "--out", "NOPE", "--device", "cpu", "--quick")
+    assert code == 2 and stdout == ""
+    assert err == "error: --resume: no results.jsonl in NOPE to resume; drop --resume to start a new run there\n"
+    assert [p.name for p in tmp_path.iterdir()] == (["NOPE"] if what == "empty folder" else [])
+
+
 def test_ctrl_c_hint_repeats_the_formats_and_following_it_measures_only_them(capsys, tmp_path, monkeypatch,
                                                                               fake_timing, interrupt_gemm):
     """`--formats bf16`, Ctrl-C: the hint repeats --device, --formats and --quick; following it (or resuming without
@@ -235,3 +271,21 @@ def test_empty_out_is_one_line_exit_2(capsys, tmp_path, monkeypatch, empty):
     assert err == ("error: --out is empty; give a folder for the results (e.g. --out h200-run), or omit --out for "
                    "./truepeak-run-YYYYmmdd-HHMMSS\n")
     assert list(tmp_path.iterdir()) == []  # nothing written into the current folder
+
+
+def test_ctrl_c_before_results_jsonl_exists_hints_without_resume(capsys, tmp_path, monkeypatch):
+    """Stopped before the first record file is created: the hint must not say --resume (which would be refused)."""
+    import truepeak.bench.run as R
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    out = tmp_path / "r"
+    with monkeypatch.context() as mp:
+        mp.setattr(R, "environment", ctrl_c)
+        code, stdout, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
+    assert code == 130 and not (out / "results.jsonl").exists()
+    assert stdout.splitlines()[-1] == (f"Interrupted after 0 of 4 cases; continue with: truepeak run --out {out} "
+                                       "--device cpu --quick")
+    code, _, err = run_main(capsys, "--out", str(out), "--device", "cpu", "--quick", "--no-progress")
+    assert code == 0, err

@@ -60,7 +60,7 @@ def test_one_accelerator_has_labelled_dense_and_sparse_columns():
     assert r.exit_code == 0, r.output
     assert "dense TFLOPS" in r.stdout and "sparse (2:4) TFLOPS" in r.stdout and "derived" in r.stdout
     bf16 = _row(r.stdout, "bf16")
-    assert bf16[:4] == ["bf16", "fp32", "989.4", "1979"]
+    assert bf16[:4] == ["bf16", "fp32", "989.4", "1979.0"]
     fp32 = _row(r.stdout, "fp32")
     assert fp32[2:4] == ["67", "—"] and "1980 (max)" in fp32
     for text in ("141 GB HBM3e", "4.8 TB/s", "1830 MHz", "1980 MHz", "62,914,560 B", "232,448 B", "700 W", "NVLink4",
@@ -72,7 +72,7 @@ def test_C01_device_string_resolves_and_shows_the_dense_peak():
     r = run("NVIDIA H100 80GB HBM3")
     assert r.exit_code == 0, r.output
     assert "NVIDIA H100 SXM" in r.stdout
-    assert _row(r.stdout, "bf16")[2:4] == ["989.4", "1979"]
+    assert _row(r.stdout, "bf16")[2:4] == ["989.4", "1979.0"]
 
 
 def test_C04_geforce_shows_both_accumulators():
@@ -86,7 +86,7 @@ def test_C04_geforce_shows_both_accumulators():
 def test_S1_server_edition_marks_derived_peaks():
     r = run("rtx-pro-6000-server")
     fp4 = _row(r.stdout, "fp4")
-    assert fp4[2:5] == ["1871.2", "3700", "*"]
+    assert fp4[2:5] == ["1871.2", "3700.0", "*"]
     assert "2430 MHz *" in r.stdout  # the implied clock is marked derived too
 
 
@@ -193,7 +193,7 @@ def test_help_has_examples():
 def test_list_marks_unverified_values_with_a_legend():
     r = run()
     b300 = _row(r.stdout, "NVIDIA B300")
-    assert b300[4] == "160 †" and b300[7] == "15000 †"
+    assert b300[4] == "160 †" and b300[7] == "15000.0 †"
     assert _row(r.stdout, "NVIDIA GB300")[4] == "160 †"
     assert _row(r.stdout, "NVIDIA B200")[4] == "148"
     assert "† unverified" in r.stdout and "* derived" in r.stdout
@@ -208,7 +208,7 @@ def test_a100_l2_is_not_printed_twice():
 def test_5090_shows_the_mxfp8_instruction_kind():
     r = run("5090")
     mx = _row(r.stdout, "fp8 (mxfp8 only)")
-    assert mx[1:4] == ["fp32", "838 †", "—"] and mx[5] == "2048"
+    assert mx[1:4] == ["fp32", "838.0 †", "—"] and mx[5] == "2048"
 
 
 def test_mi355x_int8_has_the_rounding_note():
@@ -228,12 +228,14 @@ def test_claim_platform_total_and_b300_sparse():
 
 
 def test_claim_output_shows_each_peak_one_way():
-    """The verdict lines and the explanation render peaks with one formatter (364.25 in the catalog -> 364.2)."""
+    """The verdict lines, the explanation and the peaks table render peaks with one formatter (364.25 in the
+    catalog -> 364.2 everywhere; adversarial test 6: specs printed 364.25, efficiency / --claim 364.2)."""
     r = run("rtx-6000-ada", "--claim", "364 TFLOPS bf16")
     assert r.exit_code == 0, r.output
     assert "dense peak:  364.2 TFLOPS" in r.stdout and "(364.2;" in r.stdout
     assert "364.25" not in r.stdout
-    assert "364.25" in run("rtx-6000-ada").stdout  # the table echoes the catalog value as stored
+    table = run("rtx-6000-ada").stdout  # the peaks table renders catalog values with the same formatter
+    assert _row(table, "bf16")[2:4] == ["364.2", "728.5"] and _row(table, "fp8")[2:4] == ["728.5", "1457.0"]
     r = run("h200", "--claim", "67 TFLOPS fp32")
     assert "dense peak:  67 TFLOPS" in r.stdout and "(67;" in r.stdout
 

@@ -402,7 +402,8 @@ def test_peak_precedence_on_a_hand_built_accelerator():
 
     plain = Peak("fp8", "fp32", 1e14, None, "t")
     mx = Peak("fp8", "fp32", 2e14, None, "t", formats=("mxfp8",), flop_per_clk_per_sm=2048)
-    acc = Accelerator("x", "X", "nvidia", Architecture("a", "a", {"fp8": 1024}, "t"), None, (), (), (mx, plain),
+    arch = Architecture("a", "a", {"fp8": 1024}, "t", block_scaled=True)
+    acc = Accelerator("x", "X", "nvidia", arch, None, (), (), (mx, plain),
                       None, None, None, None, None, None, None, None, None)
     assert acc.peak("mxfp8") is mx and acc.peak("fp8_e4m3") is plain and acc.peak("fp8_e5m2") is plain
     assert acc.flop_per_clk_per_sm("mxfp8") == 2048 and acc.flop_per_clk_per_sm("fp8") == 1024
@@ -571,8 +572,8 @@ def test_missing_accumulator_lists_rate_accumulator_pairs():
     assert "no published bf16 peak with fp16 accumulate" in msg
     assert "bf16 is published with fp32 accumulate only" in msg
     assert "bf16/fp32" in msg and "int8/int32" in msg and "it has: fp32, tf32" not in msg
-    with pytest.raises(UnsupportedError, match="no fp4 peak at all"):
-        get_accelerator("h200").peak("nvfp4")
+    with pytest.raises(UnsupportedError, match="no fp6 peak at all"):
+        get_accelerator("rtx-5090").peak("mxfp6")
 
 
 def test_amd_infinity_cache_is_catalogued():
@@ -582,3 +583,29 @@ def test_amd_infinity_cache_is_catalogued():
         assert a.cache_bytes == a.l2_bytes.value + 268_435_456
     assert CATALOG.by_key("h200-sxm").cache_bytes == 62_914_560
     assert CATALOG.by_key("h100-nvl").cache_bytes is None
+
+
+def test_block_scaled_formats_need_hardware_block_scaling():
+    """Adversarial test 4: mxfp8 on an H100 (sm_90, no block scaling) was measured against the fp8 peak."""
+    from truepeak.errors import UnsupportedError
+
+    scaled = {k for k, a in load_catalog().architectures.items() if a.block_scaled}
+    assert scaled == {"sm_100", "sm_103", "sm_120_geforce", "sm_120_pro", "cdna4"}
+    with pytest.raises(UnsupportedError) as err:
+        get_accelerator("h100-sxm").peak("mxfp8")
+    assert str(err.value) == ("mxfp8 needs hardware block scaling (sm_100, sm_120, CDNA4); NVIDIA H100 SXM (sm_90) "
+                              "has none")
+    for key, fmt in (("mi300x", "mxfp4"), ("rtx-4090", "nvfp4"), ("a100-sxm-80gb", "mxfp8")):
+        assert not get_accelerator(key).has_rate(fmt)
+    assert get_accelerator("h100-sxm").has_rate("fp8_e4m3")  # plain fp8 is unaffected
+    for key, fmt in (("b200", "nvfp4"), ("rtx-5090", "mxfp8"), ("rtx-pro-6000-ws", "nvfp4"), ("mi355x", "mxfp4")):
+        assert get_accelerator(key).has_rate(fmt), (key, fmt)
+
+
+def test_unknown_accumulator_is_rejected_with_the_list():
+    """Adversarial test 6: --accumulate banana said "no published bf16 peak with banana accumulate"."""
+    from truepeak.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError) as err:
+        get_accelerator("h200").peak("bf16", "banana")
+    assert str(err.value).strip("'\"") == "unknown accumulator 'banana'; known: fp32, fp16, int32"

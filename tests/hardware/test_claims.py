@@ -134,7 +134,7 @@ def test_C04_geforce_330_tflops_fp16_is_ambiguous_between_sparse_and_fp16_accumu
     assert any("dense fp16 (fp16 accumulate) 330.3" in a for a in v.alternatives)
 
 
-@pytest.mark.parametrize("text", ["", "fast", "4 PFLOPS FP4 and 2 PFLOPS FP8", "4 PFLOPS banana", "4000 AI TOPS fp8",
+@pytest.mark.parametrize("text", ["", "fast", "4 PFLOPS FP4 and 2 PFLOPS FP8", "4 PFLOPS banana", "4000 AI TOPS bf16",
                                   "4 furlongs FP4"])
 def test_unparseable_claims_raise_with_accepted_forms(text):
     with pytest.raises(TruepeakError) as info:
@@ -270,3 +270,46 @@ def test_tolerance_is_written_one_way():
         v = check_claim(gpu, text)
         assert "+-" not in v.explanation, v.explanation
     assert "±5 %" in check_claim(H100, "989 TFLOPS BF16").explanation
+
+
+def test_ai_tops_is_the_sparse_rate_of_the_lowest_precision_format():
+    """Adversarial test 5a: "AI TOPS" is sparse fp4 on Blackwell, sparse fp8 on Ada / Hopper; the wording says so."""
+    from truepeak.hardware.claims import AI_TOPS_RULE
+
+    v = check_claim("h200", "4000 AI TOPS")
+    assert v.kind == "sparse" and v.rate == "fp8"
+    assert "by definition the 2:4-sparse FP4" not in v.explanation and "sparse FP4" not in v.explanation
+    assert v.explanation.startswith(f"{AI_TOPS_RULE}: fp8 on NVIDIA H200 SXM. ")
+    assert AI_TOPS_RULE == ("'AI TOPS' is the 2:4-sparse rate of the lowest-precision tensor format a part has "
+                            "(FP4 on Blackwell, FP8 on Ada and Hopper)")
+    assert "(same value for int8)" not in v.explanation  # int8 is not what AI TOPS counts where fp8 exists
+    assert check_claim(WS, "4000 AI TOPS").rate == "fp4"
+
+
+def test_rtx_4090_ai_tops_is_sparse_fp8_fp16_accumulate_and_gives_both_dense_values():
+    """Adversarial test 5a: 1321 AI TOPS on an RTX 4090 = 2 x 660.6 (fp8, fp16 accumulate); torch's fp8 GEMMs
+    accumulate in fp32, whose dense peak is 330.3."""
+    v = check_claim("rtx-4090", "1321 AI TOPS")
+    assert v.kind == "sparse" and v.rate == "fp8" and v.accumulate == "fp16"
+    assert v.dense / 1e12 == pytest.approx(660.6, abs=0.05)
+    assert "2:4-SPARSE fp8 (fp16 accumulate) peak" in v.explanation
+    assert "660.6 TFLOPS with fp16 accumulate" in v.explanation
+    assert "accumulating in fp32" in v.explanation and "330.3 TFLOPS" in v.explanation
+    assert "torch._scaled_mm" in v.explanation
+    assert check_claim("rtx-4090", "1321 AI TOPS fp8").kind == "sparse"  # naming the format is allowed
+
+
+def test_listed_sparse_headline_is_reported_as_that_listing_not_neither():
+    """Adversarial test 5b: the Server Edition's "1 PFLOPS FP16/BF16" can only be sparse (accelerators.md 4.3):
+    6.9 % off 2 x 467.8, beyond the ±5 % tolerance, yet listed by the vendor."""
+    server = get_accelerator("rtx-pro-6000-server")
+    assert "1 PFLOPS FP16/BF16" in server.sparse_headlines
+    for text, rate in (("1 PFLOPS FP16", "fp16"), ("1 PFLOPS BF16", "bf16"), ("1000 TFLOPS fp16/bf16", "bf16")):
+        v = check_claim(server, text)
+        assert v.kind == "sparse" and v.rate == rate, v.explanation
+        assert v.matched / 1e12 == pytest.approx(935.6, abs=0.1) and v.deviation == pytest.approx(0.0689, abs=1e-3)
+        assert "vendor headline '1 PFLOPS FP16/BF16'" in v.explanation and "loosely rounded" in v.explanation
+        assert "467.8 TFLOPS" in v.explanation
+    assert check_claim(server, "1 PFLOPS FP8").kind == "neither"  # not a listed headline of that format
+    ws = check_claim("rtx-pro-6000-ws", "1 PFLOPS FP16")  # the Workstation's 2 x 503.8 is within ±5 %: a plain match
+    assert ws.kind == "sparse" and "vendor headline" not in ws.explanation

@@ -202,3 +202,21 @@ def test_a_gemm_slightly_above_the_nominal_clock_peak_is_not_a_measurement_error
     work = Gemm(2048, 2048, 2048, "fp32")
     t = work.flop / (1.004 * acc.dense_flops("fp32"))  # seen on this machine: 100.4 % of the 2.596 GHz estimate
     assert derived_metrics(acc, work, t)["pct_dense"] == pytest.approx(1.004)
+
+
+def test_cpu_peak_from_a_nominal_clock_gets_the_cpu_headroom():
+    """Adversarial test 3: a CPU peak estimated from a nominal /proc clock (EPYC 2.6 GHz base boosts to ~3.7 GHz,
+    1.42x; measured 113.8 % of the estimate) gets 1.5 x headroom, a GPU without a max clock 1.20 x."""
+    from truepeak.errors import MeasurementError
+    from truepeak.roofline import (CLOCK_HEADROOM, CPU_CLOCK_HEADROOM, check_plausible, clock_headroom,
+                                   plausibility_limit)
+
+    acc = cpu.cpu_accelerator(cpu.cpu_spec_from(EPYC_AVX512, logical_cpus=2))
+    assert acc.vendor == "cpu" and acc.max_clock_hz is None
+    assert clock_headroom(acc) == CPU_CLOCK_HEADROOM == 1.5 and CLOCK_HEADROOM == 1.20
+    lim = plausibility_limit(acc, "fp32")
+    peak = acc.peak("fp32").dense
+    assert lim.ceiling == pytest.approx(1.5 * peak) and "50 %" in lim.basis
+    assert check_plausible(1.42 * peak, lim) == pytest.approx(1.42)
+    with pytest.raises(MeasurementError):
+        check_plausible(1.51 * peak, lim)

@@ -69,3 +69,15 @@ def test_C14_unknown_limit_is_not_checked():
 def test_C14_needed_bytes_must_be_a_positive_whole_number(bad):
     with pytest.raises(TruepeakError):
         check_shared_memory(get_accelerator(WS), bad)
+
+
+def test_check_shared_memory_accepts_a_name():
+    """Adversarial test 6: check_shared_memory("rtx-5090", 102400) raised TypeError."""
+    from truepeak.errors import UnknownNameError, UnsupportedError
+    from truepeak.hardware import check_shared_memory
+
+    with pytest.raises(UnsupportedError, match="102,400 B .*allows 101,376 B"):
+        check_shared_memory("rtx-5090", 102400)
+    assert check_shared_memory("h200", 102400) == 232448
+    with pytest.raises(UnknownNameError):
+        check_shared_memory("no-such-gpu", 1024)

@@ -94,10 +94,18 @@ def test_no_records_still_renders():
 
 
 def test_schema_1_is_refused(four, tmp_path):
-    with pytest.raises(TruepeakError, match="renders schema version 2 only"):
+    with pytest.raises(TruepeakError, match="reads schema version 2 only"):
         summary_markdown([{**four[0], "schema_version": 1}])
     path = write_summary(four, tmp_path / "summary.md")
     assert path.read_text(encoding="utf-8") == summary_markdown(four)
+
+
+def test_an_interrupted_summary_says_so_under_the_title(four, tmp_path):
+    line = "Interrupted after 2 of 4 cases; continue with: truepeak run --resume --out r --quick"
+    text = summary_markdown(four[:2], notice=line)
+    assert text.startswith(f"# truepeak run: NVIDIA H200\n\n**{line}**\n\n## Device\n")
+    assert write_summary(four[:2], tmp_path / "s.md", notice=line).read_text(encoding="utf-8") == text
+    assert "Interrupted" not in summary_markdown(four[:2])
 
 
 def test_best_table_says_clock_on_a_cpu_and_sm_clock_on_a_gpu(four):

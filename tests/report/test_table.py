@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from truepeak.errors import TruepeakError
-from truepeak.report.table import columns, table_rows, table_text, time_unit
+from truepeak.report.table import columns, interrupted_line, table_rows, table_text, time_unit
 from truepeak.units import UNITS_FOOTER, fmt_time_in
 
 
@@ -76,5 +76,15 @@ def test_the_records_own_warnings_go_to_the_note_in_full(three):
 def test_records_of_schema_1_are_refused(three):
     old = {**three[1], "schema_version": 1}
     with pytest.raises(TruepeakError, match=r"record 2 \(gemm\|16x4096x7168\|torch\|bf16\|sustained\) has schema "
-                                            r"version 1; truepeak .* renders schema version 2 only"):
+                                            r"version 1; truepeak .* reads schema version 2 only"):
         table_rows([three[0], old])
+    with pytest.raises(TruepeakError, match=r"record 1 \(.*\) has no schema_version; truepeak"):
+        table_rows([{k: v for k, v in three[0].items() if k != "schema_version"}])
+
+
+def test_an_interrupted_runs_line_ends_the_footer(three):
+    line = interrupted_line(2, 4, "truepeak run --resume --out r --device cpu --quick")
+    assert line == "Interrupted after 2 of 4 cases; continue with: truepeak run --resume --out r --device cpu --quick"
+    text = table_text(three[:2], notice=line, width=60)  # never wrapped to the table's width
+    assert text.splitlines()[-2:] == [f"{UNITS_FOOTER}; mode: sustained", line]
+    assert line not in table_text(three[:2])

@@ -439,33 +439,57 @@ class RecordList(list):
         bad_lines: 1-based numbers of the skipped lines.
         problems: ``(line number, why)`` of each skipped line, e.g. ``(4, "not valid JSON (...)")``.
         line_numbers: the 1-based line number of each record, parallel to the list.
+        other_schema: ``(line number, schema_version found)`` of the skipped lines that are JSON objects of another
+            schema version (also in ``problems``): ``--resume`` refuses such a file rather than mixing schemas.
     """
 
     def __init__(self, records: Iterable[dict[str, Any]] = (), bad_lines: Iterable[int] = (),
-                 problems: Iterable[tuple[int, str]] = (), line_numbers: Iterable[int] | None = None):
+                 problems: Iterable[tuple[int, str]] = (), line_numbers: Iterable[int] | None = None,
+                 other_schema: Iterable[tuple[int, Any]] = ()):
         super().__init__(records)
         self.problems: list[tuple[int, str]] = list(problems)
         self.bad_lines: list[int] = list(bad_lines) or [n for n, _ in self.problems]
         self.line_numbers: list[int] = list(line_numbers) if line_numbers is not None else []
+        self.other_schema: list[tuple[int, Any]] = list(other_schema)
+
+
+def schema_mismatch(record: Mapping[str, Any]) -> str | None:
+    """The one schema check (reading a file, ``--resume`` and the report all use it): None for a record of the schema
+    this truepeak writes (:data:`truepeak.SCHEMA_VERSION`), else what is wrong, in words: ``"schema version 1;
+    truepeak 0.1.0 reads schema version 2 only"`` (``"no schema_version; ..."`` when the field is missing)."""
+    version = record.get("schema_version")
+    if version == truepeak.SCHEMA_VERSION and type(version) is int:
+        return None
+    return (f"{schema_found(version)}; truepeak {truepeak.__version__} reads schema version "
+            f"{truepeak.SCHEMA_VERSION} only")
+
+
+def schema_found(version: Any) -> str:
+    """A record's ``schema_version`` in words: ``"schema version 1"``, ``"no schema_version"``, or for a value that is
+    no integer its JSON (``'schema version "2"'``)."""
+    if version is None:
+        return "no schema_version"
+    return f"schema version {version if type(version) is int else json.dumps(version)}"
 
 
 def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> RecordList:
     """Read a JSON Lines records file.
 
-    Blank lines are ignored. Every other line must be a JSON object.
+    Blank lines are ignored. Every other line must be a JSON object of this truepeak's schema version
+    (:func:`schema_mismatch`): a record of another schema means something else by its fields.
 
     Args:
         path: the ``.jsonl`` file.
-        strict: raise on the first malformed line (default). With ``strict=False`` malformed lines (e.g. a line torn by
-            a crash) are skipped and their numbers listed in the result's ``bad_lines`` (with the reasons in
-            ``problems``).
+        strict: raise on the first malformed line or record of another schema (default). With ``strict=False`` such
+            lines (e.g. a line torn by a crash) are skipped and their numbers listed in the result's ``bad_lines``
+            (with the reasons in ``problems``; the other-schema ones also in ``other_schema``).
 
     Returns:
         A :class:`RecordList` (a plain list of dicts, in file order, with a ``bad_lines`` attribute).
 
     Raises:
-        TruepeakError: the file cannot be read, or (strict) a line is not a JSON object; the message names the file
-            and the line number.
+        TruepeakError: the file cannot be read, or (strict) a line is not a JSON object or is a record of another
+            schema version; the message names the file, the line number (and the schema versions understood).
     """
     p = Path(path)
     try:
@@ -475,6 +499,7 @@ def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> Record
     records: list[dict[str, Any]] = []
     numbers: list[int] = []
     bad: list[tuple[int, str]] = []
+    other: list[tuple[int, Any]] = []
     for n, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -488,14 +513,22 @@ def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> Record
         except json.JSONDecodeError as exc:
             problem = f"not valid JSON: {exc.msg} (column {exc.colno})"
         if problem is None:
-            records.append(obj)
-            numbers.append(n)
+            mismatch = schema_mismatch(obj)
+            if mismatch is None:
+                records.append(obj)
+                numbers.append(n)
+                continue
+            if strict:
+                raise TruepeakError(f"{p}, line {n}: record of {mismatch}; regenerate it with `truepeak run`, or read "
+                                    "with strict=False to skip it")
+            bad.append((n, f"a record of {mismatch}"))
+            other.append((n, obj.get("schema_version")))
         elif strict:
             raise TruepeakError(f"{p}, line {n}: malformed record: {problem}; fix or delete the line, "
                                 "or read with strict=False to skip it")
         else:
             bad.append((n, problem))
-    return RecordList(records, problems=bad, line_numbers=numbers)
+    return RecordList(records, problems=bad, line_numbers=numbers, other_schema=other)
 
 
 def done_keys(path: str | os.PathLike[str]) -> set[str]:

@@ -59,7 +59,7 @@ from truepeak.bench import cuda_timer, membw, timing
 from truepeak.bench import gemm as G
 from truepeak.bench.cuda_timer import GRAPH_THRESHOLD_S, RotationPlan, plan_rotation
 from truepeak.bench.records import DONE_STATUSES, STATUSES, RecordWriter, environment, make_record, read_records, \
-    record_key
+    record_key, schema_found
 from truepeak.efficiency import derived_metrics
 from truepeak.errors import MeasurementError, TruepeakError, require
 from truepeak.formats import get_format
@@ -180,6 +180,8 @@ class RunResult:
         notes: caveats in words (a roofline left without a memory ceiling, ...).
         resumed_keys: keys of the records taken over from ``results.jsonl`` by ``resume`` (not measured again).
         interrupted: the run was stopped by Ctrl-C; ``records`` are those finished before.
+        n_cases: how many cases the sweep planned (0 when stopped before planning them): an interrupted run
+            finished ``len(records)`` of ``n_cases``.
     """
 
     out_dir: Path
@@ -190,6 +192,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     resumed_keys: frozenset[str] = frozenset()
     interrupted: bool = False
+    n_cases: int = 0
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -329,13 +332,15 @@ def prepare_out_dir(out_dir: str | os.PathLike | None, resume: bool = False) -> 
 
     Raises:
         TruepeakError: ``out_dir`` is empty (``""`` would silently mean the current folder), is a file, cannot be
-            created or written (the message names the path and why), or already holds ``results.jsonl`` without
-            ``resume``.
+            created or written (the message names the path and why), already holds ``results.jsonl`` without
+            ``resume``, or holds none with ``resume`` (nothing to continue; the folder is not created then).
     """
     check_out_arg(out_dir)
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     if out.exists() and not out.is_dir():
         raise TruepeakError(f"--out {out} is an existing file, not a folder; choose a folder path for the results")
+    if resume and not (out / "results.jsonl").exists():  # checked before the folder is created
+        raise TruepeakError(f"--resume: no results.jsonl in {out} to resume; drop --resume to start a new run there")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -408,19 +413,16 @@ def recorded_formats(previous: Iterable[dict]) -> tuple[list[str], bool] | None:
 
 
 def check_resume_config(previous: Iterable[dict], config: dict[str, Any], path: Path) -> None:
-    """Refuse to resume ``path`` when a record there has another schema version, or was made with other settings
-    (records without ``run_config``, written before it existed, are not checked for settings; nor are settings a
-    record's ``run_config`` lacks, such as ``formats`` in records older than that field).
+    """Refuse to resume ``path`` when a record there was made with other settings (records without ``run_config``,
+    written before it existed, are not checked for settings; nor are settings a record's ``run_config`` lacks, such
+    as ``formats`` in records older than that field). Records of another schema version never get here:
+    :func:`~truepeak.bench.records.read_records` sets them apart and :func:`_read_previous` refuses the file.
 
     Raises:
-        TruepeakError: one line naming the schema versions or the settings that differ, e.g.
-            ``quick (there: True, now: False)`` or ``formats (there: bf16, now: fp32,bf16)``.
+        TruepeakError: one line naming the settings that differ, e.g. ``quick (there: True, now: False)`` or
+            ``formats (there: bf16, now: fp32,bf16)``.
     """
     for rec in previous:
-        version = rec.get("schema_version", truepeak.SCHEMA_VERSION)
-        if version != truepeak.SCHEMA_VERSION:
-            raise TruepeakError(f"cannot --resume {path}: its records have schema version {version}, and this truepeak "
-                                f"writes version {truepeak.SCHEMA_VERSION} only; choose another --out")
         there = rec.get("run_config")
         if not isinstance(there, dict):
             continue
@@ -489,8 +491,9 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
         MissingDependencyError: torch is not installed (message carries the install command).
         UnknownNameError: an unknown format name.
         TruepeakError: a bad device string; ``out_dir`` is a file or cannot be created or written;
-            ``results.jsonl`` already exists in ``out_dir`` without ``resume``; ``resume`` into records of another
-            schema or made with other settings (:func:`check_resume_config`); results cannot be written.
+            ``results.jsonl`` already exists in ``out_dir`` without ``resume``, or does not exist with it;
+            ``resume`` into records of another schema (:func:`_read_previous`) or made with other settings
+            (:func:`check_resume_config`); results cannot be written.
         UnsupportedError: ``cuda`` asked for but not available.
         RunInterrupted: Ctrl-C; the records so far are kept in the file and carried by the exception.
     """
@@ -519,6 +522,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
         if dev.kind == "cuda":
             torch.cuda.set_device(dev.index or 0)
         cases = plan_cases(dev, sweep_formats, quick, _format_skips(torch, dev, fmts if given else None, quick))
+        result.n_cases = len(cases)
         env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
         env["device"] = dev.to_dict()
         sweep = _Sweep(dev, budgets, quick, env, config, acc=dev.accelerator,
@@ -583,8 +587,16 @@ def _use_copy(sweep: _Sweep, copy_record: dict, notes: list[str]) -> None:
 
 def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
     """The records of a results file being resumed, by key (the last of a key wins). Each line that is not a valid
-    record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored."""
+    record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored.
+
+    Raises:
+        TruepeakError: a record of another schema version (appending this schema's records to it would mix two).
+    """
     recs = read_records(path, strict=False)
+    if recs.other_schema:
+        n, version = recs.other_schema[0]
+        raise TruepeakError(f"cannot --resume {path}: line {n} has {schema_found(version)}, and this truepeak writes "
+                            f"version {truepeak.SCHEMA_VERSION} only; choose another --out")
     problems = list(recs.problems)
     previous: dict[str, dict] = {}
     for n, rec in zip(recs.line_numbers or [None] * len(recs), recs):

@@ -65,7 +65,7 @@ def flag_message(message: str, *, name_bare_words: bool = True) -> str:
                 continue
         if not name_bare_words or flag in message:
             continue
-        hit = re.search(rf"\b{word}\b( \()?", message)
+        hit = re.search(rf"(?<!block )\b{word}\b( \()?", message)  # "block scaling" is no --scaling
         if hit:
             named = f"{word} ({flag} " if hit.group(1) else f"{word} ({flag})"
             message = message[:hit.start()] + named + message[hit.end():]

@@ -3,9 +3,11 @@
 Thin adapter: parse and validate the options → :func:`truepeak.bench.run.run_main_job` (measures, writes
 results.jsonl, returns the records) → render: summary.md (:func:`truepeak.report.markdown.write_summary`, also after
 Ctrl-C from the records finished so far) and the table (or the records as JSON) on stdout; the paths, progress and
-notes go to stderr. Bad input (unknown format or device, an empty --out, missing torch) prints ``error: <one line>``
-and exits with status 2. After Ctrl-C it prints the command that continues the run (:func:`resume_command`: --resume
-with the same --out, --device, --formats and --quick) and exits with status 130.
+notes go to stderr. Bad input (unknown format or device, an empty --out, --resume with no results.jsonl to continue,
+missing torch) prints ``error: <one line>`` and exits with status 2. After Ctrl-C it still renders what finished:
+summary.md starts with, and the table's footer ends with, "Interrupted after N of M cases; continue with: <command>"
+(:func:`resume_command`: --resume with the same --out, --device, --formats and --quick); --json prints the partial
+records as the same JSON list a finished run prints. The command is repeated on stderr; the exit status is 130.
 """
 
 from __future__ import annotations
@@ -90,28 +92,40 @@ def run_command(
                               progress=False if no_progress else None, argv=argv,
                               warn=lambda message: typer.echo(f"warning: {message}", err=True))
     except RunInterrupted as stop:
-        summary = _write_summary(stop.result)
+        from truepeak.report.table import interrupted_line
+
+        command = resume_command(stop.out_dir, device, _asked_formats(fmts, stop.result.records), quick,
+                                 resume=stop.records_path.exists())
+        records = latest_records(stop.result.records)
+        notice = interrupted_line(len(records), max(stop.result.n_cases, len(records)), command)
+        summary = _write_summary(stop.result, notice)
+        _print_records(records, stop.result, as_json, notice)  # the partial results, marked as such
         typer.echo(f"interrupted after {stop.n_records} records; they are in {stop.records_path}; continue with: "
-                   f"{resume_command(stop.out_dir, device, _asked_formats(fmts, stop.result.records), quick)}",
-                   err=True)
+                   f"{command}", err=True)
         if summary is not None:
             typer.echo(f"summary so far: {summary}", err=True)
         raise typer.Exit(130) from None
 
     summary = _write_summary(result)
     records = latest_records(result.records)
-    if as_json:
-        typer.echo(json.dumps(records, indent=1, ensure_ascii=False))
-    else:
-        from truepeak.report.table import render_table
-
-        render_table(records, title=f"truepeak run: {result.device.name} ({result.device.kind})")
+    _print_records(records, result, as_json)
     for note in [*result.device.notes, *result.notes]:
         typer.echo(f"note: {note}", err=True)
     typer.echo(f"{count_line(records, result.resumed_keys)} in {result.elapsed_s:.1f} s", err=True)
     typer.echo(f"records: {result.records_path}", err=True)
     if summary is not None:
         typer.echo(f"summary: {summary}", err=True)
+
+
+def _print_records(records: list[dict], result, as_json: bool, notice: Optional[str] = None) -> None:
+    """stdout: the records as JSON (a list, the same shape finished or interrupted), or the table with ``notice`` (an
+    interrupted run's line) below its footer."""
+    if as_json:
+        typer.echo(json.dumps(records, indent=1, ensure_ascii=False))
+        return
+    from truepeak.report.table import render_table
+
+    render_table(records, title=f"truepeak run: {result.device.name} ({result.device.kind})", notice=notice)
 
 
 def _asked_formats(fmts: Optional[list[str]], records: list[dict]) -> Optional[list[str]]:
@@ -125,11 +139,12 @@ def _asked_formats(fmts: Optional[list[str]], records: list[dict]) -> Optional[l
 
 
 def resume_command(out_dir: str | Path, device: str = "auto", formats: Optional[list[str]] = None,
-                   quick: bool = False) -> str:
+                   quick: bool = False, resume: bool = True) -> str:
     """The command that continues an interrupted run: ``truepeak run --resume --out DIR`` with the options that decide
     what is measured repeated (``--device`` unless auto, ``--formats`` as canonical names, ``--quick``), so that
-    following it never measures other cases."""
-    argv = ["truepeak", "run", "--resume", "--out", str(out_dir)]
+    following it never measures other cases. ``resume=False`` (stopped before results.jsonl was created, so there is
+    nothing to resume) leaves ``--resume`` out."""
+    argv = ["truepeak", "run", *(["--resume"] if resume else []), "--out", str(out_dir)]
     if device != "auto":
         argv += ["--device", device]
     if formats:
@@ -139,14 +154,15 @@ def resume_command(out_dir: str | Path, device: str = "auto", formats: Optional[
     return shlex.join(argv)
 
 
-def _write_summary(result) -> Optional[Path]:
-    """Write summary.md beside the records (one record per case); on an OS error add a note and return None."""
+def _write_summary(result, notice: Optional[str] = None) -> Optional[Path]:
+    """Write summary.md beside the records (one record per case; ``notice`` under the title: an interrupted run's
+    line); on an OS error add a note and return None."""
     from truepeak.bench.run import latest_records
     from truepeak.report.markdown import write_summary
 
     path = result.out_dir / "summary.md"
     try:
-        return write_summary(latest_records(result.records), path, result.device)
+        return write_summary(latest_records(result.records), path, result.device, notice)
     except OSError as exc:
         result.notes.append(f"could not write {path}: {exc.strerror or exc}")
         return None

@@ -115,8 +115,9 @@ def specs_command(
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Rendering (no lookups, no arithmetic beyond unit conversion). Tables echo catalog values as stored (364.25, 67);
-# a claim verdict is computed, so it renders with :func:`truepeak.units.fmt_rate` like its explanation (364.2).
+# Rendering (no lookups, no arithmetic beyond unit conversion). Every rate, catalog peak or claim verdict, renders with
+# :func:`truepeak.units.fmt_rate` (364.25 -> "364.2", 1457 -> "1457.0"): one rendering for specs, --claim and
+# efficiency.
 
 
 def _console() -> Console:
@@ -144,8 +145,9 @@ def _num(x: float, digits: int = 2, min_digits: int = 0) -> str:
 
 
 def _tflops(flops: float | None) -> str:
-    """A catalog peak in FLOP/s as the TFLOPS value the data file stores (``364.25``, ``67``); ``—`` for none."""
-    return "—" if flops is None else _num(flops / 1e12)
+    """A catalog peak in FLOP/s as TFLOPS text, rendered as everywhere else (:func:`truepeak.units.fmt_rate`:
+    ``364.2``, ``67``, ``1457.0``); ``—`` for none."""
+    return "—" if flops is None else fmt_rate(flops)
 
 
 def _mark(derived: bool, unverified: bool = False) -> str:

@@ -27,7 +27,7 @@ from importlib import resources
 from typing import Any
 
 from truepeak.errors import UnknownNameError, UnsupportedError
-from truepeak.formats import RATES, Format, default_accumulate, get_format
+from truepeak.formats import RATES, Format, check_accumulate, default_accumulate, get_format
 from truepeak.units import to_si
 
 if sys.version_info >= (3, 11):
@@ -41,6 +41,9 @@ MEGA = 1e6
 #: Vendor rounding between a published 2:4-sparse peak and 2 x its dense peak (L40S 733 / 362 = 2.025, MI355X
 #: 10100 / 5000 = 2.02): within it, sparse "is" 2 x dense; beyond it the peak needs a ``sparse_ratio_note``.
 SPARSE_RATIO_TOLERANCE = 0.015
+
+#: The architectures with hardware MX / NV block scaling, in words (``block_scaled = true`` in the data file).
+BLOCK_SCALED_ARCHS = "sm_100, sm_120, CDNA4"
 
 
 def sparse_is_twice_dense(dense: float, sparse: float) -> bool:
@@ -125,6 +128,8 @@ class Architecture:
     """Per-SM (per-CU on AMD) dense FLOP per clock, keyed ``rate`` or ``rate@accumulate`` (e.g. ``fp16@fp16``).
 
     ``note`` holds caveats (which instruction kind reaches a rate, or why an architecture has no rates yet).
+    ``block_scaled``: the tensor cores apply MX / NV block scales in hardware (sm_100, sm_103, sm_120, CDNA4), so
+    block-scaled formats (mxfp8, mxfp6, mxfp4, nvfp4) run there; elsewhere they have no peak.
     """
 
     key: str
@@ -132,6 +137,7 @@ class Architecture:
     flop_per_clk_per_sm: dict[str, int]
     source: str
     note: str = ""
+    block_scaled: bool = False
 
     def rate_per_clk(self, rate: str, accumulate: str | None = None) -> int | None:
         """FLOP/clk/SM for a rate and accumulator (None: the rate's default), or None if the architecture has no such
@@ -212,11 +218,17 @@ class Accelerator:
 
         Raises:
             UnknownNameError: unknown format.
+            UnknownNameError: an accumulator other than fp32, fp16, int32.
             UnsupportedError: this accelerator has no published rate for that format/accumulator; the message lists
-                the accumulators it has for that rate and every (rate, accumulator) pair it has.
+                the accumulators it has for that rate and every (rate, accumulator) pair it has. A block-scaled format
+                (mxfp8, nvfp4, ...) on an architecture without hardware block scaling (``Architecture.block_scaled``).
         """
         f = get_format(fmt)
-        acc = accumulate or f.accumulate
+        acc = check_accumulate(accumulate) or f.accumulate
+        if f.is_block_scaled and not self.architecture.block_scaled:
+            raise UnsupportedError(
+                f"{f.name} needs hardware block scaling ({BLOCK_SCALED_ARCHS}); {self.name} "
+                f"({self.architecture.key}) has none")
         for p in self.peaks:
             if f.name in p.formats and p.rate == f.rate and p.accumulate == acc:
                 return p
@@ -433,7 +445,7 @@ def _peak(raw: Any, where: str) -> Peak:
 def _architecture(key: str, raw: Any) -> Architecture:
     where = f"architectures.{key}"
     return Architecture(key, _field(raw, "name", where), dict(_field(raw, "flop_per_clk_per_sm", where)),
-                        _field(raw, "source", where), raw.get("note", ""))
+                        _field(raw, "source", where), raw.get("note", ""), bool(raw.get("block_scaled", False)))
 
 
 def _accelerator(raw: Any, archs: dict[str, Architecture], index: int) -> Accelerator:

@@ -1,7 +1,8 @@
 """Headline-claim checking: is "4 PFLOPS FP4" a dense or a 2:4-sparse figure, and which dense peak should you use?
 
-Datasheets since Hopper print tensor rates *with* 2:4 structured sparsity; GeForce and RTX PRO "AI TOPS" are sparse FP4
-by definition; HGX / DGX / NVL72 pages print platform totals (accelerators.md sections 1, 4 and 8). A claim is compared
+Datasheets since Hopper print tensor rates *with* 2:4 structured sparsity; "AI TOPS" is the 2:4-sparse rate of the
+lowest-precision tensor format the part has (FP4 on Blackwell, FP8 on Ada and Hopper); HGX / DGX / NVL72 pages print
+platform totals (accelerators.md sections 1, 4 and 8). A claim is compared
 with the catalog's dense and sparse values of the named format. Marketing figures are rounded ("4 PFLOPS" for 4030.4,
 "3.7 PFLOPS" for 3742.4), so a claim matches a value within ±5 % (:data:`TOLERANCE`).
 
@@ -10,7 +11,8 @@ Accepted forms (case-insensitive): ``<number> <unit> [format]`` or ``[format] <n
 ``"1.979 PFLOPS"``, ``"330.3 TFLOPS fp16 with fp16 accumulate"``. Units: GFLOPS, TFLOPS, PFLOPS, EFLOPS (also
 ``TFLOP/s``, ``TF``, ``PF``), GOPS, TOPS, POPS and ``AI TOPS``. Formats: a catalog rate (fp32, tf32, bf16, fp16, fp8,
 fp6, fp4, int8), ``fp16/bf16``, or any :func:`truepeak.formats.get_format` name (``nvfp4`` -> fp4, ``e4m3`` -> fp8).
-Without a format every rate of the accelerator is tried (``TOPS`` alone means int8; ``AI TOPS`` means sparse FP4).
+Without a format every rate of the accelerator is tried (``TOPS`` alone means int8; ``AI TOPS`` the sparse rate of the
+lowest-precision tensor format: fp4, else fp8).
 Numbers may use thousands separators and exponents (``1,979``, ``4e3``); zero, negative and infinite figures are
 rejected.
 
@@ -22,6 +24,10 @@ fp16"`` on an RTX 4090: sparse with fp32 accumulate, dense with fp16 accumulate)
 A claim that matches no per-GPU peak but is 8 or 72 x a dense or sparse peak (:data:`PLATFORM_GPUS`) is read as an
 HGX / DGX (8 GPUs) or NVL72 (72 GPUs) platform total: divide by the GPU count, then by 2 if sparse (accelerators.md
 section 1, trap 2).
+
+A claim that matches none of these but is a vendor headline the catalog lists for the entry as 2:4-sparse
+(``Accelerator.sparse_headlines``, e.g. the RTX PRO 6000 Server's "1 PFLOPS FP16/BF16" = 2 x 467.8 loosely rounded)
+is reported as that sparse listing, not as "neither".
 """
 
 from __future__ import annotations
@@ -47,6 +53,12 @@ ACCEPTED_FORMS = (
     "(units: GFLOPS, TFLOPS, PFLOPS, TOPS, POPS, AI TOPS; formats: fp32, tf32, bf16, fp16, fp8, fp6, fp4, int8 "
     "or a format name such as nvfp4)"
 )
+
+#: What "AI TOPS" is (NVIDIA's GeForce / RTX PRO / Jetson headline unit): the 2:4-sparse rate of the lowest-precision
+#: tensor format the part has: FP4 on Blackwell, FP8 on Ada and Hopper (accelerators.md sections 1 and 4).
+AI_TOPS_RULE = ("'AI TOPS' is the 2:4-sparse rate of the lowest-precision tensor format a part has (FP4 on Blackwell, "
+                "FP8 on Ada and Hopper)")
+AI_TOPS_RATES = ("fp4", "fp8", "int8")
 
 _SCALE = {"g": 1e9, "t": 1e12, "p": 1e15, "e": 1e18}
 _NUMBER = r"(?P<sign>[-+\u2212]\s*)?(?P<num>(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:e[-+]?\d+)?)"
@@ -108,7 +120,7 @@ class ClaimVerdict:
         deviation: claimed / matched - 1 (for neither: claimed / dense - 1).
         sparse_published: whether the catalog holds a published sparse value for this peak.
         derived: whether the dense value is derived rather than published.
-        ai_tops: the claim was in "AI TOPS" (sparse FP4 by definition).
+        ai_tops: the claim was in "AI TOPS" (the sparse rate of the lowest-precision tensor format: fp4, else fp8).
         tolerance: the relative tolerance used (:data:`TOLERANCE`).
         explanation: one or two sentences saying what the figure is and which number to use.
         alternatives: for ambiguous claims, each reading in words.
@@ -208,8 +220,8 @@ def parse_claim(text: str) -> ParsedClaim:
     if len(set(rates)) > 1:
         raise TruepeakError(f"cannot read the claim {raw!r}: it names several formats ({', '.join(rates)}); give one")
     rate = rates[0] if rates else None
-    if ai_tops and rate not in (None, "fp4"):
-        raise TruepeakError(f"cannot read the claim {raw!r}: 'AI TOPS' is a sparse FP4 figure by definition, not {rate}")
+    if ai_tops and rate not in (None, *AI_TOPS_RATES):
+        raise TruepeakError(f"cannot read the claim {raw!r}: {AI_TOPS_RULE}, not {rate}")
     fmt = formats[0] if len(set(formats)) == 1 and len(formats) == len(rates) else None
     return ParsedClaim(raw, value * scale, rate, accumulate, ai_tops, ops, stated, fmt)
 
@@ -242,13 +254,20 @@ class _Match:
 
 def _candidate_rates(acc: Accelerator, claim: ParsedClaim) -> list[str]:
     have = [r for r in RATES if any(p.rate == r for p in acc.peaks)]
-    if claim.ai_tops:
-        return ["fp4"] if "fp4" in have else [r for r in ("fp8", "int8") if r in have]
     if claim.rate is not None:
         return [claim.rate]
+    if claim.ai_tops:  # the lowest-precision tensor format the part has (int8 only where it has no fp8 or fp4)
+        lowest = _ai_tops_rate(acc)
+        return [lowest] if lowest else []
     if claim.ops:
         return ["int8"] if "int8" in have else have
     return [r for r in have if r != "int8"]
+
+
+def _ai_tops_rate(acc: Accelerator) -> str | None:
+    """The rate "AI TOPS" means on ``acc``: its lowest-precision tensor format (fp4, else fp8, else int8), or None."""
+    have = {p.rate for p in acc.peaks}
+    return next((r for r in AI_TOPS_RATES if r in have), None)
 
 
 def _candidate_peaks(acc: Accelerator, claim: ParsedClaim, rates: list[str]) -> list[Peak]:
@@ -314,7 +333,11 @@ class _Check:
 
     @property
     def prefix(self) -> str:
-        return "'AI TOPS' is by definition the 2:4-sparse FP4 rate. " if self.claim.ai_tops else ""
+        if not self.claim.ai_tops:
+            return ""
+        lowest = self.claim.rate or _ai_tops_rate(self.acc)
+        here = f": {lowest} on {self.acc.name}" if lowest else ""
+        return f"{AI_TOPS_RULE[0].upper()}{AI_TOPS_RULE[1:]}{here}. "
 
     def said(self, rate: str | None) -> str:
         """``"'4 PFLOPS FP4' = 4000.0 TFLOPS"``: the claim and its value, in the unit of ``rate``."""
@@ -380,8 +403,11 @@ def _reference_peak(acc: Accelerator, claim: ParsedClaim, rate: str) -> Peak | N
 def _no_match(check: _Check, rates: list[str]) -> ClaimVerdict:
     """Verdict "neither": the claim is no dense or sparse peak (nor a platform total) of the accelerator."""
     acc, claim = check.acc, check.claim
-    rate = claim.rate if claim.rate is not None else ("fp4" if claim.ai_tops and "fp4" in rates else None)
+    rate = claim.rate if claim.rate is not None else (rates[0] if claim.ai_tops and rates else None)
     peak = None if rate is None else _reference_peak(acc, claim, rate)
+    listed = _listed_headline(check, rate, peak)
+    if listed is not None:
+        return listed
     if peak is None:
         have = ", ".join(sorted({p.rate for p in acc.peaks}, key=RATES.index))
         if rate is not None:
@@ -405,6 +431,42 @@ def _no_match(check: _Check, rates: list[str]) -> ClaimVerdict:
             f"peak of {acc.name} ({fmt_rate(peak.dense)}){sp} within {check.within}: it is {ratio:.2f}x "
             f"dense.{hint} Use the dense {fmt_rate(peak.dense)} {unit}.")
     return check.peak_verdict(peak, kind="neither", deviation=ratio - 1, explanation=expl + _caveat(peak))
+
+
+def _headline_rates(text: str) -> set[str]:
+    """The rates a listed headline names: ``"1 PFLOPS FP16/BF16"`` -> {fp16, bf16}."""
+    parsed = parse_claim(text)
+    rates = {parsed.rate} if parsed.rate else set()
+    low = text.lower()
+    if "fp16/bf16" in low or "bf16/fp16" in low:
+        rates |= {"fp16", "bf16"}
+    return rates
+
+
+def _listed_headline(check: _Check, rate: str | None, peak: Peak | None) -> ClaimVerdict | None:
+    """A claim that matched no peak but is (within the tolerance) a headline the catalog lists for the entry as
+    2:4-sparse (``Accelerator.sparse_headlines``): the sparse verdict, saying it is that listing, loosely rounded from
+    2 x dense. None otherwise (or where the entry has no peak for the rate to name the dense value)."""
+    acc, claim = check.acc, check.claim
+    if peak is None or peak.implied_sparse is None:
+        return None
+    for text in acc.sparse_headlines:
+        listed = parse_claim(text)
+        rates = _headline_rates(text)
+        if rates and rate not in rates:
+            continue
+        if abs(claim.value / listed.value - 1) > check.tolerance:
+            continue
+        sparse = peak.implied_sparse
+        off = (claim.value / sparse - 1) * 100
+        pub = "" if peak.sparse is not None else ", 2 x dense"
+        expl = (f"{check.prefix}{check.said(rate)} is the vendor headline {text!r}, which the catalog lists for "
+                f"{acc.name} as 2:4-SPARSE: the sparse {peak.label} peak ({fmt_rate(sparse)}{pub}) loosely rounded "
+                f"({off:+.1f} %, beyond the {check.allowed}). Efficiency must use the dense peak: "
+                f"{_dense_use(peak)}.")
+        return check.peak_verdict(peak, kind="sparse", matched=sparse, deviation=claim.value / sparse - 1,
+                                  explanation=expl + _caveat(peak))
+    return None
 
 
 def _ambiguous(check: _Check, chosen: list[_Match]) -> ClaimVerdict:
@@ -484,7 +546,22 @@ def _explain_sparse(check: _Check, best: _Match, also: str) -> str:
     ratio = f" The sparse rate is not 2 x dense here: {p.sparse_ratio_note}." if p.sparse_ratio_note else ""
     return (f"{check.prefix}{check.said(p.rate)} is the 2:4-SPARSE {p.label} peak of {check.acc.name} "
             f"({fmt_rate(best.value)}{pub}; {_deviation(check, best)}){also}.{ratio} "
-            f"Efficiency must use the dense peak: {_dense_use(p)}.")
+            f"Efficiency must use the dense peak: {_dense_use(p)}{_default_accumulate_dense(check.acc, p)}.")
+
+
+def _default_accumulate_dense(acc: Accelerator, p: Peak) -> str:
+    """For a matched peak on a non-default accumulator (GeForce fp16 accumulate): ``" with fp16 accumulate; a GEMM
+    accumulating in fp32 (what PyTorch's GEMMs use, torch._scaled_mm for fp8) uses the dense fp8 peak 330.3 TFLOPS"``;
+    empty otherwise."""
+    default = default_accumulate(p.rate)
+    if p.accumulate == default:
+        return ""
+    ref = next((q for q in acc.peaks if q.rate == p.rate and q.accumulate == default and q.formats == p.formats), None)
+    if ref is None:
+        return f" with {p.accumulate} accumulate"
+    torch = "torch._scaled_mm for fp8" if p.rate == "fp8" else "torch.matmul"
+    return (f" with {p.accumulate} accumulate; a GEMM accumulating in {default} (what PyTorch's GEMMs use: {torch}) "
+            f"uses the dense {ref.label} peak, {_dense_use(ref)}")
 
 
 def _explain_dense(check: _Check, best: _Match, also: str) -> str:

@@ -275,7 +275,8 @@ def cpu_accelerator(spec: CpuSpec) -> Accelerator:
         sm_count=Sourced(spec.cores, "physical cores available to this process"),
         boost_clock_hz=Sourced(spec.clock_hz, spec.clock_source) if spec.clock_hz else None,
         # only sysfs cpuinfo_max_freq is a maximum; "cpu MHz" (in a VM often the nominal clock) is not, and cores
-        # boost above it, so a GEMM may measure above the peak at that clock (the plausibility check allows headroom)
+        # boost above it, so a GEMM may measure above the peak at that clock: vendor "cpu" gets the CPU headroom of
+        # truepeak.roofline.clock_headroom (CPU_CLOCK_HEADROOM, 1.5 x), the one place that choice is made
         max_clock_hz=Sourced(spec.clock_hz, spec.clock_source) if spec.clock_hz and spec.clock_is_max else None,
         l2_bytes=Sourced(spec.cache_bytes, "last-level cache reported by the OS") if spec.cache_bytes else None,
         smem_per_block_bytes=None, tdp_w=None, interconnect=None,

@@ -17,7 +17,7 @@ from truepeak.hardware.catalog import Accelerator
 if TYPE_CHECKING:  # pragma: no cover
     from truepeak.hardware.detect import DeviceInfo
 
-SmemLimit = Union[Accelerator, "DeviceInfo", int]
+SmemLimit = Union[Accelerator, "DeviceInfo", int, str]
 
 
 def _arch(compute_capability: str | None) -> str:
@@ -34,6 +34,10 @@ def _limit(acc_or_limit: SmemLimit) -> tuple[int | None, str, str]:
         raise TypeError("the shared-memory limit must be an Accelerator, a DeviceInfo or a number of bytes, not a bool")
     if isinstance(acc_or_limit, int):
         return check_positive_int("shared memory per block limit", acc_or_limit), "the device", ""
+    if isinstance(acc_or_limit, str):  # a name: "rtx-5090", "h200", a device string
+        from truepeak.hardware.lookup import get_accelerator
+
+        return _limit(get_accelerator(acc_or_limit))
     if isinstance(acc_or_limit, Accelerator):
         s = acc_or_limit.smem_per_block_bytes
         return (None if s is None or not s.value else int(s.value)), acc_or_limit.name, _arch(
@@ -56,6 +60,7 @@ def check_shared_memory(acc_or_limit: SmemLimit, needed_bytes: int, what: str = 
 
     Args:
         acc_or_limit: an :class:`~truepeak.hardware.catalog.Accelerator` (its catalog ``smem_per_block_bytes``), a
+            name :func:`truepeak.hardware.get_accelerator` resolves (``"rtx-5090"``), a
             :class:`~truepeak.hardware.detect.DeviceInfo` (the limit the device reports, else its catalog entry's), or
             the limit itself in bytes.
         needed_bytes: shared memory one block of the config needs, bytes.
@@ -69,6 +74,7 @@ def check_shared_memory(acc_or_limit: SmemLimit, needed_bytes: int, what: str = 
         UnsupportedError: ``needed_bytes`` exceeds the limit, one line: "kernel config needs 111,616 B of shared memory
             per block; NVIDIA RTX PRO 6000 Blackwell Workstation Edition allows 101,376 B (sm_120)".
         TruepeakError: ``needed_bytes`` is not a positive whole number.
+        UnknownNameError: a name no catalog entry has.
     """
     need = check_positive_int("needed shared memory per block", needed_bytes)
     limit, who, how = _limit(acc_or_limit)

@@ -1,4 +1,5 @@
-"""``summary.md`` of a ``truepeak run``: device, environment, method, bandwidth, best TFLOPS per format, full table.
+"""``summary.md`` of a ``truepeak run``: device, environment, method, bandwidth, best TFLOPS per format, full table
+(an interrupted run's: its "Interrupted after N of M cases; continue with: ..." line first, under the title).
 
 Rendered from records alone (and the detected device when at hand); never measures. The method section states what
 the records say: the budgets and settling GEMMs of their ``run_config``, the CUDA-graph threshold and how many cases
@@ -68,13 +69,15 @@ def _measured(records: Sequence[dict], kind: str = "gemm") -> list[dict]:
     return [r["measurement"] for r in records if r.get("kind") == kind and isinstance(r.get("measurement"), dict)]
 
 
-def summary_markdown(records: Sequence[dict], device: Any = None) -> str:
+def summary_markdown(records: Sequence[dict], device: Any = None, notice: str | None = None) -> str:
     """Build summary.md's text from the records.
 
     Args:
         records: the run's records (one per case; see :func:`truepeak.bench.run.latest_records`).
         device: the :class:`~truepeak.hardware.detect.DeviceInfo`, or None (then read from the records'
             ``env["device"]``).
+        notice: a line shown in bold under the title, before anything else: an interrupted run's
+            :func:`~truepeak.report.table.interrupted_line`, so a partial summary never reads like a finished one.
 
     Raises:
         TruepeakError: a record of another schema version (:func:`~truepeak.report.table.check_schema`).
@@ -87,6 +90,7 @@ def summary_markdown(records: Sequence[dict], device: Any = None) -> str:
     quick = bool(_run_config(records).get("quick"))
     sections = [
         [f"# truepeak run: {name}" + (" (quick)" if quick else "")],
+        [f"**{notice}**"] if notice else [],
         _device_section(name, dev, gpu),
         _environment_section(env, records),
         _method_section(records, dev),
@@ -94,7 +98,7 @@ def summary_markdown(records: Sequence[dict], device: Any = None) -> str:
         _best_section(records, dev),
         _results_section(records),
     ]
-    return "\n".join(line for section in sections for line in [*section, ""]).rstrip("\n") + "\n"
+    return "\n".join(line for section in sections if section for line in [*section, ""]).rstrip("\n") + "\n"
 
 
 def _device_section(name: str, dev: dict, gpu: dict) -> list[str]:
@@ -275,15 +279,16 @@ def _results_section(records: Sequence[dict]) -> list[str]:
     return out
 
 
-def write_summary(records: Sequence[dict], path: str | os.PathLike, device: Any = None) -> Path:
-    """Write :func:`summary_markdown` to ``path`` (UTF-8) and return the path.
+def write_summary(records: Sequence[dict], path: str | os.PathLike, device: Any = None,
+                  notice: str | None = None) -> Path:
+    """Write :func:`summary_markdown` (with ``notice`` under the title) to ``path`` (UTF-8) and return the path.
 
     Raises:
         OSError: the file cannot be written.
         TruepeakError: a record of another schema version.
     """
     p = Path(path)
-    p.write_text(summary_markdown(records, device), encoding="utf-8")
+    p.write_text(summary_markdown(records, device, notice), encoding="utf-8")
     return p
 
 

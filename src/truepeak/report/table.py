@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import truepeak
+from truepeak.bench.records import schema_mismatch
 from truepeak.errors import TruepeakError
 from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_time_in
 
@@ -41,18 +41,24 @@ NUMERIC = frozenset({"time", "rate", "bandwidth", "pct_dense", "pct_roofline", "
 
 
 def check_schema(records: Iterable[dict]) -> None:
-    """Refuse records of a schema version this truepeak does not render (their fields mean something else).
+    """Refuse records of a schema version this truepeak does not render (their fields mean something else), by the
+    same rule that reading a records file applies (:func:`truepeak.bench.records.schema_mismatch`).
 
     Raises:
         TruepeakError: one line naming the version found and the one understood.
     """
     for i, rec in enumerate(records, start=1):
-        version = rec.get("schema_version")
-        if version != truepeak.SCHEMA_VERSION:
+        mismatch = schema_mismatch(rec)
+        if mismatch is not None:
             raise TruepeakError(
-                f"record {i} ({rec.get('key', 'no key')}) has schema version {version}; truepeak "
-                f"{truepeak.__version__} renders schema version {truepeak.SCHEMA_VERSION} only (since version 2, "
-                "derived metrics are SI: flop_per_s, bytes_per_s, ...); run `truepeak run` again to regenerate them")
+                f"record {i} ({rec.get('key', 'no key')}) has {mismatch} (since version 2, derived metrics are SI: "
+                "flop_per_s, bytes_per_s, ...); run `truepeak run` again to regenerate them")
+
+
+def interrupted_line(done: int, total: int, command: str) -> str:
+    """The line an interrupted run's summary.md starts with and its table's footer ends with:
+    ``"Interrupted after 2 of 4 cases; continue with: truepeak run --resume ..."``."""
+    return f"Interrupted after {done} of {total} cases; continue with: {command}"
 
 
 def time_unit(times_s: Iterable[float | None]) -> tuple[str, float]:
@@ -172,31 +178,38 @@ def build_table(records: Sequence[dict], title: str | None = None):
     return table
 
 
-def render_table(records: Sequence[dict], *, title: str | None = None, file=None, width: int | None = None) -> None:
+def render_table(records: Sequence[dict], *, title: str | None = None, file=None, width: int | None = None,
+                 notice: str | None = None) -> None:
     """Print the table (to ``file``, default stdout). ``width`` defaults to the terminal's, or 200 when not a terminal
-    (so piped output is not wrapped to 80 columns)."""
+    (so piped output is not wrapped to 80 columns). ``notice`` (e.g. :func:`interrupted_line`) is printed on its own
+    line below the units footer."""
     from rich.console import Console
 
     console = Console(file=file, width=width, highlight=False, soft_wrap=False)
     if width is None and not console.is_terminal:
         console = Console(file=file, width=200, highlight=False, soft_wrap=False)
-    _print(console, records, title)
+    _print(console, records, title, notice)
 
 
-def table_text(records: Sequence[dict], *, title: str | None = None, width: int = 200) -> str:
+def table_text(records: Sequence[dict], *, title: str | None = None, width: int = 200,
+               notice: str | None = None) -> str:
     """The table as plain text (no colour codes): for tests and logs."""
     from rich.console import Console
 
     buf = io.StringIO()
-    _print(Console(file=buf, width=width, color_system=None, highlight=False, force_terminal=False), records, title)
+    _print(Console(file=buf, width=width, color_system=None, highlight=False, force_terminal=False), records, title,
+           notice)
     return buf.getvalue()
 
 
-def _print(console: Any, records: Sequence[dict], title: str | None) -> None:
-    """The table, then the units footer on one line of its own (never wrapped to the table's width)."""
+def _print(console: Any, records: Sequence[dict], title: str | None, notice: str | None = None) -> None:
+    """The table, then the units footer (and the notice) on lines of their own (never wrapped to the table's
+    width)."""
     console.print(build_table(records, title=title))
     console.print(table_rows(records)[1]["footer"], soft_wrap=True, markup=False)
+    if notice:
+        console.print(notice, soft_wrap=True, markup=False)
 
 
-__all__ = ["COLUMNS", "NUMERIC", "check_schema", "table_rows", "columns", "build_table", "render_table", "table_text",
+__all__ = ["COLUMNS", "NUMERIC", "check_schema", "interrupted_line", "table_rows", "columns", "build_table", "render_table", "table_text",
            "time_unit"]
