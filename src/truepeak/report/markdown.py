@@ -293,3 +293,88 @@ def write_summary(records: Sequence[dict], path: str | os.PathLike, device: Any 
 
 
 __all__ = ["summary_markdown", "write_summary", "markdown_table", "best_per_format"]
+
+
+# -- `truepeak report --md`: every kind of record ----------------------------------------------------------------------
+#: Items listed under one warning in Markdown before "... and N more".
+MD_WARNING_ITEMS = 20
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]) -> list[str]:
+    out = ["| " + " | ".join(_cell(h) for h in headers) + " |",
+           "| " + " | ".join("---:" if n else "---" for n in numeric) + " |"]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def report_markdown(data: Any) -> str:
+    """The Markdown report of ``truepeak report --md``: every kind of record, from one or more results files.
+
+    Sections: title and files; warnings (:func:`truepeak.report.export.report_warnings`: unusable lines with the
+    schema versions understood, several devices, throttling, noise, cache-resident working sets, failed and skipped
+    cases); per device with GEMM or copy records, spec against measured peaks per format
+    (:func:`truepeak.report.export.peak_rows`; the 2:4-sparse rate labelled display only) and memory bandwidth; then
+    one table per record kind (:func:`truepeak.report.export.kind_table`, the same cells as the HTML report). A kind
+    this truepeak does not know gets a plain table of its fields.
+
+    Args:
+        data: a :class:`truepeak.report.load.Results` or a list of records (already of the understood schema).
+    """
+    from truepeak.report.export import catalog_accelerator, kind_table, peak_rows, report_warnings
+    from truepeak.report.load import Results, accelerator_key, device_name, kinds_in
+
+    if isinstance(data, Results):
+        records, problems, files = data.records, data.problems, data.files
+    else:
+        records, problems, files = list(data), [], []
+    devices = list(dict.fromkeys(device_name(r) for r in records))
+    out = [f"# truepeak report: {', '.join(devices) if devices else 'no records'}", ""]
+    out += [f"{len(records)} record(s)" + (f" from {', '.join(f'`{f}`' for f in files)}" if files else "") + ".", ""]
+    warns = report_warnings(records, problems)
+    out += ["## Warnings", ""]
+    if not warns:
+        out.append("None: no throttling, noise, cache-resident working sets, failed or skipped cases.")
+    for w in warns:
+        out.append(f"- **{w.category}**: {w.text}")
+        out += [f"  - {_cell(i)}" for i in w.items[:MD_WARNING_ITEMS]]
+        if len(w.items) > MD_WARNING_ITEMS:
+            out.append(f"  - ... and {len(w.items) - MD_WARNING_ITEMS} more")
+    out.append("")
+    for name in devices:
+        recs = [r for r in records if device_name(r) == name and r.get("kind") in ("gemm", "membw")]
+        if not recs:
+            continue
+        acc = catalog_accelerator(accelerator_key(recs[0]))
+        out += [f"## {name}", ""]
+        if acc is not None:
+            out += [f"Catalog entry: {acc.name} (`{acc.key}`); efficiency is against its DENSE peaks.", ""]
+        rows = peak_rows(recs, acc)
+        if rows:
+            cells = []
+            for r in rows:
+                sparse = DASH if not r["sparse"] else fmt_rate(r["sparse"]) + ("" if r["sparse_published"]
+                                                                               else " (2x dense)")
+                dense = fmt_rate(r["dense"]) + (" (estimated)" if r["estimated"] else "") if r["dense"] else DASH
+                cells.append([r["format"], r["mode"] or DASH, dense, sparse, fmt_rate(r["measured"]),
+                              fmt_pct(r["pct_dense"], sign=False),
+                              f"{r['clock_hz'] / 1e6:.0f}" if r["clock_hz"] else DASH, fmt_rate(r["at_clock"]),
+                              fmt_pct(r["pct_at_clock"], sign=False), r["shape"] or r["reason"] or DASH])
+            out += ["### Spec against measured peaks per format", ""]
+            out += _md_table(["format", "mode", "spec dense TFLOPS", "spec 2:4 sparse TFLOPS (display only)",
+                              "best measured", "% of dense", "SM clock (MHz)", "dense peak at that clock", "% of it",
+                              "shape (MxNxK) / reason"], cells,
+                             [False, False, True, True, True, True, True, True, True, False])
+            out.append("")
+        bw = _bandwidth_section(recs)
+        if len(bw) > 2 and bw[2] != "- not measured":
+            out += ["### " + bw[0][3:], *bw[1:], ""]
+    for kind in kinds_in(records):
+        recs = [r for r in records if str(r.get("kind") or "unknown") == kind]
+        t = kind_table(kind, recs)
+        out += [f"## Records: {kind} ({len(recs)})", ""]
+        out += _md_table(t.headers, t.rows, t.numeric)
+        out += ["", t.footer + ".", ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+__all__ += ["report_markdown"]

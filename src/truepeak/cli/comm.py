@@ -1,0 +1,126 @@
+"""`truepeak comm`: nccl-tests-grade collective benchmarks (all_reduce, all_gather, reduce_scatter, all_to_all) with
+algbw/busbw, a correctness count per case, a CUDA-graph mode, and a fitted α–β model per op.
+
+Thin adapter: parse → :func:`truepeak.comm.launch.run_comm` (torchrun workers; rank 0 writes results.jsonl) → render
+(:mod:`truepeak.comm.render`: tables on stdout, summary.md under --out). Bad input and an unusable machine print
+``error: <one line>`` (status 2).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from truepeak.cli.app import app, invoked_argv
+
+HELP = "\n\n".join([
+    "Measure collectives the way nccl-tests does: per op and message size S, the time per call (median of --iters "
+    "after --warmup; max over ranks), algbw = S / t, busbw = algbw × factor (all_reduce 2(n−1)/n; all_gather, "
+    "reduce_scatter, all_to_all (n−1)/n) and #wrong (output elements that differ from the exact result).",
+    "S is nccl-tests' total size: the all_reduce buffer, the all_gather output, the reduce_scatter input, one rank's "
+    "all_to_all send buffer. busbw compares with the per-link bandwidth; under NVLink SHARP (NVLS) it is no longer link "
+    "traffic. The CUDA-graph mode shows the per-call latency a decode step under CUDA graphs sees.",
+    "Fits t(S) = α + S·factor/busbw per op and mode (the α–β model the MoE planner uses: truepeak moe plan --measured "
+    "DIR/results.jsonl).",
+    "Workers start through torchrun (one per GPU); for several nodes pass --nnodes, --node-rank and --rdzv-endpoint.",
+    "Examples:",
+    "  truepeak comm --nproc-per-node 2 --out comm-h200x2",
+    "  truepeak comm --nproc-per-node 8 --ops all_reduce --sizes 4K:1M    (decode-size allreduce on 8 GPUs)",
+    "  truepeak comm --nproc-per-node 2 --backend gloo --sizes 1K:64K    (CPU, no GPU needed)",
+])
+
+
+@app.command("comm", help=HELP)
+def comm(
+    ctx: typer.Context,
+    nproc_per_node: Optional[int] = typer.Option(None, "--nproc-per-node", help="Processes (GPUs) on this node; "
+                                                 "default: every visible GPU (nccl) or 2 (gloo)."),
+    ops: Optional[str] = typer.Option(None, "--ops", help="Comma list: all_reduce, all_gather, reduce_scatter, "
+                                      "all_to_all (aliases allreduce, ag, rs, a2a...). Default: all four."),
+    sizes: str = typer.Option("1K:1G", "--sizes", help="Message sizes S: START:END (powers of two, K = 1024 B), "
+                              "START:END:FACTOR, or a list like 12K,96K,768K."),
+    dtype: str = typer.Option("bf16", "--dtype",
+                              help="Element type: bf16, fp16, fp32, fp64, int8, uint8, int32, int64."),
+    iters: int = typer.Option(20, "--iters", help="Timed calls per case (nccl-tests -n)."),
+    warmup: int = typer.Option(5, "--warmup", help="Untimed calls first (nccl-tests -w)."),
+    graph: bool = typer.Option(True, "--graph/--no-graph", help="Also time calls replayed from a CUDA graph (NCCL)."),
+    backend: str = typer.Option("nccl", "--backend", help="nccl (GPUs) or gloo (CPU tensors; no GPU needed)."),
+    api: Optional[str] = typer.Option(None, "--api", help="nccl: call libnccl directly, out of place, as nccl-tests "
+                                      "(default with nccl); torch: through torch.distributed, what a PyTorch program "
+                                      "sees (c10d's per-call overhead included; the only one with gloo)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for results.jsonl and summary.md (appended to)."),
+    as_json: bool = typer.Option(False, "--json", help="Print this run's records as JSON on stdout."),
+    nnodes: int = typer.Option(1, "--nnodes", help="Nodes (torchrun --nnodes)."),
+    node_rank: int = typer.Option(0, "--node-rank", help="This node's rank (torchrun --node-rank)."),
+    rdzv_endpoint: Optional[str] = typer.Option(None, "--rdzv-endpoint", help="HOST:PORT of node 0 (torchrun)."),
+    rdzv_backend: str = typer.Option("c10d", "--rdzv-backend", help="torchrun rendezvous backend."),
+    rdzv_id: Optional[str] = typer.Option(None, "--rdzv-id", help="torchrun rendezvous id (same on every node)."),
+    master_addr: Optional[str] = typer.Option(None, "--master-addr", help="Static rendezvous address (torchrun)."),
+    master_port: Optional[int] = typer.Option(None, "--master-port", help="Static rendezvous port (torchrun)."),
+    rdzv_timeout: float = typer.Option(60.0, "--rdzv-timeout", help="Seconds to wait for the rendezvous."),
+    nccl_debug_log: bool = typer.Option(False, "--nccl-debug-log", help="Log NCCL's algorithm/protocol per size "
+                                        "(NCCL_DEBUG_SUBSYS=TUNING); timings then include logging: use a separate run."),
+    fit: bool = typer.Option(True, "--fit/--no-fit", help="Fit α and β per op and mode."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
+) -> None:
+    from truepeak.comm.launch import CommConfig, run_comm
+    from truepeak.comm.render import render_tables, summary_markdown
+    from truepeak.comm.sweep import parse_ops, parse_sizes
+    from truepeak.errors import TruepeakError
+
+    op_list = parse_ops(ops)
+    size_list = parse_sizes(sizes)
+    from truepeak.comm.model import dtype_bytes
+
+    dtype_bytes(dtype)
+    backend = backend.strip().lower()
+    if nproc_per_node is None:
+        nproc_per_node = _visible_gpus() if backend == "nccl" else 2
+        if backend == "nccl" and nproc_per_node == 0:
+            raise TruepeakError("the NCCL backend needs CUDA GPUs and none is visible; pass --backend gloo to measure "
+                                "CPU collectives instead")
+    argv = invoked_argv(ctx) or ["truepeak", "comm"]
+    cfg = CommConfig(nproc_per_node=nproc_per_node, ops=op_list, sizes=size_list, dtype=dtype.strip().lower(),
+                     iters=iters, warmup=warmup, graph=graph, backend=backend,
+                     api=None if api is None else api.strip().lower(),
+                     out_dir=None if out is None else str(out), nnodes=nnodes, node_rank=node_rank,
+                     rdzv_endpoint=rdzv_endpoint, rdzv_backend=rdzv_backend, rdzv_id=rdzv_id, master_addr=master_addr,
+                     master_port=master_port, rdzv_timeout_s=rdzv_timeout, nccl_debug_log=nccl_debug_log, fit=fit,
+                     progress=not no_progress and not as_json, argv=argv)
+    try:
+        result = run_comm(cfg)
+    except KeyboardInterrupt:
+        typer.echo("interrupted; the records finished so far are in "
+                   f"{(out / 'results.jsonl') if out else 'a temporary folder (pass --out to keep them)'}", err=True)
+        raise typer.Exit(130)
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    if node_rank > 0:
+        typer.echo(f"node {node_rank} done; results are written on node 0", err=True)
+        return
+    if as_json:
+        typer.echo(json.dumps(result.records, indent=1, ensure_ascii=False))
+    else:
+        render_tables(result.records, result.algos)
+    if out is not None:
+        summary = out / "summary.md"
+        summary.write_text(summary_markdown(result.records, result.algos, shlex.join(argv)), encoding="utf-8")
+        typer.echo(f"records: {result.results_path}\nsummary: {summary}", err=True)
+    bad = [r for r in result.records if r.get("kind") == "collective" and r.get("status") != "ok"]
+    if bad:
+        typer.echo(f"warning: {len(bad)} case(s) failed or had wrong elements: "
+                   + "; ".join(f"{(r['workload'] or {}).get('op')} {(r['workload'] or {}).get('bytes')} B "
+                               f"{r.get('mode')}: {r.get('reason')}" for r in bad[:3]), err=True)
+
+
+def _visible_gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0

@@ -1,0 +1,80 @@
+"""`truepeak report`: render results files (any kind of record) as a self-contained HTML page, Markdown and CSV.
+
+Thin adapter: read the files tolerantly (:func:`truepeak.report.load.load_results`: a torn or malformed line, a record
+of another schema version or an empty file is named on stderr and left out, the rest is rendered) → render
+(:mod:`truepeak.report.html`, :func:`truepeak.report.markdown.report_markdown`, :func:`truepeak.report.export.csv_text`)
+→ write. The paths written go to stderr; ``-`` as a file writes to stdout. No valid record in any file is an error
+(exit status 2) naming the problems and the schema versions understood.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from truepeak.cli.app import app
+from truepeak.errors import TruepeakError
+
+HELP = "\n\n".join([
+    "Render results files (from truepeak run, peak, moe bench, comm) as reports: a self-contained HTML page with "
+    "charts (opens with no network), Markdown, and CSV.",
+    "The HTML shows the device and environment; spec against measured peaks per format (dense and 2:4-sparse "
+    "labelled, the peak at the measured SM clock); a roofline per device (arithmetic intensity in FLOP/B against "
+    "TFLOPS, memory and compute ceilings) with the measured points of each format; efficiency against M at decode; "
+    "MoE % of read bandwidth against tokens per expert; collective algbw/busbw against message size; and warnings "
+    "(throttling, noise, cache-resident working sets, skipped and failed cases).",
+    "Bad lines (a torn last line, another schema version) are named on stderr and left out; the rest is rendered.",
+    "Examples:",
+    "  truepeak report h200/results.jsonl    (writes h200/report.html)",
+    "  truepeak report a.jsonl b.jsonl --html both.html --md both.md --csv both.csv",
+    "  truepeak report results.jsonl --md -    (Markdown on stdout)",
+    "Units: TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal); the CSV holds SI values (s, FLOP/s, B/s, fractions).",
+])
+
+
+def _write(text: str, target: str, what: str) -> None:
+    if target == "-":
+        sys.stdout.write(text)
+        return
+    p = Path(target)
+    try:
+        if p.parent and not p.parent.exists():
+            p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TruepeakError(f"cannot write the {what} to {p}: {exc.strerror or exc}") from exc
+    typer.echo(f"{what}: {p}", err=True)
+
+
+@app.command("report", help=HELP)
+def report_command(
+    results: list[str] = typer.Argument(..., metavar="RESULTS.jsonl...", help="Results files (JSON Lines)."),
+    html: Optional[str] = typer.Option(None, "--html", metavar="FILE",
+                                       help="Write the HTML report here (default: report.html beside the first "
+                                            "file, when no other output is asked for)."),
+    md: Optional[str] = typer.Option(None, "--md", metavar="FILE", help="Write the Markdown report ('-': stdout)."),
+    csv: Optional[str] = typer.Option(None, "--csv", metavar="FILE", help="Write every record as CSV ('-': stdout)."),
+) -> None:
+    from truepeak.report.load import load_results
+
+    data = load_results(results)
+    for problem in data.problems:
+        typer.echo(f"warning: {problem} (left out)", err=True)
+    data.require_records()
+    if html is None and md is None and csv is None:
+        html = str(Path(results[0]).parent / "report.html")
+    if html is not None:
+        from truepeak.report.html import html_report
+
+        _write(html_report(data), html, "html report")
+    if md is not None:
+        from truepeak.report.markdown import report_markdown
+
+        _write(report_markdown(data), md, "markdown report")
+    if csv is not None:
+        from truepeak.report.export import csv_text
+
+        _write(csv_text(data), csv, "csv")

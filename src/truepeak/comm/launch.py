@@ -1,0 +1,402 @@
+"""Start ``truepeak comm``'s workers through torchrun and collect what they wrote.
+
+No home-made launcher (DESIGN.md "Many GPUs"): :func:`run_comm` calls torchrun's own ``torch.distributed.run``
+(``parse_args`` + ``run``, what ``python -m torch.distributed.run`` does) in this process, with ``--nproc-per-node``
+and, for several nodes, the rendezvous options passed through (``--nnodes --node-rank --rdzv-endpoint --rdzv-backend
+--rdzv-id --master-addr --master-port``); one node uses ``--standalone``. Each worker is ``python -m
+truepeak.comm.worker CONFIG.json`` (:mod:`truepeak.comm.worker`); rank 0 writes ``results.jsonl`` in the output
+folder. Running torchrun in-process lets a worker failure or a rendezvous timeout end in one line (a
+:class:`~truepeak.errors.TruepeakError`) instead of torchrun's traceback.
+
+Checks before starting anything (each a one-line error): fewer than 2 ranks in all ("one GPU only"), the NCCL backend
+without CUDA or without NCCL in this torch (pass ``--backend gloo``), fewer GPUs than ``--nproc-per-node``, and on a
+node other than 0 an endpoint that does not answer within ``--rdzv-timeout`` seconds (named in the message).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import truepeak
+from truepeak.comm.sweep import plan_cases
+from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError, require
+
+BACKENDS = ("nccl", "gloo")
+APIS = ("nccl", "torch")
+NCCL_LOG = "nccl_debug.%h.%p.txt"
+_ALGO_LINE = re.compile(r"\b(AllReduce|AllGather|ReduceScatter|AllToAll|AlltoAll|SendRecv|Broadcast|Reduce)"
+                        r":\s+(\d+) Bytes -> Algo (\S+) proto (\S+)(?: channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\})?")
+_NCCL_OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
+             "AllToAll": "all_to_all", "AlltoAll": "all_to_all"}
+
+
+@dataclass
+class CommConfig:
+    """Settings of one ``truepeak comm`` run (what the CLI parsed; defaults declared once, here).
+
+    Attributes:
+        nproc_per_node: worker processes on this node (one GPU each with NCCL).
+        ops, sizes: canonical op names and nccl-tests total sizes in bytes (:mod:`truepeak.comm.sweep`).
+        dtype: element type (``bf16``, ...).
+        iters, warmup: timed and untimed calls per case (nccl-tests ``-n 20 -w 5``).
+        graph: also measure in CUDA-graph mode (NCCL on CUDA only).
+        backend: ``nccl`` or ``gloo`` (CPU tensors).
+        api: ``nccl`` (libnccl called directly, out of place, as nccl-tests; default with the NCCL backend) or
+            ``torch`` (torch.distributed, what a PyTorch program sees; the only one with gloo). None picks the default.
+        out_dir: where results.jsonl goes (None: a temporary folder, removed after reading).
+        nnodes, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, master_addr, master_port: torchrun's rendezvous
+            options, passed through when nnodes > 1 (one node uses --standalone).
+        rdzv_timeout_s: how long to wait for the rendezvous (and for the endpoint to answer, node_rank > 0).
+        nccl_debug_log: run with NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING and read the algorithm and protocol
+            NCCL chose per size from its log (timings then include NCCL's logging; use a separate run).
+        fit: fit α and β per op and mode at the end.
+        progress: a progress bar on rank 0 (stderr).
+        argv: the command line to record.
+    """
+
+    nproc_per_node: int
+    ops: list[str]
+    sizes: list[int]
+    dtype: str = "bf16"
+    iters: int = 20
+    warmup: int = 5
+    graph: bool = True
+    backend: str = "nccl"
+    api: str | None = None
+    out_dir: str | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_backend: str = "c10d"
+    rdzv_id: str | None = None
+    master_addr: str | None = None
+    master_port: int | None = None
+    rdzv_timeout_s: float = 60.0
+    nccl_debug_log: bool = False
+    fit: bool = True
+    progress: bool = True
+    argv: list[str] | None = None
+    timeout_s: float = 300.0
+
+
+@dataclass
+class CommResult:
+    """What a run produced: its records (this run's only), the notes (rounded sizes, ...), the output folder, and the
+    algorithm/protocol NCCL chose per (op, bytes) when it was logged."""
+
+    records: list[dict]
+    notes: list[str]
+    out_dir: str | None
+    results_path: str | None
+    algos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    node_rank: int = 0
+
+    def collectives(self) -> list[dict]:
+        return [r for r in self.records if r.get("kind") == "collective"]
+
+    def fits(self) -> list[dict]:
+        return [r for r in self.records if r.get("kind") == "collective_fit"]
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise TruepeakError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    return value
+
+
+def _endpoint(cfg: CommConfig) -> str | None:
+    if cfg.rdzv_endpoint:
+        return cfg.rdzv_endpoint
+    if cfg.master_addr:
+        return f"{cfg.master_addr}:{cfg.master_port or 29500}"
+    return None
+
+
+def _split_endpoint(ep: str) -> tuple[str, int]:
+    host, _, port = ep.rpartition(":")
+    if not host or not port.isdigit():
+        return ep, 29400
+    return host.strip("[]"), int(port)
+
+
+def wait_for_endpoint(endpoint: str, timeout_s: float) -> None:
+    """Wait until a TCP connection to ``host:port`` succeeds.
+
+    Raises:
+        TruepeakError: nothing answered within ``timeout_s`` (the message names the address).
+    """
+    host, port = _split_endpoint(endpoint)
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=min(5.0, max(0.1, timeout_s))):
+                return
+        except OSError as exc:
+            last = exc.strerror or str(exc)
+        if time.monotonic() >= deadline:
+            raise TruepeakError(f"cannot reach the rendezvous at {host}:{port} within {timeout_s:g} s ({last}); "
+                                "start node 0 first, check --rdzv-endpoint and the firewall, or raise --rdzv-timeout")
+        time.sleep(0.5)
+
+
+def preflight(cfg: CommConfig) -> list[str]:
+    """Validate the settings and the machine before starting torchrun; returns notes (rounded sizes).
+
+    Raises:
+        UnsupportedError: fewer than 2 ranks in all, NCCL without CUDA/NCCL, fewer GPUs than --nproc-per-node.
+        TruepeakError: bad numbers, an unknown backend, an unreachable rendezvous (node_rank > 0).
+        MissingDependencyError: torch is not installed.
+    """
+    _check_int("--nproc-per-node", cfg.nproc_per_node, 1)
+    _check_int("--nnodes", cfg.nnodes, 1)
+    _check_int("--iters", cfg.iters, 1)
+    _check_int("--warmup", cfg.warmup, 0)
+    if not 0 <= cfg.node_rank < cfg.nnodes:
+        raise TruepeakError(f"--node-rank {cfg.node_rank} must be between 0 and --nnodes - 1 = {cfg.nnodes - 1}")
+    if cfg.backend not in BACKENDS:
+        raise TruepeakError(f"unknown --backend {cfg.backend!r}; valid: {', '.join(BACKENDS)}")
+    if cfg.api is None:
+        cfg.api = "nccl" if cfg.backend == "nccl" else "torch"
+    if cfg.api not in APIS:
+        raise TruepeakError(f"unknown --api {cfg.api!r}; valid: {', '.join(APIS)}")
+    if cfg.api == "nccl" and cfg.backend != "nccl":
+        raise TruepeakError(f"--api nccl calls libnccl and needs --backend nccl; with --backend {cfg.backend} use "
+                            "--api torch")
+    if cfg.nnodes > 1 and _endpoint(cfg) is None:
+        raise TruepeakError(f"--nnodes {cfg.nnodes} needs --rdzv-endpoint HOST:PORT (or --master-addr) of node 0")
+    world = cfg.nnodes * cfg.nproc_per_node
+    torch = require("torch", "measuring collectives")
+    if cfg.backend == "nccl":
+        gpus = 0
+        with contextlib.suppress(Exception):
+            gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus == 0:
+            raise UnsupportedError(f"the NCCL backend needs CUDA GPUs and torch {torch.__version__} sees none; "
+                                   "pass --backend gloo to measure CPU collectives instead")
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_nccl_available():
+            raise UnsupportedError(f"torch {torch.__version__} was built without NCCL; pass --backend gloo to "
+                                   "measure with gloo instead")
+        if cfg.api == "nccl":
+            from truepeak.comm.pynccl import load_library
+
+            try:
+                load_library()
+            except OSError as exc:
+                raise UnsupportedError(str(exc)) from exc
+        if world < 2:
+            raise UnsupportedError(f"one GPU only: a collective needs at least 2 ranks, and --nproc-per-node 1 on 1 "
+                                   f"node gives one (this machine has {gpus} GPU{'s' if gpus != 1 else ''}); "
+                                   "give --nproc-per-node 2 or more")
+        if gpus < cfg.nproc_per_node:
+            what = "one GPU only" if gpus == 1 else f"only {gpus} GPUs"
+            raise UnsupportedError(f"{what}: --nproc-per-node {cfg.nproc_per_node} needs one GPU per process and "
+                                   f"this machine shows {gpus}; give --nproc-per-node {gpus}"
+                                   + (" on several nodes" if gpus == 1 else "")
+                                   + " (CUDA_VISIBLE_DEVICES limits what is shown)")
+    else:
+        import torch.distributed as dist
+
+        if not dist.is_available() or not dist.is_gloo_available():
+            raise UnsupportedError(f"torch {torch.__version__} was built without gloo")
+        if world < 2:
+            raise UnsupportedError("a collective needs at least 2 ranks; give --nproc-per-node 2 or more")
+    _, notes = plan_cases(cfg.ops, cfg.sizes, world, cfg.dtype)
+    if cfg.nnodes > 1 and cfg.node_rank > 0:
+        wait_for_endpoint(_endpoint(cfg), cfg.rdzv_timeout_s)
+    return notes
+
+
+def torchrun_args(cfg: CommConfig, config_path: str) -> list[str]:
+    """torchrun's command line (after ``torchrun``) for this run."""
+    args = ["--nproc-per-node", str(cfg.nproc_per_node), "--max-restarts", "0"]
+    if cfg.nnodes == 1 and _endpoint(cfg) is None:
+        args += ["--standalone"]
+    else:
+        args += ["--nnodes", str(cfg.nnodes), "--node-rank", str(cfg.node_rank)]
+        if cfg.rdzv_endpoint:
+            args += ["--rdzv-backend", cfg.rdzv_backend, "--rdzv-endpoint", cfg.rdzv_endpoint]
+            if cfg.rdzv_id:
+                args += ["--rdzv-id", cfg.rdzv_id]
+            t = int(max(1, round(cfg.rdzv_timeout_s)))
+            args += ["--rdzv-conf", f"join_timeout={t},read_timeout={t}"]
+        else:
+            args += ["--rdzv-backend", "static", "--master-addr", str(cfg.master_addr),
+                     "--master-port", str(cfg.master_port or 29500)]
+    return [*args, "-m", "truepeak.comm.worker", config_path]
+
+
+@contextlib.contextmanager
+def _env(updates: dict[str, str]) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in updates}
+    os.environ.update(updates)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def _quiet_torchrun() -> Iterator[None]:
+    """torchrun's agent logs worker failures with tracebacks; the launcher reports them in one line instead."""
+    names = ("torch.distributed.elastic", "torch.distributed.run", "torch.distributed.launcher")
+    old = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for n, level in old.items():
+            logging.getLogger(n).setLevel(level)
+
+
+def _worker_env(cfg: CommConfig, out_dir: Path) -> dict[str, str]:
+    pkg_root = str(Path(truepeak.__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH", "")
+    env = {"PYTHONPATH": pkg_root + (os.pathsep + path if path else ""),
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "PYTHONUNBUFFERED": "1"}
+    if cfg.nccl_debug_log and cfg.backend == "nccl":
+        env.update({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,TUNING",
+                    "NCCL_DEBUG_FILE": str(out_dir / NCCL_LOG)})
+    return env
+
+
+def _errors(out_dir: Path) -> list[str]:
+    msgs = []
+    for p in sorted(out_dir.glob("error_rank*.txt")):
+        with contextlib.suppress(OSError):
+            msgs.append(f"{p.stem.replace('error_', '')}: {p.read_text(encoding='utf-8').strip()}")
+    return msgs
+
+
+def parse_nccl_algos(text: str) -> list[dict[str, Any]]:
+    """The algorithm/protocol lines of an NCCL ``NCCL_DEBUG_SUBSYS=TUNING`` log, in order:
+    ``AllReduce: 4096 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}`` → ``{"nccl_op": "AllReduce", "op":
+    "all_reduce", "bytes": 4096, "algo": "RING", "proto": "LL", "channels": 2}`` (NCCL ``src/enqueue.cc``; older NCCL
+    prints numbers for the algorithm and protocol, kept as they are)."""
+    out = []
+    for m in _ALGO_LINE.finditer(text):
+        lo, hi = m.group(5), m.group(6)
+        out.append({"nccl_op": m.group(1), "op": _NCCL_OPS.get(m.group(1)), "bytes": int(m.group(2)),
+                    "algo": m.group(3), "proto": m.group(4),
+                    "channels": None if lo is None else int(hi) - int(lo) + 1})
+    return out
+
+
+def algos_by_case(lines: list[dict[str, Any]], n_ranks: int) -> dict[str, dict[str, Any]]:
+    """``{"all_reduce|4096": {"algo", "proto", "channels"}}`` keyed by op and nccl-tests size S. NCCL logs the size
+    it works on (S for all_reduce; S or S/n for all_gather/reduce_scatter depending on the version); both are keyed.
+    The last line of each wins."""
+    out: dict[str, dict[str, Any]] = {}
+    for ln in lines:
+        if ln["op"] is None:
+            continue
+        info = {"algo": ln["algo"], "proto": ln["proto"], "channels": ln["channels"]}
+        out[f"{ln['op']}|{ln['bytes']}"] = info
+        if ln["op"] in ("all_gather", "reduce_scatter"):
+            out.setdefault(f"{ln['op']}|{ln['bytes'] * n_ranks}", info)
+    return out
+
+
+def run_comm(cfg: CommConfig) -> CommResult:
+    """Run the sweep on ``cfg.nproc_per_node`` local workers through torchrun and return this run's records.
+
+    Raises:
+        TruepeakError (and subclasses): bad settings or machine (:func:`preflight`), an unreachable rendezvous, or a
+            worker that failed (the message carries the worker's one-line error).
+        KeyboardInterrupt: Ctrl-C (the workers are stopped by torchrun).
+    """
+    notes = preflight(cfg)
+    require("torch", "measuring collectives")
+    from torch.distributed import run as torchrun
+
+    tmp = None
+    if cfg.out_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="truepeak-comm-")
+        out_dir = Path(tmp.name)
+    else:
+        out_dir = Path(cfg.out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        results = out_dir / "results.jsonl"
+        before = _count_lines(results)
+        for p in out_dir.glob("error_rank*.txt"):
+            p.unlink()
+        wcfg = {**asdict(cfg), "out_dir": str(out_dir)}
+        config_path = out_dir / f"comm_config.{os.getpid()}.json"
+        config_path.write_text(json.dumps(wcfg), encoding="utf-8")
+        args = torchrun.parse_args(torchrun_args(cfg, str(config_path)))
+        try:
+            with _env(_worker_env(cfg, out_dir)), _quiet_torchrun():
+                torchrun.run(args)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # ChildFailedError, rendezvous errors, SignalException, ...
+            _raise_launch_error(cfg, exc, out_dir)
+        finally:
+            with contextlib.suppress(OSError):
+                config_path.unlink()
+        records: list[dict] = []
+        if results.exists():
+            from truepeak.bench.records import read_records
+
+            records = list(read_records(results, strict=False))[before:]
+        algos: dict[str, dict[str, Any]] = {}
+        if cfg.nccl_debug_log:
+            lines = []
+            for p in sorted(out_dir.glob("nccl_debug.*.txt")):
+                lines += parse_nccl_algos(p.read_text(encoding="utf-8", errors="replace"))
+            algos = algos_by_case(lines, cfg.nnodes * cfg.nproc_per_node)
+            (out_dir / "nccl_algo.json").write_text(json.dumps(algos, indent=1, sort_keys=True), encoding="utf-8")
+            if not algos:
+                notes.append("NCCL logged no 'Bytes -> Algo' lines (this NCCL version may not print them at "
+                             "NCCL_DEBUG_SUBSYS=TUNING); algorithm and protocol stay unknown")
+        return CommResult(records, notes, None if tmp else str(out_dir), None if tmp else str(results), algos,
+                          cfg.node_rank)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _count_lines(path: Path) -> int:
+    if not path.exists():
+        return 0
+    from truepeak.bench.records import read_records
+
+    return len(read_records(path, strict=False))
+
+
+def _raise_launch_error(cfg: CommConfig, exc: BaseException, out_dir: Path) -> None:
+    name = type(exc).__name__
+    if name == "SignalException":
+        raise KeyboardInterrupt from exc
+    errs = _errors(out_dir)
+    if errs:
+        raise MeasurementError(f"the comm workers failed: {'; '.join(errs[:2])}") from exc
+    ep = _endpoint(cfg)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else name
+    if ("Rendezvous" in name or "rendezvous" in text.lower() or "DistNetworkError" in name
+            or isinstance(exc, TimeoutError)):
+        where = ep or "localhost (standalone)"
+        raise TruepeakError(f"cannot reach the rendezvous at {where} within {cfg.rdzv_timeout_s:g} s ({name}: "
+                            f"{text[:200]}); start node 0 first, check --rdzv-endpoint, or raise --rdzv-timeout"
+                            ) from exc
+    raise MeasurementError(f"the comm workers failed ({name}: {text[:300]}); run with TRUEPEAK_DEBUG=1 for the "
+                           "workers' tracebacks") from exc

@@ -1,0 +1,168 @@
+"""Rendering ``truepeak comm`` results: rich tables (stdout) and summary.md, from the records alone.
+
+Layout after nccl-tests' output (one row per size; time in µs, algbw and busbw in GB/s = 1e9 B/s, ``#wrong``), with
+the eager and CUDA-graph columns side by side where nccl-tests puts out-of-place and in-place (STYLE.md §8.4: one
+unit per column, printed in the header).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from truepeak.units import GIGA, fmt_size, fmt_time_in
+
+_US = 1e-6
+
+
+def _gb(x: float | None) -> str:
+    return "-" if x is None else f"{x / GIGA:.2f}"
+
+
+def case_rows(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, list[dict]]:
+    """Per op, one row per size: ``{"bytes", "count", "eager": rec|None, "graph": rec|None, "algo": str|None}``."""
+    by_op: dict[str, dict[int, dict]] = {}
+    for r in records:
+        if r.get("kind") != "collective":
+            continue
+        w = r.get("workload") or {}
+        row = by_op.setdefault(w.get("op"), {}).setdefault(w.get("bytes"), {"bytes": w.get("bytes"),
+                                                                           "count": w.get("count"),
+                                                                           "eager": None, "graph": None})
+        row[r.get("mode") or "eager"] = r
+    out = {}
+    for op, rows in by_op.items():
+        lst = [rows[b] for b in sorted(rows)]
+        for row in lst:
+            a = (algos or {}).get(f"{op}|{row['bytes']}")
+            row["algo"] = f"{a['algo']}/{a['proto']}" if a else None
+        out[op] = lst
+    return out
+
+
+def _cells(rec: dict | None) -> list[str]:
+    if rec is None:
+        return ["-", "-", "-", "-"]
+    if rec.get("status") == "failed" and rec.get("time_s") is None:
+        return ["failed", "-", "-", "-"]
+    d = rec.get("derived") or {}
+    wrong = (rec.get("correctness") or {}).get("wrong")
+    return [fmt_time_in(rec.get("time_s"), _US), _gb(d.get("algbw_B_per_s")), _gb(d.get("busbw_B_per_s")),
+            "-" if wrong is None else str(wrong)]
+
+
+def fit_rows(records: list[dict]) -> list[dict]:
+    """``{"op", "mode", "n", "alpha_s", "busbw", "points", "resid", "range", "status", "reason"}`` per fit record."""
+    rows = []
+    for r in records:
+        if r.get("kind") != "collective_fit":
+            continue
+        w, d = r.get("workload") or {}, r.get("derived") or {}
+        rows.append({"op": w.get("op"), "mode": r.get("mode"), "n": w.get("n_ranks"), "alpha_s": d.get("alpha_s"),
+                     "busbw": d.get("busbw_B_per_s"), "points": d.get("points"), "resid": d.get("max_rel_residual"),
+                     "range": f"{fmt_size(w.get('min_bytes'))}–{fmt_size(w.get('max_bytes'))}",
+                     "status": r.get("status"), "reason": r.get("reason")})
+    return rows
+
+
+def header_line(records: list[dict]) -> str:
+    """``2 ranks, nccl (NCCL 2.28.9), bf16, 20 iters after 5 warm-up; NVIDIA H200``."""
+    r = next((x for x in records if x.get("kind") == "collective"), None) or (records[0] if records else {})
+    rc, env = r.get("run_config") or {}, r.get("env") or {}
+    gpu = (env.get("gpu") or {}).get("name") or env.get("cpu") or "?"
+    nccl = f" (NCCL {rc['nccl_version']})" if rc.get("nccl_version") else ""
+    return (f"{rc.get('n_ranks', '?')} ranks, {rc.get('backend', '?')}{nccl}, {r.get('format', '?')}, "
+            f"{rc.get('iters', '?')} iters after {rc.get('warmup', '?')} warm-up; {gpu}")
+
+
+def _modes(records: list[dict]) -> list[str]:
+    present = {r.get("mode") for r in records if r.get("kind") == "collective"}
+    return [m for m in ("eager", "graph") if m in present] or ["eager"]
+
+
+def render_tables(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None,
+                  console: Any = None) -> None:
+    """Print one table per op and the α–β fits (rich, on ``console`` or stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    console.print(f"truepeak comm: {header_line(records)}")
+    show_algo = bool(algos)
+    modes = _modes(records)
+    for op, rows in case_rows(records, algos).items():
+        t = Table(title=f"{op}  (time µs; algbw, busbw GB/s = 1e9 B/s; S = nccl-tests total size)",
+                  title_justify="left")
+        for col in ("S", "count"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for m in modes:
+            for col in (f"{m} µs", "algbw", "busbw", "#wrong"):
+                t.add_column(col, justify="right", no_wrap=True)
+        if show_algo:
+            t.add_column("NCCL algo/proto", no_wrap=True)
+        for row in rows:
+            cells = [fmt_size(row["bytes"]), str(row["count"])]
+            for m in modes:
+                cells += _cells(row[m])
+            if show_algo:
+                cells.append(row["algo"] or "-")
+            t.add_row(*cells)
+        console.print(t)
+    fits = fit_rows(records)
+    if fits:
+        t = Table(title="α–β fit: t(S) = α + S·factor/busbw  (least squares on relative error)",
+                  title_justify="left")
+        for col in ("op", "mode", "α µs", "busbw GB/s", "points", "max resid.", "sizes"):
+            t.add_column(col, justify="right" if col not in ("op", "mode") else "left", no_wrap=True)
+        skipped = []
+        for f in fits:
+            if f["status"] != "ok":
+                t.add_row(f["op"], f["mode"], "-", "-", "-", "-", "skipped")
+                skipped.append(f"{f['op']} {f['mode']}: {f['reason']}")
+                continue
+            t.add_row(f["op"], f["mode"], fmt_time_in(f["alpha_s"], _US), _gb(f["busbw"]), str(f["points"]),
+                      f"{100 * f['resid']:.0f} %", f["range"])
+        console.print(t)
+        for line in skipped:
+            console.print(f"  fit skipped: {line}", soft_wrap=True)
+
+
+def summary_markdown(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None,
+                     command: str | None = None) -> str:
+    """summary.md: the same tables in Markdown."""
+    lines = ["# truepeak comm", "", header_line(records), ""]
+    if command:
+        lines += [f"Command: `{command}`", ""]
+    lines += ["Time per call in µs (eager: median over samples, each a window of back-to-back calls timed by CUDA "
+              "events (perf_counter on CPU), divided by its calls; max over ranks; graph: per call inside a replayed "
+              "CUDA graph). algbw = S / t, busbw = algbw × factor (nccl-tests), in GB/s "
+              "(1e9 B/s). #wrong: output elements differing from the exact result, summed over ranks.", ""]
+    show_algo = bool(algos)
+    for op, rows in case_rows(records, algos).items():
+        head = ["size S", "count"]
+        for m in _modes(records):
+            head += [f"{m} µs", "algbw", "busbw", "#wrong"]
+        if show_algo:
+            head.append("NCCL algo/proto")
+        lines += [f"## {op}", "", "| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+        for row in rows:
+            cells = [fmt_size(row["bytes"]), str(row["count"])]
+            for m in _modes(records):
+                cells += _cells(row[m])
+            if show_algo:
+                cells.append(row["algo"] or "-")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    fits = fit_rows(records)
+    if fits:
+        lines += ["## α–β fits", "", "t(S) = α + S·factor/busbw, least squares on relative error (1/t² weights).", "",
+                  "| op | mode | α (µs) | busbw (GB/s) | points | max rel. residual | sizes |",
+                  "|---|---|---:|---:|---:|---:|---|"]
+        for f in fits:
+            if f["status"] != "ok":
+                lines.append(f"| {f['op']} | {f['mode']} | - | - | - | - | skipped: {f['reason']} |")
+            else:
+                lines.append(f"| {f['op']} | {f['mode']} | {fmt_time_in(f['alpha_s'], _US)} | {_gb(f['busbw'])} | "
+                             f"{f['points']} | {100 * f['resid']:.0f} % | {f['range']} |")
+        lines.append("")
+    return "\n".join(lines)

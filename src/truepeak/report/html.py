@@ -1,0 +1,475 @@
+"""The HTML report: one self-contained file that opens with no network.
+
+Rendered from records alone (:mod:`truepeak.report.load`), never measuring. Inline CSS, charts as inline SVG drawn by
+matplotlib (:mod:`truepeak.report.plots`, imported lazily), no JavaScript, no fonts or images fetched; every piece of
+text from the records goes through :func:`html.escape`. Sections, each present only when the records have something
+for it:
+
+1. Warnings (first, so nobody reads a number without them): unusable lines and files (with the schema versions
+   understood), several devices, throttling, noise, cache-resident working sets, non-random inputs, failed and skipped
+   cases with their reasons (:func:`truepeak.report.export.report_warnings`).
+2. Per device: the device and its environment; spec against measured peaks per format (dense and 2:4-sparse
+   labelled, the peak at the measured SM clock; :func:`truepeak.report.export.peak_rows`) as a table and a chart; the
+   roofline with the measured points of each format (ceilings from the catalog, or from the records where the device
+   is not in the catalog, e.g. a CPU whose memory ceiling is its measured copy); memory bandwidth; efficiency against
+   M in the decode regime.
+3. MoE expert layer (``moe_experts`` records): % of read bandwidth against tokens per expert, one line per backend.
+4. Collectives (``collective`` records): algbw and busbw against message size; the fitted latency-bandwidth model
+   (``collective_fit`` records).
+5. Every record, one table per kind (:func:`truepeak.report.export.kind_table`); a kind this truepeak does not know
+   gets a plain table of its fields, so a new kind never breaks the report.
+
+Entry points: :func:`html_report` (records -> HTML text), :func:`write_html` (to a file) and
+:func:`write_html_report` (``results.jsonl`` or a run folder -> ``report.html`` beside it; what ``truepeak run``
+calls).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Iterable, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import truepeak
+from truepeak.report.export import (RUN_KINDS, catalog_accelerator, kind_table, peak_rows, record_time,
+                                    report_warnings)
+from truepeak.report.load import (Results, accelerator_key, device_name, env_of, field, kinds_in, label, load_results,
+                                  number)
+from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size
+
+#: Kinds with a section of their own (the rest appear in "All records" only).
+SECTION_KINDS = ("gemm", "membw", "moe_experts", "collective", "collective_fit")
+#: Largest M counted as the decode regime (tokens per expert at decode).
+DECODE_MAX_M = 256
+
+CSS = """
+:root { --fg:#1b1f24; --muted:#57606a; --line:#d0d7de; --bg:#ffffff; --warn:#9a6700; --warnbg:#fff8c5;
+  --bad:#cf222e; --badbg:#ffebe9; --accent:#0969da; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: var(--fg); background: var(--bg);
+  margin: 0 auto; max-width: 1180px; padding: 24px 28px 60px; }
+h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 32px 0 8px; border-bottom: 1px solid var(--line);
+  padding-bottom: 4px; } h3 { font-size: 15px; margin: 22px 0 6px; }
+.muted, .footer { color: var(--muted); } .footer { font-size: 12px; margin-top: 6px; }
+table { border-collapse: collapse; margin: 8px 0; font-size: 12.5px; }
+th, td { border: 1px solid var(--line); padding: 3px 7px; vertical-align: top; }
+th { background: #f6f8fa; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.skipped td { color: var(--muted); } tr.failed td { color: var(--bad); }
+.scroll { overflow-x: auto; }
+figure.chart { margin: 10px 0 18px; } figure.chart svg { max-width: 100%; height: auto; display: block; }
+figcaption { color: var(--muted); font-size: 12px; margin-top: 4px; }
+.warnings { border: 1px solid #d4a72c; background: var(--warnbg); border-radius: 6px; padding: 6px 14px; }
+.warnings li { margin: 4px 0; } .warnings .cat { font-weight: 600; color: var(--warn); text-transform: uppercase;
+  font-size: 11px; margin-right: 6px; } .warnings li.bad .cat { color: var(--bad); }
+details > summary { cursor: pointer; color: var(--accent); } details ul { font-size: 12.5px; }
+dl.kv { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 6px 0; }
+dl.kv dt { color: var(--muted); } dl.kv dd { margin: 0; }
+.tag { display: inline-block; border-radius: 4px; padding: 0 5px; font-size: 11px; background: #ddf4ff; }
+.tag.sparse { background: #eeeeee; color: var(--muted); }
+"""
+
+
+# -- small HTML helpers ------------------------------------------------------------------------------------------------
+def _e(text: Any) -> str:
+    return escape("" if text is None else str(text), quote=True)
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[bool] | None = None,
+           row_classes: Sequence[str] | None = None) -> str:
+    numeric = list(numeric) if numeric is not None else [False] * len(headers)
+    out = ['<div class="scroll"><table><thead><tr>', *(f"<th>{_e(h)}</th>" for h in headers), "</tr></thead><tbody>"]
+    for i, row in enumerate(rows):
+        cls = f' class="{_e(row_classes[i])}"' if row_classes and row_classes[i] else ""
+        out.append(f"<tr{cls}>" + "".join(
+            f'<td class="num">{_e(c)}</td>' if numeric[j] else f"<td>{_e(c)}</td>" for j, c in enumerate(row))
+            + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def _figure(svg: str, name: str, caption: str) -> str:
+    """An inline SVG chart (``svg`` is matplotlib's own markup, not user text; every label in it was escaped by
+    matplotlib's SVG writer)."""
+    return f'<figure class="chart" data-chart="{_e(name)}">{svg}<figcaption>{_e(caption)}</figcaption></figure>'
+
+
+def _kv(pairs: Iterable[tuple[str, Any]]) -> str:
+    items = [(k, v) for k, v in pairs if v not in (None, "", [], {})]
+    if not items:
+        return ""
+    return '<dl class="kv">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items) + "</dl>"
+
+
+def _ghz(hz: Any) -> str | None:
+    return f"{hz / 1e9:.3f} GHz" if isinstance(hz, (int, float)) and hz else None
+
+
+# -- sections ----------------------------------------------------------------------------------------------------------
+def _warnings_section(records: Sequence[dict], problems: Sequence[Any]) -> str:
+    warns = report_warnings(records, problems)
+    if not warns:
+        return '<h2 id="warnings">Warnings</h2><p class="muted">None: no throttling, noise, cache-resident working ' \
+               "sets, failed or skipped cases in these records.</p>"
+    items = []
+    for w in warns:
+        bad = w.category in ("input", "failed")
+        detail = ""
+        if w.items:
+            shown = w.items[:200]
+            more = f"<li>... and {len(w.items) - 200} more</li>" if len(w.items) > 200 else ""
+            detail = ("<details><summary>show " + str(len(w.items)) + "</summary><ul>"
+                      + "".join(f"<li>{_e(i)}</li>" for i in shown) + more + "</ul></details>")
+        items.append(f'<li class="{"bad" if bad else ""}"><span class="cat">{_e(w.category)}</span>{_e(w.text)}'
+                     f"{detail}</li>")
+    return f'<h2 id="warnings">Warnings</h2><div class="warnings"><ul>{"".join(items)}</ul></div>'
+
+
+def _device_section(name: str, records: Sequence[dict], acc: Any) -> str:
+    env = env_of(records[0]) if records else {}
+    dev = env.get("device") if isinstance(env.get("device"), dict) else {}
+    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
+    get = lambda k: dev.get(k) or gpu.get(k)  # noqa: E731
+    catalog = (f"{acc.name} ({acc.key}); efficiency is against its DENSE peaks" if acc is not None else
+               "not in the truepeak catalog: peaks are estimates or absent")
+    commands = list(dict.fromkeys(str(env_of(r).get("command_line")) for r in records
+                                  if env_of(r).get("command_line")))
+    stamps = sorted(str(r["timestamp"]) for r in records if r.get("timestamp"))
+    versions = sorted({f"schema {r.get('schema_version')}, method {r.get('methodology_version')}" for r in records})
+    return "".join([
+        "<h3>Device and environment</h3>",
+        _kv([
+            ("device", name), ("catalog entry", catalog),
+            ("compute capability", get("compute_capability")), ("SMs (cores on a CPU)", get("sm_count")),
+            ("memory", fmt_size(get("memory_bytes")) if get("memory_bytes") else None),
+            ("L2 / last-level cache", fmt_size(get("l2_bytes")) if get("l2_bytes") else None),
+            ("max SM clock", _ghz(get("max_sm_clock_hz"))),
+            ("power limit", f"{gpu['power_limit_w']:.0f} W" if isinstance(gpu.get("power_limit_w"), (int, float))
+             else None),
+            ("driver", gpu.get("driver")), ("GPUs visible", gpu.get("count")),
+            ("torch", env.get("torch")), ("CUDA (torch build)", env.get("cuda")), ("NCCL", env.get("nccl")),
+            ("triton", env.get("triton")), ("Python", env.get("python")), ("platform", env.get("platform")),
+            ("CPU", env.get("cpu")), ("truepeak", env.get("truepeak_version")),
+            ("records", f"{len(records)} ({', '.join(f'{k}: {n}' for k, n in _counts(records).items())})"),
+            ("record versions", "; ".join(versions)),
+            ("environment variables", ", ".join(f"{k}={v}" for k, v in (env.get("env_vars") or {}).items())),
+            ("command", " | ".join(commands)),
+            ("measured (UTC)", f"{stamps[0]} to {stamps[-1]}" if stamps else None),
+        ]),
+    ])
+
+
+def _counts(records: Sequence[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in records:
+        out[str(r.get("kind"))] = out.get(str(r.get("kind")), 0) + 1
+    return out
+
+
+def _peaks_section(records: Sequence[dict], acc: Any) -> str:
+    rows = peak_rows(records, acc)
+    if not rows:
+        return ""
+    cells, classes = [], []
+    for r in rows:
+        sparse = DASH
+        if r["sparse"]:
+            sparse = fmt_rate(r["sparse"]) + ("" if r["sparse_published"] else " (2x dense)")
+        clock = f"{r['clock_hz'] / 1e6:.0f}" if r["clock_hz"] else DASH
+        dense = fmt_rate(r["dense"]) + (" (estimated)" if r["estimated"] else "") if r["dense"] else DASH
+        cells.append([r["format"], r["mode"] or DASH, dense, sparse, fmt_rate(r["measured"]),
+                      fmt_pct(r["pct_dense"], sign=False), clock, fmt_rate(r["at_clock"]),
+                      fmt_pct(r["pct_at_clock"], sign=False), r["shape"] or (r["reason"] or DASH)])
+        classes.append("" if r["measured"] else "skipped")
+    table = _table(["format", "mode", "spec dense TFLOPS", "spec 2:4 sparse TFLOPS (display only)", "best measured",
+                    "% of dense", "SM clock (MHz)", "dense peak at that clock", "% of it", "shape (MxNxK) / reason"],
+                   cells, [False, False, True, True, True, True, True, True, True, False], classes)
+    chart_rows = [r for r in rows if r["measured"] or r["dense"]]
+    chart = ""
+    if any(r["measured"] for r in chart_rows):
+        from truepeak.report import plots
+
+        chart = _figure(plots.peaks_chart(chart_rows), "peaks",
+                        "Per format: the 2:4-sparse datasheet rate (hatched; marketing, never an efficiency "
+                        "denominator), the dense spec peak, the dense peak at the SM clock the best record ran at, and "
+                        "the best measured rate.")
+    return ("<h3>Spec against measured peaks per format</h3>" + table
+            + f'<p class="footer">{_e(UNITS_FOOTER)}. The peak at the measured clock is FLOP/clk/SM x SMs x the '
+              "median SM clock sampled while timing.</p>" + chart)
+
+
+def _intensity(rec: dict) -> float | None:
+    """A GEMM record's arithmetic intensity (FLOP/B): its workload's ``intensity``, else ``flop / min_bytes``, else
+    computed from M, N, K and the format (:class:`truepeak.roofline.Gemm`); None when none of these is there."""
+    x = number(rec, "intensity")
+    if x is None:
+        flop, nbytes = number(rec, "flop"), number(rec, "min_bytes")
+        x = flop / nbytes if flop and nbytes else None
+    w = rec.get("workload") if isinstance(rec.get("workload"), dict) else {}
+    if x is None and all(isinstance(w.get(d), int) for d in ("m", "n", "k")) and rec.get("format"):
+        try:
+            from truepeak.roofline import Gemm
+
+            x = Gemm(w["m"], w["n"], w["k"], rec["format"], w.get("out_format"), w.get("scaling")).intensity
+        except Exception:
+            x = None
+    return x
+
+
+def _roofline_section(name: str, records: Sequence[dict], acc: Any) -> str:
+    gemms = [r for r in records if r.get("kind") == "gemm" and r.get("status") == "ok"
+             and number(r, "flop_per_s") and _intensity(r)]
+    if not gemms:
+        return ""
+    points: dict[str, list[tuple[float, float, str]]] = {}
+    ceilings: dict[str, float] = {}
+    for r in gemms:
+        fmt = str(r.get("format"))
+        points.setdefault(fmt, []).append((_intensity(r), number(r, "flop_per_s"), str(r.get("mode") or "")))
+        peak = None
+        if acc is not None:
+            try:
+                peak = acc.dense_flops(fmt)
+            except Exception:
+                peak = None
+        ceilings.setdefault(fmt, peak or number(r, "dense_peak_flop_per_s"))
+    bw = acc.bandwidth_bytes_per_s if acc is not None else None
+    source = "catalog"
+    if not bw:
+        bw = next((number(r, "bandwidth_bytes_per_s") for r in gemms if number(r, "bandwidth_bytes_per_s")), None)
+        source = "measured copy" if bw else ""
+    bw_label = f"{fmt_bandwidth(bw)} GB/s ({source})" if bw else ""
+    from truepeak.report import plots
+
+    svg = plots.roofline_chart(points, {k: v for k, v in ceilings.items() if v}, bw, title=f"Roofline: {name}",
+                               bandwidth_label=bw_label)
+    return "<h3>Roofline</h3>" + _figure(
+        svg, "roofline",
+        "Log-log roofline: each point is a measured GEMM at its arithmetic intensity (FLOP per byte of the minimum "
+        "traffic: A, B read once, C written once, in its format); the slanted line is the memory ceiling "
+        f"({bw_label or 'unknown'}), the dashed lines the dense compute ceiling of each format. A point's % of "
+        "roofline is its distance below the lower of the two.")
+
+
+def _decode_section(records: Sequence[dict]) -> str:
+    series: dict[str, list[tuple[float, float | None, float | None]]] = {}
+    formats: dict[str, str] = {}
+    modes = {r.get("mode") for r in records if r.get("kind") == "gemm" and r.get("status") == "ok"}
+    for r in records:
+        w = r.get("workload") if isinstance(r.get("workload"), dict) else {}
+        m = w.get("m")
+        if (r.get("kind") != "gemm" or r.get("status") != "ok" or not isinstance(m, int) or m > DECODE_MAX_M
+                or w.get("origin") in ("square", "format probe") or str(w.get("origin", "")).startswith("peak")):
+            continue
+        key = f"{r.get('format')} N={w.get('n')} K={w.get('k')}" + (f" {r.get('mode')}" if len(modes) > 1 else "")
+        formats[key] = str(r.get("format"))
+        series.setdefault(key, []).append((float(m), number(r, "pct_dense"), number(r, "pct_roofline")))
+    series = {k: v for k, v in series.items() if len(v) >= 2}
+    if not series:
+        return ""
+    from truepeak.report import plots
+
+    return "<h3>Decode regime: efficiency against M</h3>" + _figure(
+        plots.decode_chart(series, formats), "decode",
+        f"GEMMs with M <= {DECODE_MAX_M} (tokens per expert at decode) at model (N, K): against the dense peak they "
+        "look hopeless; against the roofline (memory-bound here: the weights must be streamed) they show how close "
+        "to the bandwidth they run.")
+
+
+def _bandwidth_section(records: Sequence[dict]) -> str:
+    copies = [r for r in records if r.get("kind") == "membw"]
+    if not copies:
+        return ""
+    items = []
+    for r in copies:
+        if r.get("status") != "ok":
+            items.append(f"<li>{_e(label(r))}: {_e(r.get('status'))}: {_e(r.get('reason'))}</li>")
+            continue
+        spec = number(r, "bandwidth_bytes_per_s")
+        tail = (f" = {fmt_pct(number(r, 'pct_bandwidth'))} of the catalog's {fmt_bandwidth(spec)} GB/s" if spec
+                else " (no catalog bandwidth: this measured copy is the roofline's memory ceiling)")
+        items.append(f"<li>{_e(label(r))} ({_e(r.get('mode'))}): <b>{_e(fmt_bandwidth(number(r, 'bytes_per_s')))} "
+                     f"GB/s</b> counting read + write{_e(tail)}</li>")
+    return "<h3>Memory bandwidth</h3><ul>" + "".join(items) + "</ul>"
+
+
+def _group(records: Sequence[dict], keys: Sequence[str]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = {}
+    for r in records:
+        out.setdefault(tuple(str(field(r, k) or "") for k in keys), []).append(r)
+    return out
+
+
+def _moe_section(records: Sequence[dict]) -> str:
+    moe = [r for r in records if r.get("kind") == "moe_experts"]
+    if not moe:
+        return ""
+    parts = ['<h2 id="moe">MoE expert layer at decode</h2>']
+    for key, recs in _group(moe, ("model", "layout", "routing")).items():
+        dev = device_name(recs[0])
+        title = " ".join(k for k in key if k) or "MoE experts"
+        series: dict[str, list[tuple[float, float]]] = {}
+        multi_mode = len({r.get("mode") for r in recs}) > 1
+        for r in recs:
+            x, y = number(r, "tokens_per_expert"), number(r, "pct_read_bandwidth")
+            if r.get("status") != "ok" or x is None or y is None:
+                continue
+            name = " ".join(str(p) for p in (r.get("backend"), r.get("format"),
+                                              r.get("mode") if multi_mode else None) if p)
+            series.setdefault(name, []).append((x, y))
+        parts.append(f"<h3>{_e(title)} on {_e(dev)}</h3>")
+        if series:
+            from truepeak.report import plots
+
+            parts.append(_figure(plots.moe_chart(series, title=f"{title}: % of read bandwidth"), "moe",
+                                 "The fraction of the read bandwidth measured in the same run that each backend "
+                                 "reaches while streaming the weights of the experts that received tokens (packed "
+                                 "values + scales); 100 % is the memory roofline."))
+        else:
+            parts.append('<p class="muted">No ok records with tokens per expert and % of read bandwidth.</p>')
+    return "".join(parts)
+
+
+def _collective_section(records: Sequence[dict]) -> str:
+    coll = [r for r in records if r.get("kind") == "collective"]
+    fits = [r for r in records if r.get("kind") == "collective_fit"]
+    if not coll and not fits:
+        return ""
+    parts = ['<h2 id="collectives">Collectives</h2>']
+    for key, recs in _group(coll, ("n_ranks", "dtype")).items():
+        series: dict[str, list[tuple[float, float | None, float | None, float | None]]] = {}
+        for r in recs:
+            x = number(r, "bytes", "nbytes", "size_bytes")
+            if r.get("status") != "ok" or x is None:
+                continue
+            name = " ".join(str(p) for p in (field(r, "op"), r.get("mode")) if p)
+            series.setdefault(name, []).append((x, record_time(r), number(r, "algbw_B_per_s", "algbw_bytes_per_s"),
+                                                number(r, "busbw_B_per_s", "busbw_bytes_per_s")))
+        ranks, dtype = key
+        title = f"{device_name(recs[0])}" + (f", {ranks} ranks" if ranks else "") + (f", {dtype}" if dtype else "")
+        parts.append(f"<h3>{_e(title)}</h3>")
+        if series:
+            from truepeak.report import plots
+
+            parts.append(_figure(plots.collective_chart(series, title=title), "collective",
+                                 "Time per call (the latency that decode's small messages see), algbw = message bytes / time, and "
+                                 "busbw = algbw x the op's bus factor (all_reduce "
+                                 "2(n-1)/n, all_gather and reduce_scatter (n-1)/n, all_to_all (n-1)/n), nccl-tests' "
+                                 "definitions, so busbw is comparable with link bandwidth. Dashed: CUDA-graph mode."))
+    if fits:
+        t = kind_table("collective_fit", fits)
+        parts.append("<h3>Latency-bandwidth fit: time = α + bytes x bus factor / busbw</h3>"
+                     + _table(t.headers, t.rows, t.numeric) + f'<p class="footer">{_e(t.footer)}</p>')
+    return "".join(parts)
+
+
+def _all_records_section(records: Sequence[dict]) -> str:
+    parts = ['<h2 id="records">All records</h2>']
+    for kind in kinds_in(records):
+        recs = [r for r in records if str(r.get("kind") or "unknown") == kind]
+        t = kind_table(kind, recs)
+        known = "" if kind in SECTION_KINDS else " (a record kind this truepeak has no section for: its fields)"
+        parts.append(f"<details{' open' if len(recs) <= 12 else ''}><summary>{_e(kind)}: {len(recs)} record(s)"
+                     f"{_e(known)}</summary>"
+                     + _table(t.headers, t.rows, t.numeric, [str(r.get("status") or "") for r in recs])
+                     + f'<p class="footer">{_e(t.footer)}</p></details>')
+    return "".join(parts)
+
+
+def _device_groups(records: Sequence[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(device_name(r), []).append(r)
+    return out
+
+
+def html_report(data: Results | Sequence[dict], *, title: str | None = None) -> str:
+    """Render records as one self-contained HTML page (see the module docstring for the sections).
+
+    Args:
+        data: a :class:`~truepeak.report.load.Results` (its problems become warnings) or a list of records.
+        title: the page title (default ``"truepeak report: <devices>"``).
+
+    Returns:
+        The page as text (UTF-8 when written).
+    """
+    if isinstance(data, Results):
+        records, problems, files = data.records, data.problems, data.files
+    else:
+        records, problems, files = list(data), [], []
+    groups = _device_groups(records)
+    title = title or "truepeak report: " + (", ".join(groups) if groups else "no records")
+    body = [f"<h1>{_e(title)}</h1>",
+            f'<p class="muted">{len(records)} record(s)'
+            + (f" from {_e(', '.join(files))}" if files else "")
+            + f"; rendered by truepeak {_e(truepeak.__version__)} at "
+            + _e(_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")) + ". "
+            + _e(UNITS_FOOTER) + ".</p>",
+            _warnings_section(records, problems)]
+    for name, recs in groups.items():
+        run = [r for r in recs if r.get("kind") in RUN_KINDS]
+        if not run:
+            continue
+        acc = catalog_accelerator(accelerator_key(recs[0]))
+        body.append(f"<h2>{_e(name)}</h2>")
+        body.append(_device_section(name, recs, acc))
+        body.append(_peaks_section(run, acc))
+        body.append(_roofline_section(name, run, acc))
+        body.append(_bandwidth_section(run))
+        body.append(_decode_section(run))
+    body.append(_moe_section(records))
+    body.append(_collective_section(records))
+    for name, recs in groups.items():  # devices with no GEMM or copy records still get their environment
+        if not any(r.get("kind") in RUN_KINDS for r in recs):
+            body.append(f"<h2>{_e(name)}</h2>" + _device_section(name, recs, catalog_accelerator(
+                accelerator_key(recs[0]))))
+    body.append(_all_records_section(records))
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            '<link rel="icon" href="data:,">'
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>\n"
+            + "\n".join(b for b in body if b) + "\n</body></html>\n")
+
+
+def write_html(data: Results | Sequence[dict], path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+    """Write :func:`html_report` to ``path`` (UTF-8) and return the path.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    p = Path(path)
+    p.write_text(html_report(data, title=title), encoding="utf-8")
+    return p
+
+
+def write_html_report(source: str | os.PathLike[str], html_path: str | os.PathLike[str] | None = None) -> Path:
+    """Render a results file, or a run folder holding ``results.jsonl``, to ``report.html`` beside it (or
+    ``html_path``) and return its path. What ``truepeak run`` calls after measuring.
+
+    Raises:
+        TruepeakError: the results file cannot be read, or holds no valid record.
+        OSError: the report cannot be written.
+    """
+    src = Path(source)
+    jsonl = src / "results.jsonl" if src.is_dir() else src
+    data = load_results([jsonl])
+    data.require_records()
+    return write_html(data, Path(html_path) if html_path is not None else jsonl.parent / "report.html")
+
+
+def write_run_report(out_dir: str | os.PathLike[str], warn: Any = None) -> Path | None:
+    """:func:`write_html_report` for a run folder that never raises: a report must never cost a run its results.
+    On any failure (matplotlib missing, a disk error, a bug) ``warn`` (default: nothing) gets one line saying so and
+    None is returned; the records stay in ``results.jsonl`` for ``truepeak report`` to render later."""
+    try:
+        return write_html_report(out_dir)
+    except Exception as exc:  # noqa: BLE001 - by design: the records are safe, the report is a convenience
+        if warn is not None:
+            warn(f"could not write report.html ({type(exc).__name__}: {exc}); the records are safe: render them later "
+                 f"with `truepeak report {Path(out_dir) / 'results.jsonl'}`")
+        return None
+
+
+__all__ = ["html_report", "write_html", "write_html_report", "write_run_report", "CSS", "SECTION_KINDS", "DECODE_MAX_M"]

@@ -1,0 +1,277 @@
+"""Charts of the HTML report, drawn by matplotlib as inline SVG text (no files, no JavaScript, no network).
+
+Every function takes plain numbers in SI units (FLOP/s, B/s, bytes, fractions) and returns one ``<svg>`` element as a
+string, ready to be pasted into an HTML page. matplotlib is imported lazily, inside :func:`_pyplot`, with the
+non-interactive ``Agg`` backend (it never opens a window and works on a machine with no display); the SVG keeps text
+as text (``svg.fonttype = none``: smaller, searchable, and rendered in the page's font) and carries no date and a fixed
+id salt, so the same records give the same bytes.
+
+Charts:
+
+- :func:`peaks_chart`: per format, the 2:4-sparse spec peak (hatched, labelled "sparse": display only), the dense spec
+  peak, the dense peak at the measured SM clock, and the best measured rate.
+- :func:`roofline_chart`: log-log roofline of one device, arithmetic intensity (FLOP/B) against TFLOPS: the memory
+  ceiling ``bandwidth x intensity`` and one compute ceiling per format (its dense peak), with the measured points of
+  each format (Williams, Waterman & Patterson, "Roofline", CACM 2009).
+- :func:`decode_chart`: efficiency against M in the decode regime: % of dense peak and % of roofline, one line per
+  format and (N, K).
+- :func:`moe_chart`: MoE expert layer, % of read bandwidth against tokens per expert, one line per backend (and format).
+- :func:`collective_chart`: time per call, algbw and busbw against message size, one line per op (and mode).
+
+Units on the axes: TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Colours per format (and a cycle for anything else), so one format has one colour in every chart of a report.
+FORMAT_COLOURS: dict[str, str] = {
+    "fp32": "#7f7f7f", "tf32": "#8c564b", "bf16": "#1f77b4", "fp16": "#17becf", "fp8_e4m3": "#d62728",
+    "fp8_e5m2": "#ff7f0e", "int8": "#2ca02c", "mxfp8": "#e377c2", "nvfp4": "#9467bd", "mxfp4": "#bcbd22",
+    "mxfp6": "#aec7e8",
+}
+_CYCLE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+          "#7f7f7f")
+_MODE_MARKERS = {"sustained": "o", "burst": "^", "cpu": "s", "eager": "o", "graph": "D"}
+
+
+def colour(name: str | None, index: int = 0) -> str:
+    """The colour of a format (or, for other series, of the ``index``-th series)."""
+    if name in FORMAT_COLOURS:
+        return FORMAT_COLOURS[name]
+    return _CYCLE[index % len(_CYCLE)]
+
+
+def _pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, with the report's style; raises MissingDependencyError with the install
+    command when matplotlib is missing."""
+    try:
+        import matplotlib
+    except ImportError as exc:  # pragma: no cover - matplotlib is a base dependency
+        from truepeak.errors import MissingDependencyError
+
+        raise MissingDependencyError("the HTML report's charts need matplotlib: pip install matplotlib") from exc
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    matplotlib.rcParams.update({
+        "svg.fonttype": "none", "svg.hashsalt": "truepeak", "font.size": 9, "axes.titlesize": 10,
+        "axes.labelsize": 9, "legend.fontsize": 8, "axes.grid": True, "grid.alpha": 0.3,
+        "font.family": "sans-serif", "axes.spines.top": False, "axes.spines.right": False,
+    })
+    return plt
+
+
+def to_svg(fig: Any) -> str:
+    """The figure as one ``<svg>`` element (no XML prolog or DOCTYPE, no date); closes the figure."""
+    plt = _pyplot()
+    buf = io.StringIO()
+    try:
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    finally:
+        plt.close(fig)
+    text = buf.getvalue()
+    start = text.find("<svg")
+    return text[start:] if start >= 0 else text
+
+
+def _tflops(x: float | None) -> float | None:
+    return None if x is None else x / 1e12
+
+
+def peaks_chart(rows: Sequence[Mapping[str, Any]], title: str = "") -> str:
+    """Grouped horizontal bars per format.
+
+    Args:
+        rows: dicts with ``format`` and, in FLOP/s (None where unknown): ``sparse`` (2:4-sparse spec), ``dense``
+            (dense spec), ``at_clock`` (dense peak at the measured SM clock), ``measured`` (best measured).
+        title: the chart's title.
+    """
+    plt = _pyplot()
+    n = len(rows)
+    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.62 * max(n, 1)))
+    series = (("sparse", "spec 2:4 sparse (marketing, display only)", dict(fill=False, hatch="///",
+                                                                            edgecolor="#999999")),
+              ("dense", "spec dense (the efficiency denominator)", dict(color="#c7c7c7")),
+              ("at_clock", "dense peak at the measured SM clock", dict(color="#9ecae1")),
+              ("measured", "best measured", dict(color="#08519c")))
+    h = 0.2
+    for j, (key, name, style) in enumerate(series):
+        ys = [i + (1.5 - j) * h for i in range(n)]
+        vals = [(_tflops(r.get(key)) or 0.0) for r in rows]
+        if any(vals):
+            ax.barh(ys, vals, height=h, label=name, **style)
+    for i, r in enumerate(rows):
+        m = _tflops(r.get("measured"))
+        if m:
+            ax.text(m, i - 1.5 * h, f" {m:.4g}", va="center", fontsize=7, color="#08519c")
+    ax.set_yticks(range(n))
+    ax.set_yticklabels([str(r.get("format")) for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("TFLOPS (TOPS for int8), 1e12 per s")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / max(n, 1) - 0.12), ncol=2, frameon=False)
+    if title:
+        ax.set_title(title)
+    return to_svg(fig)
+
+
+def roofline_chart(points: Mapping[str, Sequence[tuple[float, float, str]]], ceilings: Mapping[str, float],
+                   bandwidth: float | None, title: str = "", bandwidth_label: str = "memory") -> str:
+    """A log-log roofline.
+
+    Args:
+        points: per format, measured ``(intensity FLOP/B, FLOP/s, mode)``.
+        ceilings: per format, the dense peak in FLOP/s (a horizontal compute ceiling each).
+        bandwidth: the memory ceiling in B/s (the slanted line), or None.
+        title: chart title.
+        bandwidth_label: what the memory ceiling is (``"HBM 4800 GB/s (catalog)"``).
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.6))
+    xs = [p[0] for pts in points.values() for p in pts if p[0] and p[0] > 0]
+    ys = [p[1] for pts in points.values() for p in pts if p[1] and p[1] > 0]
+    peaks = [v for v in ceilings.values() if v]
+    lo_x = min(xs + [1.0]) / 2
+    hi_x = max(xs + [1.0]) * 2
+    if bandwidth and peaks:
+        hi_x = max(hi_x, 4 * max(peaks) / bandwidth)
+    if bandwidth:
+        ax.plot([lo_x, hi_x], [bandwidth * lo_x / 1e12, bandwidth * hi_x / 1e12], color="black", lw=1.2,
+                label=f"memory ceiling: {bandwidth_label}")
+    shared: dict[float, list[str]] = {}  # formats with the same peak share one ceiling line and label
+    for fmt, peak in ceilings.items():
+        if peak:
+            shared.setdefault(peak, []).append(fmt)
+    for i, (peak, fmts) in enumerate(shared.items()):
+        ridge = peak / bandwidth if bandwidth else lo_x
+        c = colour(fmts[0], i)
+        ax.plot([max(ridge, lo_x), hi_x], [peak / 1e12] * 2, color=c, lw=1.2, ls="--")
+        ax.text(hi_x, peak / 1e12, f" {', '.join(fmts)} dense {peak / 1e12:.4g}", va="center", fontsize=7, color=c)
+    for i, (fmt, pts) in enumerate(points.items()):
+        by_mode: dict[str, list[tuple[float, float]]] = {}
+        for x, y, mode in pts:
+            if x and y and x > 0 and y > 0:
+                by_mode.setdefault(mode or "", []).append((x, y / 1e12))
+        for mode, xy in by_mode.items():
+            ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=18, color=colour(fmt, i),
+                       marker=_MODE_MARKERS.get(mode, "o"), zorder=3,
+                       label=f"{fmt} measured" + (f" ({mode})" if len(by_mode) > 1 or mode not in ("sustained", "")
+                                                  else ""))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo_x, hi_x)
+    top = max([p / 1e12 for p in peaks] + [y / 1e12 for y in ys] + [1e-6])
+    bottom = min([y / 1e12 for y in ys] + [top / 1e3])
+    ax.set_ylim(bottom / 2, top * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of minimum traffic)")
+    ax.set_ylabel("TFLOPS (1e12 FLOP/s)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.22, 1.0), frameon=False)
+    if title:
+        ax.set_title(title)
+    return to_svg(fig)
+
+
+def decode_chart(series: Mapping[str, Sequence[tuple[float, float | None, float | None]]],
+                 formats: Mapping[str, str] | None = None, title: str = "") -> str:
+    """Efficiency against M at decode shapes: two panels, % of dense peak (log) and % of roofline.
+
+    Args:
+        series: per line label (``"bf16 N=4096 K=7168"``), ``(M, fraction of dense peak, fraction of roofline)``.
+        formats: per line label, its format (for the colour).
+        title: chart title.
+    """
+    plt = _pyplot()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(9.5, 3.8))
+    styles = ["-", "--", ":", "-."]
+    shapes: dict[str, int] = {}
+    fmts = formats or {}
+    for i, (name, pts) in enumerate(series.items()):
+        shape = name.split(" ", 1)[1] if " " in name else ""
+        ls = styles[shapes.setdefault(shape, len(shapes)) % len(styles)]
+        c = colour(fmts.get(name), i)
+        pts = sorted(pts)
+        for ax, j in ((a1, 1), (a2, 2)):
+            xy = [(p[0], 100 * p[j]) for p in pts if p[j] is not None]
+            if xy:
+                ax.plot([p[0] for p in xy], [p[1] for p in xy], ls=ls, marker="o", ms=3, color=c, label=name)
+    for ax, what in ((a1, "% of dense peak"), (a2, "% of roofline (= % of bandwidth when memory-bound)")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("M (rows = tokens per expert at decode)")
+        ax.set_ylabel(what)
+    a1.set_yscale("log")
+    a2.set_ylim(0, 105)
+    handles, labels = a2.get_legend_handles_labels()
+    if not handles:
+        handles, labels = a1.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), frameon=False,
+               bbox_to_anchor=(0.5, -0.02 - 0.045 * ((len(labels) - 1) // 4)))
+    fig.tight_layout(rect=(0, 0.06 + 0.05 * ((len(labels) - 1) // 4), 1, 0.95 if title else 1))
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return to_svg(fig)
+
+
+def moe_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str = "") -> str:
+    """MoE expert layer: % of read bandwidth against tokens per expert (log2 x), one line per backend.
+
+    Args:
+        series: per line label (``"triton nvfp4"``), ``(tokens per expert, fraction of read bandwidth)``.
+        title: chart title.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for i, (name, pts) in enumerate(series.items()):
+        pts = sorted(p for p in pts if p[1] is not None)
+        ax.plot([p[0] for p in pts], [100 * p[1] for p in pts], marker="o", ms=3.5, color=colour(None, i),
+                label=name)
+    ax.axhline(100, color="black", lw=0.8, ls=":")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(0, 110)
+    ax.set_xlabel("tokens per expert")
+    ax.set_ylabel("% of measured read bandwidth")
+    ax.legend(loc="lower left", frameon=False, ncol=2)
+    if title:
+        ax.set_title(title)
+    return to_svg(fig)
+
+
+def collective_chart(series: Mapping[str, Sequence[tuple[float, float | None, float | None, float | None]]],
+                     title: str = "") -> str:
+    """Collectives against message size (bytes, log2), one line per op and mode (CUDA-graph dashed): time per call
+    (µs; the latency regime decode lives in), algbw and busbw (GB/s), all on log axes as nccl-tests' tables span
+    1 KiB to 1 GiB.
+
+    Args:
+        series: per line label (``"all_reduce eager"``), ``(bytes, seconds per call, algbw B/s, busbw B/s)``.
+        title: chart title.
+    """
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.8))
+    scale = (1e-6, 1e9, 1e9)
+    for i, (name, pts) in enumerate(series.items()):
+        pts = sorted(pts)
+        ls = "--" if name.endswith("graph") else "-"
+        for j, ax in enumerate(axes, start=1):
+            xy = [(p[0], p[j] / scale[j - 1]) for p in pts if p[j] is not None and p[j] > 0]
+            if xy:
+                ax.plot([p[0] for p in xy], [p[1] for p in xy], marker="o", ms=3, ls=ls, color=colour(None, i),
+                        label=name)
+    for ax, what, unit in zip(axes, ("time per call", "algbw = bytes / time", "busbw = algbw x bus factor"),
+                              ("µs", "GB/s (1e9 B/s)", "GB/s (1e9 B/s)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(unit)
+        ax.set_title(what, fontsize=9)
+    axes[0].legend(loc="upper left", frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return to_svg(fig)
+
+
+__all__ = ["FORMAT_COLOURS", "colour", "to_svg", "peaks_chart", "roofline_chart", "decode_chart", "moe_chart",
+           "collective_chart"]

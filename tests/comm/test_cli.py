@@ -1,0 +1,159 @@
+"""`truepeak comm` end to end on the CPU: torchrun starts 2 gloo workers (the same code path as NCCL on GPUs), every
+result is checked (#wrong = 0) and the records follow docs (coord/comm_api.md); bad input ends in one line."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+import truepeak.cli  # noqa: F401  (registers every command)
+from truepeak.bench.records import read_records
+from truepeak.cli.app import main
+from truepeak.comm.launch import CommConfig, parse_nccl_algos, algos_by_case, run_comm, torchrun_args
+from truepeak.comm.model import models_from_records
+from truepeak.errors import TruepeakError
+
+pytest.importorskip("torch")
+
+
+def call(capsys, *args: str) -> tuple[int, str, str]:
+    """Run ``truepeak ARGS`` through :func:`main` (the CLI's error boundary): (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+def test_gloo_two_ranks_through_torchrun_correct_and_recorded(capsys, tmp_path):
+    out = tmp_path / "comm"
+    code, stdout, stderr = call(capsys, "comm", "--backend", "gloo", "--nproc-per-node", "2", "--sizes", "1K:64K:8",
+                                "--iters", "3", "--warmup", "1", "--out", str(out), "--no-progress")
+    assert code == 0, stderr
+    recs = read_records(out / "results.jsonl")
+    cases = [r for r in recs if r["kind"] == "collective"]
+    # 4 ops x 3 sizes (1K, 8K, 64K), eager only (CUDA graphs need CUDA).
+    assert len(cases) == 12
+    assert {r["workload"]["op"] for r in cases} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+    for r in cases:
+        assert r["status"] == "ok" and r["mode"] == "eager" and r["backend"] == "gloo"
+        assert r["correctness"]["wrong"] == 0 and r["correctness"]["passed"] is True
+        w, d = r["workload"], r["derived"]
+        assert w["n_ranks"] == 2 and w["dtype"] == "bf16" and w["bytes"] in (1024, 8192, 65536)
+        # nccl-tests S: all_reduce count * 2 B; the others count * n * 2 B.
+        assert w["bytes"] == w["count"] * 2 * (1 if w["op"] == "all_reduce" else 2)
+        assert d["algbw_B_per_s"] == pytest.approx(w["bytes"] / r["time_s"])
+        factor = 1.0 if w["op"] == "all_reduce" else 0.5  # 2(n-1)/n and (n-1)/n at n = 2
+        assert d["busbw_B_per_s"] == pytest.approx(d["algbw_B_per_s"] * factor)
+        assert r["time_s"] == max(r["measurement"]["per_rank_median_s"])
+        assert r["run_config"]["api"] == "torch" and r["run_config"]["iters"] == 3
+    fits = [r for r in recs if r["kind"] == "collective_fit"]
+    assert {r["workload"]["op"] for r in fits} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+    for f in fits:
+        assert f["status"] in ("ok", "skipped")
+        assert f["workload"]["min_bytes"] == 1024 and f["workload"]["max_bytes"] == 65536
+        if f["status"] == "ok":
+            assert f["derived"]["alpha_s"] >= 0 and f["derived"]["busbw_B_per_s"] > 0
+    assert all(k[1] == 2 for k in models_from_records(recs))
+    assert "all_reduce" in stdout and "#wrong" in stdout
+    assert (out / "summary.md").read_text(encoding="utf-8").startswith("# truepeak comm")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--ops", "allreduce,bogus"], "unknown collective 'bogus'"),
+    (["--sizes", "1K:1X"], "bad message size"),
+    (["--nproc-per-node", "1"], "at least 2 ranks"),
+    (["--api", "nccl"], "--api nccl calls libnccl and needs --backend nccl"),
+    (["--dtype", "fp7"], "unknown collective dtype"),
+])
+def test_bad_input_is_one_line(capsys, args, message):
+    code, _, err = call(capsys, "comm", "--backend", "gloo", *args)
+    assert code == 2
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_nccl_without_cuda_says_pass_gloo(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    code, _, err = call(capsys, "comm", "--nproc-per-node", "2")
+    assert code == 2 and "pass --backend gloo" in err
+
+
+def test_unreachable_rendezvous_times_out_naming_the_address(tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = CommConfig(nproc_per_node=1, ops=["all_reduce"], sizes=[1024], backend="gloo", nnodes=2, node_rank=1,
+                     rdzv_endpoint=f"127.0.0.1:{port}", rdzv_timeout_s=1.0, out_dir=str(tmp_path))
+    with pytest.raises(TruepeakError, match=f"cannot reach the rendezvous at 127.0.0.1:{port} within 1 s"):
+        run_comm(cfg)
+
+
+def test_torchrun_args_pass_rendezvous_options_through():
+    one = CommConfig(nproc_per_node=8, ops=["all_reduce"], sizes=[1024])
+    assert torchrun_args(one, "c.json") == ["--nproc-per-node", "8", "--max-restarts", "0", "--standalone", "-m",
+                                            "truepeak.comm.worker", "c.json"]
+    two = CommConfig(nproc_per_node=8, ops=["all_reduce"], sizes=[1024], nnodes=2, node_rank=1,
+                     rdzv_endpoint="node0:29400", rdzv_id="job7", rdzv_timeout_s=30)
+    args = torchrun_args(two, "c.json")
+    assert args[:8] == ["--nproc-per-node", "8", "--max-restarts", "0", "--nnodes", "2", "--node-rank", "1"]
+    assert ["--rdzv-endpoint", "node0:29400"] == args[args.index("--rdzv-endpoint"):args.index("--rdzv-endpoint") + 2]
+    assert "join_timeout=30,read_timeout=30" in args and "--rdzv-id" in args
+
+
+def test_nccl_tuning_log_parsing():
+    log = ("host:1:1 [0] NCCL INFO AllReduce: 4096 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..1}\n"
+           "host:1:1 [0] NCCL INFO AllGather: 524288 Bytes -> Algo RING proto SIMPLE channel{Lo..Hi}={0..3}\n"
+           "host:1:1 [0] NCCL INFO 1024 Bytes -> Algo 1 proto 0 time 12.5\n")
+    lines = parse_nccl_algos(log)
+    assert [(ln["op"], ln["bytes"], ln["algo"], ln["proto"], ln["channels"]) for ln in lines] == [
+        ("all_reduce", 4096, "RING", "LL", 2), ("all_gather", 524288, "RING", "SIMPLE", 4)]
+    algos = algos_by_case(lines, 2)
+    assert algos["all_reduce|4096"]["proto"] == "LL"
+    assert algos["all_gather|1048576"]["algo"] == "RING"  # NCCL's per-rank size × n = nccl-tests S
+    assert json.dumps(algos)
+
+
+@pytest.mark.gpu
+def test_nccl_two_gpus_eager_and_graph(capsys, tmp_path):
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    code, _, err = call(capsys, "comm", "--nproc-per-node", "2", "--sizes", "1K:1M:32", "--iters", "3", "--warmup", "2",
+                        "--out", str(tmp_path), "--no-progress")
+    assert code == 0, err
+    recs = [r for r in read_records(tmp_path / "results.jsonl") if r["kind"] == "collective"]
+    assert len(recs) == 4 * 3 * 2 and all(r["correctness"]["wrong"] == 0 for r in recs)
+    assert {r["mode"] for r in recs} == {"eager", "graph"} and recs[0]["run_config"]["api"] == "nccl"
+
+
+def _fake_gpus(monkeypatch, count):
+    import torch
+    import torch.distributed as dist
+
+    import truepeak.comm.pynccl as pynccl
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+    monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
+    monkeypatch.setattr(pynccl, "load_library", lambda: None)
+
+
+def test_one_gpu_says_so_without_traceback(capsys, monkeypatch):
+    _fake_gpus(monkeypatch, 1)
+    code, _, err = call(capsys, "comm", "--nproc-per-node", "1")
+    assert code == 2 and "one GPU only" in err and "Traceback" not in err
+    code, _, err = call(capsys, "comm", "--nproc-per-node", "2")
+    assert code == 2 and "one GPU only: --nproc-per-node 2 needs one GPU per process" in err
+    code, _, err = call(capsys, "comm")  # default: every visible GPU, here one
+    assert code == 2 and "one GPU only" in err
+
+
+def test_fewer_gpus_than_processes(capsys, monkeypatch):
+    _fake_gpus(monkeypatch, 4)
+    code, _, err = call(capsys, "comm", "--nproc-per-node", "8")
+    assert code == 2 and "only 4 GPUs: --nproc-per-node 8" in err

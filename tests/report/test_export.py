@@ -1,0 +1,74 @@
+"""Per-kind tables and the CSV exporter, from hand-made records (tests/report/conftest.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from truepeak.report.export import csv_columns, csv_text, kind_table, peak_rows, report_warnings
+from truepeak.report.load import Problem
+
+
+def test_gemm_table_is_the_run_table(three):
+    t = kind_table("gemm", three[1:])
+    assert t.headers[:3] == ["shape (MxNxK)", "format", "time (µs)"]
+    assert t.rows[0][:4] == ["16x4096x7168", "bf16", "40", "23.49"]
+    assert t.rows[1][-2:] == ["skipped", "nvfp4 GEMM needs sm_100 or sm_120; this device is sm_90"]
+
+
+def test_unknown_kind_gets_a_plain_table(three):
+    odd = {**three[1], "kind": "paged_attention", "derived": {"tokens_per_s": 1500.0, "kv_bytes": 3, "nested": {}},
+           "workload": {"label": "ctx 8192"}}
+    t = kind_table("paged_attention", [odd])
+    assert t.headers == ["workload", "backend", "format", "mode", "time (µs)", "tokens_per_s", "kv_bytes", "status",
+                         "note"]
+    assert t.rows[0][:7] == ["ctx 8192", "torch", "bf16", "sustained", "40", "1500", "3"]
+
+
+def test_tables_survive_missing_fields():
+    bare = {"schema_version": 2, "kind": "collective", "status": "ok"}
+    for kind in ("collective", "collective_fit", "moe_experts", "something_new", "gemm", "membw"):
+        t = kind_table(kind, [dict(bare, kind=kind)])
+        assert len(t.rows[0]) == len(t.headers)
+
+
+def test_peak_rows_by_hand(four):
+    rows = peak_rows(four[1:], None)
+    bf16 = rows[0]
+    # bf16: the square (91.63 TFLOPS) beats the decode GEMM (23.49); the square has no clock
+    assert bf16["format"] == "bf16" and bf16["shape"] == "4096x4096x4096" and bf16["n"] == 2
+    assert bf16["measured"] == 2 * 4096**3 / 1.5e-3 and bf16["dense"] == 989.4e12
+    assert bf16["sparse"] is None  # no catalog accelerator given
+    assert rows[1]["format"] == "nvfp4" and rows[1]["measured"] is None and "sm_90" in rows[1]["reason"]
+
+
+def test_peak_at_clock_is_rate_over_fraction(three):
+    [row, _] = peak_rows(three[1:], None)
+    # 4096 FLOP/clk/SM x 132 SMs x 1.755 GHz = 948.9e12
+    assert abs(row["at_clock"] - 4096 * 132 * 1.755e9) < 1e3
+
+
+def test_warnings_name_bad_lines_and_schema_versions(three):
+    warns = report_warnings(three, [Problem("a.jsonl", 3, "a record of schema version 1; truepeak 0.1.0 reads "
+                                                           "schema version 2 only")])
+    assert warns[0].category == "input" and "understands record schema version 2" in warns[0].text
+    assert warns[0].items == ["a.jsonl, line 3: a record of schema version 1; truepeak 0.1.0 reads schema version 2 "
+                              "only"]
+    assert [w.category for w in warns] == ["input", "skipped"]
+
+
+def test_warnings_cache_resident_and_devices(four):
+    capped = {**four[3], "rotation": {"n_sets": 1, "capped": True, "note": "covers 40 % of 2x L2"}}
+    cpu = {**four[1], "env": {"cpu": "AMD EPYC"}}
+    cats = {w.category: w for w in report_warnings([capped, cpu], [])}
+    assert "rotation capped: covers 40 % of 2x L2" in cats["cache"].items[0]
+    assert cats["devices"].items == ["NVIDIA H200", "AMD EPYC"]
+
+
+def test_csv_columns_union_in_first_seen_order(three):
+    cols = csv_columns(three)
+    assert cols[:3] == ["source", "kind", "status"]
+    assert cols.index("workload.nbytes") < cols.index("workload.m") < cols.index("derived.flop_per_s")
+    rows = list(csv.DictReader(io.StringIO(csv_text(three))))
+    assert rows[0]["workload.m"] == "" and rows[1]["workload.m"] == "16"
+    assert rows[2]["status"] == "skipped" and rows[2]["time_s"] == ""

@@ -1,0 +1,210 @@
+"""The HTML report: sections present for every kind, self-contained (no network, no script), text escaped, bad input
+rendered with the bad lines named; ``truepeak report`` and the report.html of ``truepeak run``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import truepeak.cli  # noqa: F401  (registers every command)
+from truepeak.cli.app import main
+from truepeak.errors import TruepeakError
+from truepeak.report import html as H
+from truepeak.report.load import load_results
+
+GOLDEN = Path(__file__).parent / "golden"
+MIXED = GOLDEN / "mixed.jsonl"
+
+
+def call(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def write(path: Path, records: list, extra: str = "") -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records) + extra)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mixed_html() -> str:
+    return H.html_report(load_results([MIXED]))
+
+
+def test_every_section_and_chart(mixed_html):
+    for heading in ('<h2 id="warnings">Warnings</h2>', "<h2>NVIDIA H200</h2>", "<h3>Device and environment</h3>",
+                    "<h3>Spec against measured peaks per format</h3>", "<h3>Roofline</h3>", "<h3>Memory bandwidth</h3>",
+                    '<h2 id="moe">MoE expert layer at decode</h2>', '<h2 id="collectives">Collectives</h2>',
+                    "Latency-bandwidth fit", '<h2 id="records">All records</h2>'):
+        assert heading in mixed_html
+    charts = re.findall(r'<figure class="chart" data-chart="(\w+)"><svg', mixed_html)
+    # one decode point only: no decode chart; one of each other chart
+    assert charts == ["peaks", "roofline", "moe", "collective"]
+    # the catalog's ceilings: H200 HBM 4800 GB/s and bf16 dense 989.4 TFLOPS; sparse labelled display only
+    assert "memory ceiling: 4800 GB/s (catalog)" in mixed_html and "bf16 dense 989.4" in mixed_html
+    assert "spec 2:4 sparse TFLOPS (display only)" in mixed_html
+    assert "<td>attention_decode" not in mixed_html and "attention_decode: 1 record(s)" in mixed_html
+    assert "a record kind this truepeak has no section for" in mixed_html
+
+
+def test_self_contained(mixed_html):
+    assert mixed_html.startswith("<!DOCTYPE html>")
+    assert "<script" not in mixed_html.lower()
+    assert not re.search(r"""\b(src|href)\s*=\s*["'](?!data:|#)""", mixed_html)  # nothing to fetch
+    assert not re.search(r"url\((?!#)", mixed_html) and "@import" not in mixed_html  # only in-page url(#id)
+
+
+def test_text_is_escaped(three):
+    evil = {**three[2], "reason": "<script>alert(1)</script> & more", "backend": '"><img src=x>'}
+    page = H.html_report([three[0], evil])
+    assert "<script>alert(1)</script>" not in page and "<img src=x>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page
+
+
+def test_decode_chart_with_several_m(three):
+    recs = []
+    for m in (1, 2, 4, 8):
+        r = json.loads(json.dumps(three[1]))
+        r["workload"].update(m=m, label=f"{m}x4096x7168")
+        r["key"] = f"gemm|{m}"
+        recs.append(r)
+    page = H.html_report(recs)
+    assert 'data-chart="decode"' in page and "bf16 N=4096 K=7168" in page
+
+
+def test_bad_lines_are_named_and_the_rest_rendered(tmp_path, three):
+    old = {**three[1], "schema_version": 1, "key": "old"}
+    path = write(tmp_path / "r.jsonl", [three[0], old, three[1]], extra='{"kind": "gemm", "stat')
+    data = load_results([path])
+    assert len(data.records) == 2
+    assert [str(p) for p in data.problems] == [
+        f"{path}, line 2: a record of schema version 1; truepeak 0.1.0 reads schema version 2 only",
+        f"{path}, line 4: not valid JSON: Unterminated string starting at (column 18)"]
+    page = H.html_report(data)
+    assert "2 line(s) or file(s) could not be used" in page
+    assert "this truepeak understands record schema version 2" in page
+    assert "line 4: not valid JSON" in page and "16x4096x7168" in page
+
+
+def test_empty_and_unknown_schema_only_files_are_errors(tmp_path, three):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(TruepeakError, match=r"no valid records in .*empty.jsonl: empty file: no records; truepeak "
+                                            r"0.1.0 reads record schema version 2"):
+        H.write_html_report(empty)
+    future = write(tmp_path / "future.jsonl", [{**three[0], "schema_version": 9}])
+    with pytest.raises(TruepeakError, match="line 1: a record of schema version 9; truepeak 0.1.0 reads schema "
+                                            "version 2 only"):
+        load_results([future]).require_records()
+
+
+def test_different_devices_warn_at_the_top(three):
+    cpu = {**three[1], "env": {"cpu": "AMD EPYC", "device": {"kind": "cpu", "name": "AMD EPYC"}}, "key": "cpu"}
+    page = H.html_report([three[1], cpu])
+    warn = page.index("records of 2 different devices")
+    assert warn < page.index("<h2>NVIDIA H200</h2>") < page.index("<h2>AMD EPYC</h2>")
+
+
+def test_write_html_report_from_a_run_folder(tmp_path, three):
+    write(tmp_path / "results.jsonl", three)
+    path = H.write_html_report(tmp_path)
+    assert path == tmp_path / "report.html" and path.read_text().endswith("</html>\n")
+
+
+def test_write_run_report_never_raises(tmp_path, monkeypatch, three):
+    write(tmp_path / "results.jsonl", three)
+
+    def broken(*a, **k):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(H, "html_report", broken)
+    said = []
+    assert H.write_run_report(tmp_path, warn=said.append) is None
+    assert said[0].startswith("could not write report.html (RuntimeError: boom); the records are safe")
+    assert H.write_run_report(tmp_path / "missing") is None  # no warn given: silent
+
+
+def test_cli_report_writes_every_format(tmp_path, capsys):
+    html, md, csv = tmp_path / "r.html", tmp_path / "r.md", tmp_path / "r.csv"
+    code, out, err = call(capsys, "report", str(MIXED), "--html", str(html), "--md", str(md), "--csv", str(csv))
+    assert code == 0, err
+    assert f"html report: {html}" in err and f"markdown report: {md}" in err and f"csv: {csv}" in err
+    assert html.read_text().startswith("<!DOCTYPE html>") and md.read_text().startswith("# truepeak report")
+    assert csv.read_text().startswith("source,kind,status")
+
+
+def test_cli_report_default_is_html_beside_the_file_and_md_to_stdout(tmp_path, capsys, three):
+    path = write(tmp_path / "results.jsonl", three, extra="{torn")
+    code, out, err = call(capsys, "report", str(path))
+    assert code == 0 and (tmp_path / "report.html").exists()
+    assert f"warning: {path}, line 4: not valid JSON" in err
+    code, out, err = call(capsys, "report", str(path), "--md", "-")
+    assert code == 0 and out.startswith("# truepeak report: NVIDIA H200\n") and not (tmp_path / "-").exists()
+
+
+def test_cli_report_bad_input_is_one_line_exit_2(tmp_path, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    code, out, err = call(capsys, "report", str(empty))
+    assert code == 2 and err.splitlines()[-1].startswith("error: no valid records in ")
+    code, out, err = call(capsys, "report", str(tmp_path / "nope.jsonl"))
+    assert code == 2 and "cannot read records file" in err and "nope.jsonl" in err
+    code, out, err = call(capsys, "report", str(tmp_path))
+    assert code == 2 and "is a folder, not a results file" in err
+
+
+def test_truepeak_run_writes_report_html(tmp_path, capsys, monkeypatch, stub_timing):
+    pytest.importorskip("torch")
+    stub_timing(monkeypatch, gemm_s=1e-3, copy_s=1e-2)
+    out = tmp_path / "run"
+    code, _, err = call(capsys, "run", "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
+    assert code == 0, err
+    assert f"report: {out / 'report.html'}" in err
+    page = (out / "report.html").read_text()
+    assert 'data-chart="roofline"' in page and "memory ceiling" in page and "(measured copy)" in page
+
+
+def _moe(three, backend, tpe, pct):
+    r = json.loads(json.dumps(three[1]))
+    r.update(kind="moe_experts", backend=backend, key=f"moe|{backend}|{tpe}")
+    r["workload"] = {"model": "deepseek-v3", "E_local": 32, "H": 7168, "I": 2048, "top_k": 8,
+                     "tokens_per_expert": float(tpe), "T": 64, "routing": "uniform", "weights_format": "bf16",
+                     "layout": "ep8"}
+    r["derived"] = {"bytes": 1e9, "bytes_per_s": pct * 4.54e12, "read_bandwidth_bps": 4.54e12,
+                    "pct_read_bandwidth": pct, "flop_per_s": 1e12}
+    return r
+
+
+def _coll(three, op, mode, nbytes, t):
+    r = json.loads(json.dumps(three[1]))
+    r.update(kind="collective", backend="nccl", format="bf16", mode=mode, time_s=t, key=f"c|{op}|{mode}|{nbytes}")
+    r["measurement"]["mode"] = mode
+    r["workload"] = {"op": op, "bytes": nbytes, "count": nbytes // 2, "dtype": "bf16", "n_ranks": 2}
+    r["derived"] = {"algbw_B_per_s": nbytes / t, "busbw_B_per_s": nbytes / t, "bus_factor": 1.0}
+    r["correctness"] = {"wrong": 0, "checked": nbytes // 2, "passed": True}
+    return r
+
+
+def test_moe_collective_and_peak_search_records(three):
+    moe = [_moe(three, b, t, p) for b, base in (("triton", 0.95), ("grouped_mm", 0.6))
+           for t, p in ((0.5, base), (8, base - 0.05), (64, base - 0.3))]
+    coll = [_coll(three, op, mode, n, 2e-5 + n / 3e11) for op in ("all_reduce", "all_gather")
+            for mode in ("eager", "graph") for n in (1024, 2**20, 2**30)]
+    burst = {**json.loads(json.dumps(three[1])), "mode": "burst", "key": "burst",
+             "search": {"phase": "refine", "round": 2}}
+    burst["workload"]["origin"] = "peak search (refine)"
+    page = H.html_report([three[1], burst, *moe, *coll])
+    assert re.findall(r'data-chart="(\w+)"', page) == ["peaks", "roofline", "moe", "collective"]
+    assert "deepseek-v3 ep8 uniform on NVIDIA H200" in page
+    assert "triton bf16" in page and "grouped_mm bf16" in page and "all_reduce graph" in page
+    assert "<td>bf16</td><td>burst</td>" in page and "<td>bf16</td><td>sustained</td>" in page
+    assert '<td class="num">0.5</td>' in page  # fractional tokens per expert are kept
