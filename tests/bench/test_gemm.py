@@ -158,3 +158,162 @@ def test_gpu_formats_pass_their_check(fmt):
     g = G.TorchGemm(fmt, 32, 256, 512, dev.torch_device, n_sets=2)
     with g.mode():
         assert G.check_passes(fmt, g.check())
+
+
+# -- fp8 scale layouts, e5m2, Blackwell gating -------------------------------------------------------------------------
+
+
+def test_fp8_variants_on_sm90():
+    h200 = _gpu()
+    assert G.supported("fp8_e4m3", h200, scaling="row") == (True, "")
+    assert G.supported("fp8_e5m2", h200, (256, 4096, 7168)) == (True, "")  # run as e4m3 x e5m2
+    assert "e4m3 (A) x e5m2 (B; cuBLASLt has no e5m2 x e5m2)" in G.backend_name("fp8_e5m2", "cuda")
+    assert "scale_a [M,1], scale_b [1,N]" in G.backend_name("fp8_e4m3", "cuda", "row")
+    ok, reason = G.supported("fp8_e5m2", h200, scaling="block128")
+    assert not ok and "fp8_e4m3 only" in reason
+    ok, reason = G.supported("fp8_e4m3", h200, (16, 4096, 7168 + 16), scaling="block128")
+    assert not ok and "multiples of 128" in reason
+    b200 = _gpu("10.0", "NVIDIA B200")
+    ok, reason = G.supported("fp8_e4m3", b200, scaling="block128")
+    assert not ok and reason.endswith("this device is sm_100")
+
+
+def test_fp8_workloads_count_their_scales():
+    assert G.gemm_workload("fp8_e4m3", 128, 256, 512).scaling == "tensor"
+    row = G.gemm_workload("fp8_e4m3", 128, 256, 512, "row")
+    assert row.a_bytes == 128 * 512 + 4 * 128 and row.b_bytes == 256 * 512 + 4 * 256
+    blk = G.gemm_workload("fp8_e4m3", 128, 256, 512, "block128")
+    assert blk.a_bytes == 128 * 512 + 4 * 128 * 4 and blk.b_bytes == 256 * 512 + 4 * 2 * 4
+
+
+@pytest.mark.parametrize("scaling", ["tensor", "row", "block128"])
+def test_fp8_operands_and_reference_on_the_cpu(scaling):
+    """The scales have the shapes and strides torch's scaled_mm asks on sm_90, and the reference applies them."""
+    a = G.make_operand("fp8_e4m3", 256, 512, "cpu", 1, scaling=scaling)
+    b = G.make_operand("fp8_e5m2", 384, 512, "cpu", 2, scaling=scaling, weight=True) if scaling != "block128" else \
+        G.make_operand("fp8_e4m3", 384, 512, "cpu", 2, scaling=scaling, weight=True)
+    if scaling == "tensor":
+        assert a.scale.shape == () and float(a.scale) == 1.0
+    elif scaling == "row":
+        assert tuple(a.scale.shape) == (256, 1) and tuple(b.scale.shape) == (1, 384)
+        assert b.data.dtype == torch.float8_e5m2 and a.data.dtype == torch.float8_e4m3fn
+    else:
+        assert tuple(a.scale.shape) == (256, 4) and a.scale.stride() == (1, 256)  # outer-dim-major
+        assert tuple(b.scale.shape) == (4, 3) and b.scale.stride() == (1, 4)  # [L4, N/128]
+    assert 0.25 <= float(a.scale.min()) and float(a.scale.max()) <= 1.0
+    ref = a.dequant(8)
+    assert ref.dtype == torch.float64 and tuple(ref.shape) == (8, 512)
+    if scaling == "block128":  # element (3, 130) is in block (3, 1) of the activation scales
+        assert float(ref[3, 130]) == pytest.approx(float(a.data[3, 130].double()) * float(a.scale[3, 1]))
+        wb = b.dequant(None)
+        assert float(wb[200, 300]) == pytest.approx(float(b.data[200, 300].double()) * float(b.scale[2, 1]))
+
+
+def test_library_refusal_becomes_backend_unsupported(monkeypatch):
+    g = G.TorchGemm("fp8_e4m3", 32, 64, 128, "cpu", n_sets=1, scaling="row")
+
+    def refuse(j):
+        raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul")
+
+    g._launch = refuse
+    with pytest.raises(G.BackendUnsupported, match="fp8_e4m3 \\(row scales\\) GEMM rejected by torch"):
+        g.check()
+
+
+def test_C09_zero_inputs_only_when_asked_and_labelled():
+    g = G.TorchGemm("bf16", 32, 64, 128, "cpu", n_sets=2)
+    assert g.input_kind == "random" and float((g.a[0] == 0).float().mean()) < 1e-2
+    z = G.TorchGemm("bf16", 32, 64, 128, "cpu", n_sets=2, inputs="zeros")
+    assert z.input_kind == "zeros" and not bool(z.a[0].any()) and not bool(z.b[1].any())
+    assert z.check() == 0.0
+    with pytest.raises(Exception, match="unknown inputs 'ones'"):
+        G.TorchGemm("bf16", 32, 64, 128, "cpu", n_sets=1, inputs="ones")
+
+
+# -- cuBLAS block-scale layout (swizzled 128 x 4 tiles) ----------------------------------------------------------------
+
+
+def test_swizzled_index_by_hand():
+    # inside the first 128 x 4 tile: row 32 i + j, column c -> 16 j + 4 i + c
+    assert G.swizzled_scale_index(0, 0, 4) == 0
+    assert G.swizzled_scale_index(0, 3, 4) == 3
+    assert G.swizzled_scale_index(32, 0, 4) == 4
+    assert G.swizzled_scale_index(1, 0, 4) == 16
+    assert G.swizzled_scale_index(33, 1, 4) == 16 + 4 + 1
+    assert G.swizzled_scale_index(127, 3, 4) == 31 * 16 + 3 * 4 + 3 == 511
+    # tiles follow row of tiles by row of tiles: K/32 = 8 columns -> 2 tiles per row of tiles
+    assert G.swizzled_scale_index(0, 4, 8) == 512
+    assert G.swizzled_scale_index(128, 0, 8) == 2 * 512
+
+
+@pytest.mark.parametrize("rows,cols", [(128, 4), (200, 9), (256, 16), (1, 1)])
+def test_swizzle_block_scales_follows_the_index_and_pads_with_zeros(rows, cols):
+    s = torch.randint(1, 255, (rows, cols), dtype=torch.uint8)
+    out = G.swizzle_block_scales(s)
+    rt, ct = -(-rows // 128), -(-cols // 4)
+    assert out.shape == (rt * 128 * ct * 4,) and out.dtype == torch.uint8
+    expect = torch.zeros(rt * 128 * ct * 4, dtype=torch.uint8)
+    for r in range(rows):
+        for c in range(cols):
+            expect[G.swizzled_scale_index(r, c, cols)] = s[r, c]
+    assert torch.equal(out, expect)
+
+
+def test_swizzle_matches_pytorchs_to_blocked():
+    q = pytest.importorskip("torch.testing._internal.common_quantized")
+    s = torch.randint(0, 255, (300, 12), dtype=torch.uint8).view(torch.float8_e4m3fn)
+    assert torch.equal(G.swizzle_block_scales(s).view(torch.uint8), q.to_blocked(s).reshape(-1).view(torch.uint8))
+
+
+def test_block_scaled_formats_need_blackwell_and_say_what_else_is_missing():
+    b200 = _gpu("10.0", "NVIDIA B200")
+    ok, reason = G.supported("nvfp4", b200, (128, 4096, 4096 + 16))
+    assert not ok
+    try:
+        import truepeak.kernels.quant  # noqa: F401
+    except ImportError:
+        assert "truepeak.kernels.quant" in reason
+    else:
+        assert "K a multiple of 32" in reason
+    ok, reason = G.supported("mxfp6", b200)
+    assert not ok and "mxfp6" in reason
+
+
+def test_blackwell_operands_from_the_quantiser_on_the_cpu():
+    quant = pytest.importorskip("truepeak.kernels.quant")  # owned by another module
+    for fmt, data_dtype, scale_dtype in (("mxfp8", torch.float8_e4m3fn, torch.float8_e8m0fnu),
+                                         ("mxfp4", torch.float4_e2m1fn_x2, torch.float8_e8m0fnu),
+                                         ("nvfp4", torch.float4_e2m1fn_x2, torch.float8_e4m3fn)):
+        op = G.make_operand(fmt, 256, 512, "cpu", 3)
+        assert op.data.dtype == data_dtype and op.scale.dtype == scale_dtype
+        per = 16 if fmt == "nvfp4" else 32
+        assert op.scale.numel() == 256 * (512 // per)  # 256 rows and 16 or 32 columns: whole 128 x 4 tiles
+        deq = op.dequant(None)  # what the GEMM's reference multiplies: scales (and nvfp4's global scale) applied
+        if fmt == "nvfp4":  # the library multiplies e2m1 x e4m3 scales; the global scale is applied to its output
+            assert op.factor == pytest.approx(float(quant.nvfp4_global_scale(G._uniform(
+                torch, (256, 512), G.get_format("fp32"), "cpu", 3))), rel=1e-6)
+        else:
+            assert op.factor == 1.0
+        x = G._uniform(torch, (256, 512), G.get_format("fp32"), "cpu", 3).double()
+        rel = float(torch.linalg.vector_norm(deq - x) / torch.linalg.vector_norm(x))
+        assert rel < (0.08 if fmt == "mxfp8" else 0.25), (fmt, rel)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt,scaling", [("fp8_e4m3", "row"), ("fp8_e4m3", "block128"), ("fp8_e5m2", "tensor"),
+                                         ("fp8_e5m2", "row")])
+def test_gpu_fp8_variants_pass_their_check_or_say_why_not(fmt, scaling):
+    from truepeak.hardware.detect import detect
+
+    dev = detect("cuda")
+    ok, reason = G.supported(fmt, dev, (256, 512, 1024), scaling)
+    if not ok:
+        pytest.skip(reason)
+    g = G.TorchGemm(fmt, 256, 512, 1024, dev.torch_device, n_sets=2, scaling=scaling)
+    try:
+        err = g.check()
+    except G.BackendUnsupported as exc:
+        pytest.skip(str(exc))
+    assert G.check_passes(fmt, err), err
+    out = g(1)
+    assert tuple(out.shape) == (256, 512)

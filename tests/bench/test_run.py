@@ -74,9 +74,13 @@ def test_default_gpu_sweep():
     cases = R.plan_cases(dev, R.default_formats(dev))
     assert cases[0].kind == "membw" and cases[0].nbytes == 2 * 2**30 and cases[0].label == "copy 2 GiB"
     gemms = [c for c in cases if c.kind == "gemm" and not c.skip_reason]
-    # 9 decode M x 2 model shapes + 2 squares, for each of 6 formats
-    assert len(gemms) == 6 * (9 * 2 + 2)
-    assert [c.format for c in gemms[::20]] == ["fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "int8"]
+    # 9 decode M x 2 model shapes + 2 squares, for each of 10 variants: fp32, tf32, bf16, fp16, fp8_e4m3 (tensor,
+    # row, 128-block scales), fp8_e5m2 (tensor, row; e4m3 x e5m2), int8
+    assert len(gemms) == 10 * (9 * 2 + 2)
+    assert [(c.format, c.scaling) for c in gemms[::20]] == [
+        ("fp32", None), ("tf32", None), ("bf16", None), ("fp16", None), ("fp8_e4m3", "tensor"), ("fp8_e4m3", "row"),
+        ("fp8_e4m3", "block128"), ("fp8_e5m2", "tensor"), ("fp8_e5m2", "row"), ("int8", None)]
+    assert {c.mode for c in gemms} == {""}  # sustained, keyed as before --mode existed
     shapes = {(c.m, c.n, c.k) for c in gemms}
     assert (1, 4096, 7168) in shapes and (256, 7168, 2048) in shapes and (8192, 8192, 8192) in shapes
     assert {c.m for c in gemms if c.n == 4096 and c.k == 7168} == set(R.DECODE_M)
@@ -218,7 +222,7 @@ def test_records_carry_the_run_config(quick_run):
         cfg = rec["run_config"]
         assert {k: cfg[k] for k in R.RESUME_MUST_MATCH} == {"quick": True, "device": "cpu",
                                                              "device_name": quick_run.device.name, "budgets": "quick",
-                                                             "formats": ["fp32"]}
+                                                             "formats": ["fp32"], "modes": ["cpu"]}
         assert cfg["formats_given"] is False  # the device's default formats
         assert cfg["budget_settings"] == dataclasses.asdict(R.QUICK_BUDGETS)
         assert cfg["settle"] is None and cfg["graph_threshold_s"] is None
@@ -641,3 +645,84 @@ def test_roofline_warning_names_tops_for_int8():
     [warning] = R.roofline_warnings({"pct_roofline": 1.05, "bound": "compute", "dense_peak_flop_per_s": 1979e12},
                                     fmt="int8")
     assert "above the 1979.0 TOPS dense peak" in warning
+
+
+# -- modes, clock warnings, zero inputs (issue: every format, sustained and burst, clock telemetry) --------------------
+
+
+def test_modes_parse_and_both_times_every_gemm_twice():
+    assert R.parse_modes(None) == ["sustained"] and R.parse_modes("both") == ["sustained", "burst"]
+    assert R.parse_modes("burst") == ["burst"]
+    with pytest.raises(TruepeakError, match="unknown mode 'fast'; accepted: sustained .* burst .* both"):
+        R.parse_modes("fast")
+    dev = _h200()
+    one = R.plan_cases(dev, ["bf16"], quick=True)
+    both = R.plan_cases(dev, ["bf16"], quick=True, modes=["sustained", "burst"])
+    gemms = [c for c in both if c.kind == "gemm"]
+    assert len(gemms) == 2 * len([c for c in one if c.kind == "gemm"])
+    assert [R._mode(dev, c) for c in gemms] == ["sustained"] * 3 + ["burst"] * 3
+    keys = {R.case_key(c, dev) for c in gemms}
+    assert len(keys) == len(gemms)  # the mode is part of the key
+    assert R.case_key(one[1], dev).endswith("|sustained")  # sustained keys as before --mode existed
+
+
+def _tel(median_mhz, limit_mhz=1980.0, reasons=None):
+    from truepeak.bench.telemetry import Telemetry
+
+    return Telemetry(n_samples=100, sm_clock_median_hz=median_mhz * 1e6, sm_clock_limit_hz=limit_mhz * 1e6,
+                     power_median_w=690.0, reasons=reasons or {})
+
+
+def test_a_clock_above_the_catalog_maximum_is_a_visible_warning():
+    """The known gap: derived_metrics drops a sampled clock > 2 % above the catalog maximum (no pct_at_clock); the
+    record must say so instead of leaving it out silently."""
+    acc = _h200().accelerator
+    top = acc.max_clock_hz.value / 1e6
+    assert R.clock_warnings(acc, _tel(top * 1.01)) == []  # within the 2 % reading granularity
+    (w,) = R.clock_warnings(acc, _tel(top * 1.05, limit_mhz=top * 1.05))
+    assert "above the" in w and "catalog maximum" in w and "% of peak at measured clock is left out" in w
+    d = derived_metrics(acc, R.G.gemm_workload("bf16", 8192, 8192, 8192), 1.6e-3, clock_hz=top * 1.05e6)
+    assert d["pct_at_clock"] is None and d["sm_clock_hz"] is None  # what the warning explains
+
+
+def test_C11_a_throttled_clock_is_named_with_its_reason_and_recorded():
+    acc = _h200().accelerator
+    # B200-like: 1580 of 1965 MHz = 80 %, power-capped in 97 % of the polls
+    (w,) = R.clock_warnings(acc, _tel(1580, limit_mhz=1965, reasons={"power cap": 0.97, "idle": 0.5}))
+    assert "80 % of the 1965 MHz maximum" in w and "power cap 97 %" in w and "idle" not in w
+    # already flagged by the measurement: not twice
+    assert R.clock_warnings(acc, _tel(1580, limit_mhz=1965), ["low_clock"]) == []
+    assert R.clock_warnings(acc, _tel(1800, limit_mhz=1980)) == []  # 91 %: not throttled
+    assert R.clock_warnings(acc, None) == []
+    # thermal: named as such
+    (w,) = R.clock_warnings(acc, _tel(1200, reasons={"sw thermal": 1.0}))
+    assert "sw thermal 100 %" in w
+
+
+def test_C11_peak_at_measured_clock_is_stored_with_both_efficiencies():
+    acc = _h200().accelerator
+    work = R.G.gemm_workload("bf16", 8192, 8192, 8192)
+    t = work.flop / 677e12  # sustained literature figure, at 1455 MHz
+    d = derived_metrics(acc, work, t, clock_hz=1455e6, sm_count=132)
+    at_clock = R._peak_at_clock(acc, "bf16", d, 132)
+    assert at_clock == pytest.approx(132 * 4096 * 1455e6)  # FLOP/clk/SM x SMs x clock = 786.7 TFLOPS
+    assert d["pct_at_clock"] == pytest.approx(677e12 / at_clock)  # 86.1 %
+    assert d["pct_dense"] == pytest.approx(677e12 / 989.4e12, rel=1e-3)  # 68.4 %
+
+
+def test_C09_a_zero_input_case_is_labelled_and_keyed_apart(tmp_path, cpu, monkeypatch):
+    seen = []
+
+    def time_gemm(gemm, case, dev, budgets, n_sets):
+        seen.append(gemm.input_kind)
+        return Measurement(samples_s=(0.01,) * 5, mode="cpu", input_kind=gemm.input_kind)
+
+    monkeypatch.setattr(R, "_time_gemm", time_gemm)
+    sweep = R._Sweep(cpu, R.QUICK_BUDGETS, True, {}, {}, acc=cpu.accelerator, settled=True)
+    rand = R.Case("gemm", "fp32", 64, 128, 256)
+    zero = dataclasses.replace(rand, inputs="zeros")
+    assert R.case_key(rand, cpu) != R.case_key(zero, cpu) and "inputs" not in rand.workload()
+    rec = R._run_gemm(zero, R.case_key(zero, cpu), sweep)
+    assert seen == ["zeros"] and rec["workload"]["inputs"] == "zeros"
+    assert rec["measurement"]["input_kind"] == "zeros" and "inputs_not_random" in rec["measurement"]["warning_codes"]
+    assert any("not a peak" in w for w in rec["warnings"])

@@ -5,15 +5,23 @@ The default sweep (cases as data: :func:`plan_cases`):
 1. Memory bandwidth first (:mod:`truepeak.bench.membw`): a device copy over buffers >= 8x the cache. Where the
    catalog has no bandwidth (a CPU) this copy is the roofline's memory ceiling; a ``very_noisy`` one is then measured
    once more over :data:`COPY_REMEASURE_FACTOR` x the budget, and the record's reason says so.
-2. For each supported format (GPU: fp32, tf32, bf16, fp16, fp8_e4m3, int8; CPU: fp32, plus bf16 outside quick mode
-   when the CPU runs it at least half as fast as fp32), in that order:
+2. For each timing mode (GPU: ``sustained`` by default, ``burst`` or both with ``modes``; CPU: ``cpu``) and each
+   supported format (GPU: fp32, tf32, bf16, fp16, fp8_e4m3 with per-tensor, per-row and 128-block scales, fp8_e5m2
+   (e4m3 x e5m2) with per-tensor and per-row scales, int8; CPU: fp32, plus bf16 outside quick mode when the CPU runs
+   it at least half as fast as fp32; quick mode keeps the per-tensor fp8 scales only), in that order:
 
    - the decode regime, M in {1, 2, 4, 8, 16, 32, 64, 128, 256}, at two DeepSeek-V3 MoE expert shapes: gate+up
      (N=4096 = 2 x 2048, K=7168 = hidden) and down (N=7168, K=2048);
    - large squares: 4096^3 and 8192^3 on a GPU, 1024^3 and 2048^3 on a CPU.
 
    Formats the device cannot run (nvfp4/mxfp4/mxfp8 on sm_90, say) get one ``skipped`` record each with the reason;
-   shapes a backend cannot run (int8 needs M > 16) get a ``skipped`` record per shape.
+   shapes a backend cannot run (int8 needs M > 16) get a ``skipped`` record per shape; a combination the library
+   refuses at its first call (:class:`~truepeak.bench.gemm.BackendUnsupported`) is ``skipped`` with its words.
+
+Every GEMM record is labelled with its mode, stores the NVML telemetry summary of its timed region, the dense peak
+and the peak at the median sampled SM clock (``derived["peak_at_clock_flop_per_s"]``) with both efficiencies, and
+warns (:func:`clock_warnings`) when the clock ran below 90 % of its maximum (naming the throttle reason) or when a
+sampled clock above the catalog maximum made ``pct_at_clock`` unusable.
 
 Each case becomes a record (:func:`truepeak.bench.records.make_record`) written the moment it finishes through
 :class:`~truepeak.bench.records.RecordWriter` (flushed and fsynced: a crash loses nothing), with ``derived`` from
@@ -26,15 +34,15 @@ continues with the formats recorded in ``run_config`` unless formats are given, 
 (:func:`check_resume_config`). This module measures and returns records; rendering them (the table, ``summary.md``) is
 :mod:`truepeak.report`'s job, called by the CLI.
 
-Time budget and its trade-off (measurement_methodology.md sections 1.3, 3, 6, 8): the whole default run should take
-<= 3 min on an H200 and <= 2 min on a 2-core CPU, for ~120 GPU cases. So the GPU gets ONE long warm-up (3 s of
-back-to-back bf16 8192^3 GEMMs) at the start to bring clock and power to their sustained state, then short per-case
-budgets: 0.1 s warm-up + 0.3 s timed per decode case, 1.5 s + 1 s per large square (the squares draw the most power
-and need the clock settled again after the light decode cases). The CUTLASS fixed-power protocol asks >= 3 s warm-up
-and > 1000 iterations per shape; these shorter windows make the large-square numbers sit a little closer to burst than
-a long sustained run (expect bf16 8192^3 on a 700 W H200 in ~650-800 TFLOPS, sustained literature 677-701, burst
-~807). Every record states its mode (sustained, back-to-back launches), warm-up seconds, sample count and the SM clock
-it ran at, and its ``run_config`` holds the budgets, so the numbers can be read for what they are. For a longer,
+Time budget and its trade-off (measurement_methodology.md sections 1.3, 3, 6, 8): the whole default run should take <=
+3 min on an H200 and <= 2 min on a 2-core CPU, for ~200 GPU cases (sustained only). So the GPU gets ONE long warm-up
+(3 s of back-to-back bf16 8192^3 GEMMs) at the start to bring clock and power to their sustained state, then short
+per-case budgets: 0.1 s warm-up + 0.3 s timed per decode case, 1.5 s + 1 s per large square (the squares draw the most
+power and need the clock settled again after the light decode cases). The CUTLASS fixed-power protocol asks >= 3 s
+warm-up and > 1000 iterations per shape; these shorter windows make the large-square numbers sit a little closer to
+burst than a long sustained run (expect bf16 8192^3 on a 700 W H200 in ~650-800 TFLOPS, sustained literature 677-701,
+burst ~807). Every record states its mode (sustained, back-to-back launches), warm-up seconds, sample count and the SM
+clock it ran at, and its ``run_config`` holds the budgets, so the numbers can be read for what they are. For a longer,
 stricter measurement, pass larger :class:`Budgets`.
 
 Units: seconds, bytes, FLOP inside; records store SI values and fractions (0.68); the report renders them.
@@ -137,6 +145,12 @@ class Case:
         large: a large square (gets the longer budget).
         origin: where the shape comes from ("DeepSeek-V3 expert gate+up", "square", ...).
         skip_reason: set for a format the device cannot run: the case is written as ``skipped`` without running.
+        mode: ``"sustained"`` or ``"burst"`` on a GPU (``""``: the device's default, sustained; a CPU is always
+            ``"cpu"``).
+        scaling: fp8 scale layout (``"tensor"``, ``"row"``, ``"block128"``; None: the format's default).
+        inputs: ``"random"`` (always, for results) or ``"zeros"`` (cases.md C09: only when asked; labelled).
+        warmup_s, budget_s: per-case warm-up and timed budget (seconds) overriding the run's budgets (the peak search
+            sets them); None uses :class:`Budgets`.
     """
 
     kind: str
@@ -148,6 +162,11 @@ class Case:
     large: bool = False
     origin: str = ""
     skip_reason: str = ""
+    mode: str = ""
+    scaling: str | None = None
+    inputs: str = "random"
+    warmup_s: float | None = None
+    budget_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -161,10 +180,13 @@ class Case:
             c = Copy(self.nbytes)
             return {"label": self.label, "nbytes": self.nbytes, "bytes_moved": c.min_bytes, "flop": 0,
                     "counting": "read + write"}
-        g = G.gemm_workload(self.format, self.m, self.n, self.k)
-        return {"label": self.label, "m": self.m, "n": self.n, "k": self.k, "out_format": g.out_format.name,
-                "scaling": g.scaling, "flop": g.flop, "min_bytes": g.min_bytes, "intensity": g.intensity,
-                "origin": self.origin}
+        g = G.gemm_workload(self.format, self.m, self.n, self.k, self.scaling)
+        out = {"label": self.label, "m": self.m, "n": self.n, "k": self.k, "out_format": g.out_format.name,
+               "scaling": g.scaling, "flop": g.flop, "min_bytes": g.min_bytes, "intensity": g.intensity,
+               "origin": self.origin}
+        if self.inputs != "random":
+            out["inputs"] = self.inputs  # never a peak: kept apart from the random-input case (C09)
+        return out
 
 
 @dataclass
@@ -266,45 +288,91 @@ def gemm_shapes(device: DeviceInfo, quick: bool = False) -> list[tuple[int, int,
     return out
 
 
+def format_variants(fmt: str, quick: bool = False) -> list[str | None]:
+    """The fp8 scale layouts swept for a format: fp8_e4m3 tensor, row and 128-block; fp8_e5m2 tensor and row (the
+    128-block recipe is e4m3 only); quick mode keeps the per-tensor one. Other formats: ``[None]``."""
+    if fmt == "fp8_e4m3":
+        return ["tensor"] if quick else list(G.FP8_SCALINGS)
+    if fmt == "fp8_e5m2":
+        return ["tensor"] if quick else ["tensor", "row"]
+    return [None]
+
+
+def parse_modes(text: str | Sequence[str] | None) -> list[str]:
+    """``--mode``: ``"sustained"`` (default), ``"burst"`` or ``"both"`` (sustained, then burst).
+
+    Raises:
+        TruepeakError: another value; the message lists the accepted ones.
+    """
+    if text is None:
+        return ["sustained"]
+    items = [text] if isinstance(text, str) else list(text)
+    out: list[str] = []
+    for item in items:
+        for part in str(item).split(","):
+            part = part.strip().lower()
+            if not part:
+                continue
+            if part == "both":
+                names = ["sustained", "burst"]
+            elif part in cuda_timer.MODES:
+                names = [part]
+            else:
+                raise TruepeakError(f"unknown mode {part!r}; accepted: sustained (back-to-back, as a serving GPU "
+                                    "runs), burst (an idle gap before each iteration), both")
+            out += [n for n in names if n not in out]
+    return out or ["sustained"]
+
+
 def plan_cases(device: DeviceInfo, formats: Sequence[str], quick: bool = False,
-               format_skips: dict[str, str] | None = None) -> list[Case]:
-    """The sweep as data: the copy first, then for each format every shape (or one skipped case if the format cannot
-    run here).
+               format_skips: dict[str, str] | None = None, modes: Sequence[str] = ("sustained",)) -> list[Case]:
+    """The sweep as data: the copy first, then for each mode and format every shape (or one skipped case if the format
+    cannot run here), fp8 formats once per scale layout (:func:`format_variants`).
 
     Args:
         device: the detected device.
         formats: canonical format names, in order.
         quick: the small quick-mode shapes and copy.
         format_skips: extra ``{format: reason}`` to skip (e.g. CPU bf16 found too slow).
+        modes: timing modes on a GPU, in order (``"sustained"``, ``"burst"``); a CPU has one, ``"cpu"``.
     """
     format_skips = dict(format_skips or {})
     cases = [Case("membw", nbytes=membw.copy_bytes(device, quick), origin="device copy")]
     shapes = gemm_shapes(device, quick)
-    for fmt in formats:
-        ok, reason = G.supported(fmt, device)
-        if ok and fmt in format_skips:
-            ok, reason = False, format_skips[fmt]
-        if not ok:
-            m, n, k, _, _ = shapes[-1]
-            cases.append(Case("gemm", fmt, m, n, k, large=True, origin="format probe", skip_reason=reason))
-            continue
-        cases += [Case("gemm", fmt, m, n, k, large=large, origin=origin) for m, n, k, large, origin in shapes]
+    gpu_modes = list(modes) if device.kind == "cuda" else [""]
+    for mode in gpu_modes:
+        mode = "" if mode == "sustained" else mode  # the default mode keeps the keys runs made before --mode had
+        for fmt in formats:
+            for scaling in format_variants(fmt, quick):
+                ok, reason = G.supported(fmt, device, scaling=scaling)
+                if ok and fmt in format_skips:
+                    ok, reason = False, format_skips[fmt]
+                if not ok:
+                    m, n, k, _, _ = shapes[-1]
+                    cases.append(Case("gemm", fmt, m, n, k, large=True, origin="format probe", skip_reason=reason,
+                                      mode=mode, scaling=scaling))
+                    continue
+                cases += [Case("gemm", fmt, m, n, k, large=large, origin=origin, mode=mode, scaling=scaling)
+                          for m, n, k, large, origin in shapes]
     return cases
 
 
-def _mode(device: DeviceInfo) -> str:
-    return "sustained" if device.kind == "cuda" else "cpu"
+def _mode(device: DeviceInfo, case: Case | None = None) -> str:
+    """The timing mode of a case: ``"cpu"`` on a CPU; on a GPU the case's mode, sustained by default."""
+    if device.kind != "cuda":
+        return "cpu"
+    return (case.mode if case is not None and case.mode else "sustained")
 
 
 def case_key(case: Case, device: DeviceInfo) -> str:
     """The ``--resume`` key of a case: :func:`truepeak.bench.records.record_key` of its record."""
-    return record_key(case.kind, case.workload(), _backend(case, device), case.format, _mode(device))
+    return record_key(case.kind, case.workload(), _backend(case, device), case.format, _mode(device, case))
 
 
 def _backend(case: Case, device: DeviceInfo) -> str:
     if case.kind == "membw":
         return membw.backend_name(device.kind)
-    return G.backend_name(case.format, device.kind)
+    return G.backend_name(case.format, device.kind, case.scaling)
 
 
 def settle_format(device: DeviceInfo) -> str:
@@ -366,7 +434,7 @@ def budgets_name(budgets: Budgets) -> str:
 
 
 def run_config(dev: DeviceInfo, quick: bool, budgets: Budgets, formats: Sequence[str] | None = None,
-               formats_given: bool = False) -> dict[str, Any]:
+               formats_given: bool = False, modes: Sequence[str] | None = None) -> dict[str, Any]:
     """The settings stored in every record as ``run_config``: what ``--resume`` compares (:data:`RESUME_MUST_MATCH`)
     and what a report needs to state the method from the records alone (the budgets in seconds, the settling GEMMs,
     the CUDA-graph threshold).
@@ -374,6 +442,7 @@ def run_config(dev: DeviceInfo, quick: bool, budgets: Budgets, formats: Sequence
     Args:
         formats: the formats the run sweeps (canonical names, in order); None leaves ``formats`` out.
         formats_given: they were asked for by name (``--formats``) rather than being the device's defaults.
+        modes: the timing modes swept (GPU; ``["sustained"]`` by default); None leaves ``modes`` out.
     """
     cuda = dev.kind == "cuda"
     settle = None
@@ -385,11 +454,13 @@ def run_config(dev: DeviceInfo, quick: bool, budgets: Budgets, formats: Sequence
               "graph_threshold_s": GRAPH_THRESHOLD_S if cuda else None}
     if formats is not None:
         config.update(formats=list(formats), formats_given=bool(formats_given))
+    if modes is not None:
+        config["modes"] = list(modes) if cuda else ["cpu"]
     return config
 
 
 #: ``run_config`` fields that must be equal for ``--resume`` to continue a results file (``formats`` as a set).
-RESUME_MUST_MATCH = ("quick", "device", "device_name", "budgets", "formats")
+RESUME_MUST_MATCH = ("quick", "device", "device_name", "budgets", "formats", "modes")
 
 
 def _config_value(key: str, value: Any) -> Any:
@@ -466,7 +537,8 @@ class _Sweep:
 def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | DeviceInfo = "auto",
                  formats: str | Sequence[str] | None = None, quick: bool = False, resume: bool = False,
                  progress: bool | None = None, argv: Sequence[str] | None = None,
-                 budgets: Budgets | None = None, warn: Callable[[str], None] | None = None) -> RunResult:
+                 budgets: Budgets | None = None, warn: Callable[[str], None] | None = None,
+                 modes: str | Sequence[str] | None = None) -> RunResult:
     """Run the main job and write ``results.jsonl`` under ``out_dir`` (rendering is the caller's:
     :mod:`truepeak.report`).
 
@@ -483,6 +555,8 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
         budgets: override the time budgets (default :func:`default_budgets`).
         warn: called with one line per problem found in a resumed ``results.jsonl`` (a torn or malformed line, which
             is ignored); default prints ``warning: ...`` on stderr.
+        modes: ``"sustained"`` (default), ``"burst"``, ``"both"`` or a list (:func:`parse_modes`): every GEMM case is
+            timed once per mode, each record labelled with its mode. A CPU has one mode, ``"cpu"``.
 
     Returns:
         :class:`RunResult`.
@@ -501,6 +575,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     warn = warn or _default_warn
     t_start = time.perf_counter()
     fmts = parse_formats(formats)
+    mode_list = parse_modes(modes)
     dev = device if isinstance(device, DeviceInfo) else detect(device)
     out = prepare_out_dir(out_dir, resume)  # before anything is measured
     path = out / "results.jsonl"
@@ -511,7 +586,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     if recorded is not None:  # --resume without --formats: the formats of the run being continued
         fmts, given = recorded
     sweep_formats = fmts or default_formats(dev, quick)
-    config = run_config(dev, quick, budgets, sweep_formats, given)
+    config = run_config(dev, quick, budgets, sweep_formats, given, mode_list)
     check_resume_config(previous.values(), config, path)
     done = {key for key, rec in previous.items() if rec.get("status") in DONE_STATUSES}
 
@@ -521,7 +596,8 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     try:
         if dev.kind == "cuda":
             torch.cuda.set_device(dev.index or 0)
-        cases = plan_cases(dev, sweep_formats, quick, _format_skips(torch, dev, fmts if given else None, quick))
+        cases = plan_cases(dev, sweep_formats, quick, _format_skips(torch, dev, fmts if given else None, quick),
+                           modes=mode_list)
         result.n_cases = len(cases)
         env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
         env["device"] = dev.to_dict()
@@ -737,29 +813,37 @@ def roofline_warnings(derived: dict[str, Any], ceiling_from_copy: bool = False, 
 
 def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
     dev = sweep.dev
-    mode = _mode(dev)
+    mode = _mode(dev, case)
     common = sweep.common(case, key)
-    reason = case.skip_reason or G.supported(case.format, dev, (case.m, case.n, case.k))[1]
+    reason = case.skip_reason or G.supported(case.format, dev, (case.m, case.n, case.k), case.scaling)[1]
     if reason:
         return make_record(**common, measurement=None, status="skipped", reason=reason, mode=mode)
     gemm = meas = correctness = plan = None
     try:
         plan = _plan_rotation(case, dev)
         rotation = _rotation_record(plan)
-        gemm = G.TorchGemm(case.format, case.m, case.n, case.k, dev.torch_device, plan.n_sets, sweep.weights)
-        correctness = _check(gemm, case, sweep.budgets.check_rows)
+        gemm = G.TorchGemm(case.format, case.m, case.n, case.k, dev.torch_device, plan.n_sets, sweep.weights,
+                           scaling=case.scaling, inputs=case.inputs)
+        try:
+            correctness = _check(gemm, case, sweep.budgets.check_rows)
+        except G.BackendUnsupported as exc:  # the library refuses this combination: a skip, not a failure
+            return make_record(**common, measurement=None, status="skipped", reason=str(exc), mode=mode,
+                               rotation=rotation)
         if not correctness["passed"]:
             return make_record(**common, measurement=None, status="failed", mode=mode, correctness=correctness,
                                rotation=rotation, reason=_check_failure(case, correctness))
         meas = _time_gemm(gemm, case, dev, sweep.budgets, plan.n_sets)
-        clock = meas.telemetry.sm_clock_median_hz if meas.telemetry is not None else None
-        work = G.gemm_workload(case.format, case.m, case.n, case.k)
+        tel = meas.telemetry
+        clock = tel.sm_clock_median_hz if tel is not None else None
+        work = G.gemm_workload(case.format, case.m, case.n, case.k, case.scaling)
         derived = derived_metrics(sweep.acc, work, meas.steady_median_s, clock_hz=clock, sm_count=dev.sm_count)
+        derived["peak_at_clock_flop_per_s"] = _peak_at_clock(sweep.acc, case.format, derived, dev.sm_count)
         if derived["bandwidth_bytes_per_s"] is None and sweep.bandwidth_note:
             derived["bandwidth_source"] = sweep.bandwidth_note
         return make_record(**common, measurement=meas, status="ok", reason=plan.note, correctness=correctness,
                            derived=derived, rotation=rotation,
-                           warnings=roofline_warnings(derived, sweep.ceiling_from_copy, case.format))
+                           warnings=[*roofline_warnings(derived, sweep.ceiling_from_copy, case.format),
+                                     *clock_warnings(sweep.acc, tel, meas.warning_codes)])
     except KeyboardInterrupt:
         raise
     except MeasurementError as exc:  # above the peak: a timing error, never a record of a result (cases.md C08)
@@ -813,16 +897,68 @@ def _check_failure(case: Case, correctness: dict[str, Any]) -> str:
 
 
 def _time_gemm(gemm: G.TorchGemm, case: Case, dev: DeviceInfo, budgets: Budgets, n_sets: int):
-    """Time the GEMM over its rotation sets: CUDA events (:func:`~truepeak.bench.cuda_timer.time_cuda`, sustained) on
-    a GPU, the host timer (:func:`~truepeak.bench.timing.time_cpu`) on a CPU; the large squares get longer budgets."""
+    """Time the GEMM over its rotation sets: CUDA events (:func:`~truepeak.bench.cuda_timer.time_cuda`, in the case's
+    mode: sustained or burst) on a GPU, the host timer (:func:`~truepeak.bench.timing.time_cpu`) on a CPU; the large
+    squares get longer budgets, and a case's own ``warmup_s`` / ``budget_s`` win. The inputs' kind (random, or zeros
+    when asked) labels the measurement (C09)."""
     warmup, budget = ((budgets.large_warmup_s, budgets.large_budget_s) if case.large
                       else (budgets.warmup_s, budgets.budget_s))
+    warmup = case.warmup_s if case.warmup_s is not None else warmup
+    budget = case.budget_s if case.budget_s is not None else budget
     with gemm.mode():
         if dev.kind == "cuda":
-            return cuda_timer.time_cuda(gemm, n_sets=n_sets, warmup_s=warmup, budget_s=budget, mode="sustained",
-                                        device=dev.index or 0)
+            return cuda_timer.time_cuda(gemm, n_sets=n_sets, warmup_s=warmup, budget_s=budget,
+                                        mode=_mode(dev, case), device=dev.index or 0, input_kind=gemm.input_kind)
         counter = itertools.count()
-        return timing.time_cpu(lambda: gemm(next(counter)), warmup_s=warmup, budget_s=budget, min_samples=5)
+        return timing.time_cpu(lambda: gemm(next(counter)), warmup_s=warmup, budget_s=budget, min_samples=5,
+                               input_kind=gemm.input_kind)
+
+
+#: The sampled SM clock may exceed the catalog maximum by this fraction (reading granularity) before it is flagged;
+#: the same rule as :data:`truepeak.roofline.MAX_CLOCK_TOLERANCE`.
+CLOCK_ABOVE_MAX_TOLERANCE = 0.02
+#: A median SM clock below this fraction of the maximum while timing is a throttled run (methodology 1.6, C11).
+LOW_CLOCK_FRACTION = 0.90
+
+
+def clock_warnings(acc: Any, tel: Any, existing_codes: Sequence[str] = ()) -> list[str]:
+    """Record warnings about the SM clock sampled while timing (NVML :class:`~truepeak.bench.telemetry.Telemetry`):
+
+    - above the catalog maximum clock by more than 2 %: :func:`~truepeak.efficiency.derived_metrics` then leaves
+      ``pct_at_clock`` out (such a clock cannot be used for "peak at measured clock"); this says so instead of
+      dropping it silently;
+    - below 90 % of the maximum (NVML's, else the catalog's) with the throttle reasons NVML gave (power cap, thermal),
+      unless the measurement already carries its ``low_clock`` warning.
+
+    Empty without telemetry or a median clock.
+    """
+    if tel is None or tel.sm_clock_median_hz is None:
+        return []
+    out: list[str] = []
+    clk = float(tel.sm_clock_median_hz)
+    top = getattr(getattr(acc, "max_clock_hz", None), "value", None)
+    if top and clk > float(top) * (1 + CLOCK_ABOVE_MAX_TOLERANCE):
+        out.append(f"sampled SM clock median {clk / 1e6:.0f} MHz is above the {float(top) / 1e6:.0f} MHz catalog "
+                   f"maximum of {acc.name} (+{100 * CLOCK_ABOVE_MAX_TOLERANCE:g} % allowed): % of peak at measured "
+                   "clock is left out; the catalog's maximum clock or the NVML reading is wrong for this device")
+    limit = tel.sm_clock_limit_hz or (float(top) if top else None)
+    if "low_clock" not in existing_codes and limit and clk < LOW_CLOCK_FRACTION * limit:
+        reasons = tel.throttle_reasons()
+        why = ", ".join(f"{n} {100 * f:.0f} %" for n, f in reasons) if reasons else "no throttle reason reported"
+        out.append(f"SM clock median {clk / 1e6:.0f} MHz is {100 * clk / limit:.0f} % of the {limit / 1e6:.0f} MHz "
+                   f"maximum during timing (throttle reasons: {why})")
+    return out
+
+
+def _peak_at_clock(acc: Any, fmt: str, derived: dict[str, Any], sm_count: int | None) -> float | None:
+    """FLOP/clk/SM x SMs x the median sampled SM clock (FLOP/s), or None without a usable clock (DESIGN.md)."""
+    clock = derived.get("sm_clock_hz")
+    if not clock:
+        return None
+    try:
+        return acc.peak_at_clock(fmt, clock, sm_count)
+    except Exception:  # noqa: BLE001  (no per-clock rate for this format: None)
+        return None
 
 
 def _reason(exc: BaseException) -> str:

@@ -2,5 +2,10 @@
 
 from truepeak.cli.app import app, main
 from truepeak.cli import efficiency, run, specs  # noqa: F401,E402  (registers the commands)
+from truepeak.cli import compare, report  # noqa: F401,E402  (registers the commands)
+from truepeak.cli import comm  # noqa: F401,E402  (registers `truepeak comm`)
+from truepeak.cli import peak  # noqa: F401,E402  (registers `truepeak peak`)
+from truepeak.cli import moe  # noqa: F401,E402  (registers `truepeak moe` and its `plan`)
+from truepeak.cli import moe_bench  # noqa: F401,E402  (registers `truepeak moe bench`)
 
 __all__ = ["app", "main"]

@@ -27,14 +27,17 @@ HELP = "\n\n".join([
     "Measure this device: copy bandwidth, then GEMM throughput per number format at decode shapes "
     "(M = 1..256 at DeepSeek-V3 expert N, K) and large squares, each checked for correctness and placed on the "
     "roofline (% of DENSE peak, % of roofline, bound).",
-    "Writes results.jsonl (one record per case, written as it finishes; --resume continues it) and summary.md "
-    "under --out, prints the table on stdout.",
+    "Writes results.jsonl (one record per case, written as it finishes; --resume continues it), summary.md and "
+    "report.html (charts, opens with no network; `truepeak report` renders it again) under --out, prints the table "
+    "on stdout.",
     "Examples:",
-    "  truepeak run    (the default sweep: ~1.5 min on an H200, ~1 min on a 2-core CPU)",
+    "  truepeak run    (the default sweep: ~2.5 min on an H200, ~1 min on a 2-core CPU)",
     "  truepeak run --formats bf16,fp8 --out h200-run",
     "  truepeak run --quick --device cpu    (a few small cases, seconds)",
-    "Mode: sustained (back-to-back launches, as a serving GPU runs). Units: TFLOPS = 1e12 FLOP/s, "
-    "GB/s = 1e9 B/s (decimal).",
+    "  truepeak run --formats bf16,fp8 --mode both    (every GEMM sustained, then burst)",
+    "Modes, always labelled: sustained (back-to-back launches with rotated inputs, as a serving GPU runs; "
+    "power-limited), burst (an idle gap before each iteration, so clocks recover; ~20 % higher on a 700 W H200). "
+    "Units: TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal).",
 ])
 
 
@@ -48,7 +51,7 @@ def _formats(text: Optional[str]) -> Optional[list[str]]:
     return names
 
 
-def _argv(out, device, formats, quick, resume, as_json, no_progress) -> list[str]:
+def _argv(out, device, formats, quick, resume, as_json, no_progress, mode=None) -> list[str]:
     """The command line rebuilt from the parsed options: recorded only when the command was not started through
     :func:`truepeak.cli.app.main` (which passes the command line as typed)."""
     argv = ["truepeak", "run"]
@@ -58,6 +61,8 @@ def _argv(out, device, formats, quick, resume, as_json, no_progress) -> list[str
         argv += ["--device", device]
     if formats is not None:
         argv += ["--formats", formats]
+    if mode is not None:
+        argv += ["--mode", mode]
     argv += [flag for flag, on in (("--quick", quick), ("--resume", resume), ("--json", as_json),
                                    ("--no-progress", no_progress)) if on]
     return argv
@@ -75,6 +80,8 @@ def run_command(
     resume: bool = typer.Option(False, "--resume", help="Continue results.jsonl in --out, skipping finished cases."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON on stdout instead of the table."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar on stderr."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m",
+                                       help="sustained (default), burst or both: how each GEMM is timed."),
 ) -> None:
     require("torch", "truepeak run")  # before any work
     from truepeak.bench.run import RunInterrupted, check_out_arg, latest_records, run_main_job
@@ -82,20 +89,23 @@ def run_command(
 
     parse_device(device)  # validate before any work
     fmts = _formats(formats)
+    from truepeak.bench.run import parse_modes
+
+    modes = parse_modes(mode)  # TruepeakError lists the accepted modes
     if resume and out is None:
         raise TruepeakError("--resume needs --out DIR naming the run to continue")
     check_out_arg(out)
 
-    argv = invoked_argv(ctx) or _argv(out, device, formats, quick, resume, as_json, no_progress)
+    argv = invoked_argv(ctx) or _argv(out, device, formats, quick, resume, as_json, no_progress, mode)
     try:
         result = run_main_job(out, device=device, formats=fmts, quick=quick, resume=resume,
                               progress=False if no_progress else None, argv=argv,
-                              warn=lambda message: typer.echo(f"warning: {message}", err=True))
+                              warn=lambda message: typer.echo(f"warning: {message}", err=True), modes=modes)
     except RunInterrupted as stop:
         from truepeak.report.table import interrupted_line
 
         command = resume_command(stop.out_dir, device, _asked_formats(fmts, stop.result.records), quick,
-                                 resume=stop.records_path.exists())
+                                 resume=stop.records_path.exists(), mode=mode)
         records = latest_records(stop.result.records)
         notice = interrupted_line(len(records), max(stop.result.n_cases, len(records)), command)
         summary = _write_summary(stop.result, notice)
@@ -115,6 +125,11 @@ def run_command(
     typer.echo(f"records: {result.records_path}", err=True)
     if summary is not None:
         typer.echo(f"summary: {summary}", err=True)
+    from truepeak.report.html import write_run_report  # report.html beside the records; never raises
+
+    report = write_run_report(result.out_dir, warn=lambda m: typer.echo(f"warning: {m}", err=True))
+    if report is not None:
+        typer.echo(f"report: {report}", err=True)
 
 
 def _print_records(records: list[dict], result, as_json: bool, notice: Optional[str] = None) -> None:
@@ -139,7 +154,7 @@ def _asked_formats(fmts: Optional[list[str]], records: list[dict]) -> Optional[l
 
 
 def resume_command(out_dir: str | Path, device: str = "auto", formats: Optional[list[str]] = None,
-                   quick: bool = False, resume: bool = True) -> str:
+                   quick: bool = False, resume: bool = True, mode: Optional[str] = None) -> str:
     """The command that continues an interrupted run: ``truepeak run --resume --out DIR`` with the options that decide
     what is measured repeated (``--device`` unless auto, ``--formats`` as canonical names, ``--quick``), so that
     following it never measures other cases. ``resume=False`` (stopped before results.jsonl was created, so there is
@@ -151,6 +166,8 @@ def resume_command(out_dir: str | Path, device: str = "auto", formats: Optional[
         argv += ["--formats", ",".join(formats)]
     if quick:
         argv.append("--quick")
+    if mode is not None:
+        argv += ["--mode", mode]
     return shlex.join(argv)
 
 

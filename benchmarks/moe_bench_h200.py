@@ -1,0 +1,62 @@
+"""MoE expert layer at decode on the H200 (issue #5): all backends x formats, printing a compact table.
+
+Usage: PYTHONPATH=src python3 benchmarks/moe_bench_h200.py OUT_DIR [--quick]
+  --quick: DeepSeek-V3 E=256, uniform only (the first device check). Without it: DeepSeek-V3 and GLM-5, E=256 and
+  EP8-local, uniform and powerlaw:1.2, bf16/fp8/nvfp4/mxfp4, all backends.
+Writes OUT_DIR/moe_experts.jsonl and OUT_DIR/moe_pct_read_bw.png.
+"""
+import os
+import sys
+import time
+
+from truepeak.bench import moe
+from truepeak.bench.records import environment
+
+out = sys.argv[1]
+quick = "--quick" in sys.argv
+os.makedirs(out, exist_ok=True)
+path = os.path.join(out, "moe_experts.jsonl")
+t0 = time.time()
+bw = moe.measure_read_bandwidth()
+print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=True)
+env = environment()
+if quick:
+    cases = [("deepseek-v3", 1, "uniform")]
+    tpes = (1, 4, 8, 16, 32, 64, 256)
+    fmts = ("bf16", "fp8", "nvfp4", "mxfp4")
+else:
+    # most important first: the records are appended as they finish, so a time limit keeps what ran
+    cases = [(m, ep, r) for r in ("uniform", "powerlaw:1.2") for ep in (1, 8) for m in ("deepseek-v3", "glm-5")]
+    tpes = (1, 4, 8, 16, 32, 64, 256)
+    fmts = ("bf16", "fp8", "nvfp4", "mxfp4")
+budget = float(os.environ.get("MOE_BUDGET_S", "0.08"))
+
+
+def show(r):
+    w = r["workload"]
+    if r["status"] == "ok":
+        d = r["derived"]
+        print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s} "
+              f"tpe {w['tokens_per_expert']:>5g} "
+              f"{r['backend']:10s} {d['time_s'] * 1e6:9.1f} us {d['bytes_per_s'] / 1e12:6.3f} TB/s "
+              f"{100 * d['pct_read_bandwidth']:5.1f} %bw {d['flop_per_s'] / 1e12:7.1f} TFLOPS "
+              f"err {r['correctness']['max_rel_error']:.2e}", flush=True)
+    else:
+        print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s} "
+              f"tpe {w['tokens_per_expert']:>5g} "
+              f"{r['backend']:10s} {r['status']}: {r['reason'][:160]}", flush=True)
+
+
+records = []
+for model, ep, routing in cases:
+    # power-law points: the fastest torch backend (grouped_mm) and ours, to stay inside the device time
+    backends = moe.BACKENDS if routing == "uniform" else ("grouped_mm", "triton")
+    records += moe.run_bench(model, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts, backends=backends,
+                             out_path=path, budget_s=budget, warmup_s=0.03, read_bw=bw, progress=show, env=env)
+    print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
+try:
+    moe.plot_records([r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == 256
+                      and r["workload"]["routing"] == "uniform"], os.path.join(out, "moe_pct_read_bw.png"))
+except Exception as exc:
+    print("plot failed:", exc)
+print(f"total {time.time() - t0:.0f} s")

@@ -1,0 +1,569 @@
+"""`truepeak moe bench`: one MoE layer's routed-expert forward at decode, timed per backend against the read roofline.
+
+The unit of work (issue #5): hidden states ``x [T, H]`` (bf16, uniform in [-1, 1]) and router output (top-k ids and
+weights ``[T, k]``) → ``out [T, H] = Σ_j w[t, j] · down_e(silu(gate_e x) · up_e x)``. SiLU-gated for every model
+(gpt-oss's clamped SwiGLU is the same amount of elementwise work and is not implemented).
+
+What is timed: the whole unit — token gather, both projections, activation, routing-weight scaling and the combine —
+as a CUDA-graph replay (:func:`truepeak.bench.cuda_timer.time_cuda` with ``graph=True``). The routing *metadata*
+(per-expert sorted token ids, offsets, padding: "alignment") is computed once per routing, outside the timed region,
+for every backend alike. Expert weights (≥ 0.8 GB per point) are far larger than the 60 MB L2, so each replay streams
+them from HBM; the few-MB activations may stay in L2, as in a real decode step.
+
+Points: the tokens-per-expert axis is the target mean over the *global* experts: ``T = tpe · E / k`` tokens routed
+top-k over all E experts; with ``--ep N`` the GPU holds ``E/N`` contiguous experts and only the slots routed to them
+are computed (``E_local``); with ``--tp N`` every expert's width ``I`` is divided by N.
+
+Per point (one record, kind ``moe_experts``): time, TFLOPS (2 · 3 · H · I per routed slot), bytes of the weights of
+the experts that received tokens (values + scales) and GB/s, the fraction of the read bandwidth measured in the same
+run (:func:`measure_read_bandwidth`, a Triton read-only reduction over 4 GiB) and of the roofline
+``max(bytes / read_bw, flop / dense_peak)``, the error against a float32 reference (on up to 16 tokens), status.
+
+Backends: ``per_expert`` (two matmuls per active expert, replayed from a CUDA graph), ``bmm`` (padded batched matmul
+over all local experts), ``grouped_mm`` (``torch._grouped_mm``, bf16) / ``scaled_grouped_mm``
+(``torch._scaled_grouped_mm``, fp8 w8a8 with per-row activation and per-channel weight scales), and ``triton``
+(truepeak's kernel, :mod:`truepeak.kernels.moe_triton`; fp8 there is w8a16). A combination a backend cannot run is a
+``skipped`` record with the reason; an error or out-of-memory is a ``failed`` record and the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError, closest, require
+
+KIND = "moe_experts"
+BACKENDS = ("per_expert", "bmm", "grouped_mm", "triton")
+#: --weights values: bf16, fp8 (e4m3, per-channel fp32 scales), fp8_block (128 x 128 scales), nvfp4, mxfp4.
+WEIGHT_FORMATS = ("bf16", "fp8", "fp8_block", "nvfp4", "mxfp4")
+DEFAULT_TPE = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: Fallback shapes (H, I, E, k) from ../shared/data/hf_configs when truepeak.moe.config is unavailable.
+_FALLBACK = {"deepseek-v3": (7168, 2048, 256, 8), "glm-5": (6144, 2048, 256, 8),
+             "qwen3-235b-a22b": (4096, 1536, 128, 8), "gpt-oss-120b": (2880, 2880, 128, 4)}
+
+
+@dataclass(frozen=True)
+class ExpertShape:
+    """A model's routed-expert shape on one GPU: hidden ``H``, per-expert width ``I`` (after TP), ``E`` global experts,
+    ``E_local`` on this GPU (after EP), ``top_k``."""
+
+    model: str
+    H: int
+    I: int
+    E: int
+    E_local: int
+    top_k: int
+    tp: int = 1
+    ep: int = 1
+
+
+def expert_shape(model: str, tp: int = 1, ep: int = 1) -> ExpertShape:
+    """The expert shape of ``model`` (a name :func:`truepeak.moe.config.load_model` takes) under TP or EP.
+
+    Raises:
+        UnsupportedError: the model has no MoE layers. TruepeakError: ``tp``/``ep`` < 1, both > 1, EP not dividing E,
+            TP not dividing I. UnknownNameError: unknown model.
+    """
+    if tp < 1 or ep < 1:
+        raise TruepeakError(f"--tp and --ep must be >= 1, got tp={tp}, ep={ep}")
+    if tp > 1 and ep > 1:
+        raise TruepeakError("give --tp or --ep, not both (the expert layer is split one way per benchmark)")
+    try:
+        from truepeak.moe.config import load_model
+    except ImportError:  # pragma: no cover - before truepeak.moe existed
+        key = model.lower()
+        if key not in _FALLBACK:
+            raise UnknownNameError(f"unknown model {model!r}; known: {', '.join(_FALLBACK)}") from None
+        h, i, e, k = _FALLBACK[key]
+    else:
+        m = load_model(model)
+        if not getattr(m, "num_moe_layers", 0):
+            raise UnsupportedError(f"model {model!r} has no MoE layers: there is no expert layer to benchmark")
+        h, i, e, k = m.hidden_size, m.experts.intermediate_size, m.experts.num_experts, m.experts.top_k
+        model = m.name
+    if e % ep:
+        raise TruepeakError(f"--ep {ep} does not divide the {e} experts of {model}; use a divisor of {e}")
+    if i % tp:
+        raise TruepeakError(f"--tp {tp} does not divide the expert width I={i} of {model}")
+    return ExpertShape(model, h, i // tp, e, e // ep, k, tp, ep)
+
+
+# -- routing -----------------------------------------------------------------------------------------------------------
+def parse_routing(spec: str) -> tuple[str, float]:
+    """``"uniform"`` → ("uniform", 0); ``"powerlaw:1.2"`` → ("powerlaw", 1.2); a path → ("file", 0).
+
+    Raises:
+        TruepeakError: a malformed power-law exponent, or a name that is neither a routing nor an existing file.
+    """
+    s = spec.strip()
+    if s == "uniform":
+        return "uniform", 0.0
+    m = re.fullmatch(r"powerlaw:([0-9.]+)", s)
+    if m:
+        try:
+            alpha = float(m.group(1))
+        except ValueError:
+            alpha = -1.0
+        if alpha <= 0:
+            raise TruepeakError(f"routing {spec!r}: the power-law exponent must be a positive number, "
+                                "e.g. powerlaw:1.2")
+        return "powerlaw", alpha
+    if Path(s).is_file():
+        return "file", 0.0
+    raise TruepeakError(f"unknown routing {spec!r}; expected uniform, powerlaw:ALPHA (e.g. powerlaw:1.2) or a file of "
+                        "top-k expert ids (one token per line, ids separated by spaces or commas)")
+
+
+def sample_routing(spec: str, T: int, E: int, k: int, seed: int = 0) -> Any:
+    """Top-k expert ids ``[T, k]`` (int64, CPU; distinct experts per token).
+
+    - ``uniform``: each token picks k distinct experts uniformly.
+    - ``powerlaw:ALPHA``: expert popularity p_e ∝ (rank_e)^-ALPHA over a random permutation of the experts (the
+      aiconfigurator power-law model, α = 1.2 "typical production": ../shared/data/moe_models.md §5.3); each token
+      picks k distinct experts with probability ∝ p (sampling without replacement).
+    - a file: rows of k ids, repeated/cut to T rows.
+    """
+    torch = require("torch", "sampling MoE routing")
+    kind, alpha = parse_routing(spec)
+    if k > E:
+        raise TruepeakError(f"top_k={k} exceeds the {E} experts")
+    g = torch.Generator().manual_seed(seed)
+    if kind == "file":
+        rows = [[int(v) for v in re.split(r"[,\s]+", line.strip()) if v]
+                for line in Path(spec).read_text().splitlines() if line.strip()]
+        if not rows or any(len(r) != k for r in rows):
+            raise TruepeakError(f"routing file {spec}: every line must hold top_k={k} expert ids")
+        ids = torch.tensor(rows, dtype=torch.int64)
+        if int(ids.min()) < 0 or int(ids.max()) >= E:
+            raise TruepeakError(f"routing file {spec}: expert ids must lie in [0, {E})")
+        return ids.repeat((T + len(rows) - 1) // len(rows), 1)[:T]
+    if kind == "uniform":
+        p = torch.ones(E)
+    else:
+        ranks = torch.randperm(E, generator=g).double() + 1
+        p = ranks.pow(-alpha)
+    return torch.multinomial(p.expand(T, E).float(), k, replacement=False, generator=g)
+
+
+def tokens_for(tpe: float, shape: ExpertShape) -> int:
+    """Tokens T in the layer for a target mean of ``tpe`` tokens per (global) expert: ``T = tpe · E / k``.
+
+    Raises:
+        TruepeakError: ``tpe`` <= 0.
+    """
+    if not tpe > 0:
+        raise TruepeakError(f"tokens per expert must be > 0, got {tpe}")
+    return max(1, round(tpe * shape.E / shape.top_k))
+
+
+def local_ids(ids: Any, shape: ExpertShape, rank: int = 0) -> Any:
+    """Map global ids to this EP rank's local ids (contiguous placement); other ranks' experts become -1."""
+    lo = rank * shape.E_local
+    loc = ids - lo
+    return loc.masked_fill((loc < 0) | (loc >= shape.E_local), -1)
+
+
+# -- weights -----------------------------------------------------------------------------------------------------------
+def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0) -> tuple[Any, Any]:
+    """Random expert weights ``w1 [E_local, 2I, H]``, ``w2 [E_local, H, I]`` as :class:`ExpertWeights`.
+
+    Values are drawn directly in the stored format (random bytes for fp4 codes, fp8 values from uniform [-1, 1] ·
+    0.05, block scales in a realistic range), so a 20 GB bf16 weight set needs no float32 copy; the reference
+    dequantises only the experts it checks.
+    """
+    torch = require("torch", "building MoE weights")
+    from truepeak.kernels.moe_triton import ExpertWeights, check_wfmt
+
+    check_wfmt(wfmt)
+    g = torch.Generator(device=device).manual_seed(seed)
+
+    def one(n: int, k: int) -> Any:
+        e = shape.E_local
+        if wfmt == "bf16":
+            return ExpertWeights(wfmt, ((torch.rand(e, n, k, device=device, generator=g, dtype=torch.bfloat16) * 2 - 1)
+                                        * 0.05))
+        if wfmt in ("fp8", "fp8_block"):
+            v = ((torch.rand(e, n, k, device=device, generator=g, dtype=torch.bfloat16) * 2 - 1) * 448).to(
+                torch.float8_e4m3fn)
+            if wfmt == "fp8":
+                s = torch.rand(e, n, device=device, generator=g) * 1e-4 + 5e-5
+            else:
+                if n % 128 or k % 128:
+                    raise UnsupportedError(f"fp8_block needs N and K multiples of 128, got N={n}, K={k}")
+                s = torch.rand(e, n // 128, k // 128, device=device, generator=g) * 1e-4 + 5e-5
+            return ExpertWeights(wfmt, v, s)
+        packed = torch.randint(0, 256, (e, n, k // 2), device=device, generator=g, dtype=torch.uint8)
+        if wfmt == "nvfp4":
+            if k % 16:
+                raise UnsupportedError(f"nvfp4 needs K a multiple of 16, got K={k}")
+            s = (torch.rand(e, n, k // 16, device=device, generator=g) * 200 + 100).to(torch.float8_e4m3fn)
+            gs = torch.full((e,), 0.05 / (6 * 300), device=device)
+            return ExpertWeights(wfmt, packed, s, gs)
+        if k % 32:
+            raise UnsupportedError(f"mxfp4 needs K a multiple of 32, got K={k}")
+        s = torch.randint(119, 122, (e, n, k // 32), device=device, generator=g, dtype=torch.uint8)
+        return ExpertWeights(wfmt, packed, s)
+
+    return one(2 * shape.I, shape.H), one(shape.H, shape.I)
+
+
+# -- torch backends ----------------------------------------------------------------------------------------------------
+class _Prepared:
+    """Per-routing metadata shared by the torch backends (computed outside the timed region)."""
+
+    def __init__(self, ids: Any, weights: Any, E: int):
+        torch = require("torch", "the MoE torch backends")
+        self.T, self.k = ids.shape
+        flat = ids.reshape(-1)
+        valid = flat >= 0
+        slots = torch.nonzero(valid).reshape(-1)
+        order = torch.argsort(flat[slots], stable=True)
+        self.slots = slots[order]                     # valid slots sorted by expert
+        self.tokens = self.slots // self.k            # their token rows
+        self.wts = weights.reshape(-1)[self.slots].float()[:, None]
+        self.counts = torch.bincount(flat[self.slots], minlength=E)
+        self.offs = torch.cumsum(self.counts, 0).to(torch.int32)
+        self.counts_host = self.counts.tolist()
+        self.max_m = max(self.counts_host) if self.counts_host else 0
+
+
+def _silu_mul(h: Any) -> Any:
+    torch = require("torch", "the MoE torch backends")
+    i = h.shape[-1] // 2
+    return torch.nn.functional.silu(h[..., :i]) * h[..., i:]
+
+
+def build_torch_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any) -> Callable[[], Any]:
+    """A no-argument callable running the unit on a torch backend (CUDA-graph capturable), or UnsupportedError."""
+    torch = require("torch", "the MoE torch backends")
+    E = w1.shape[0]
+    fmt = w1.wfmt
+    p = _Prepared(ids, topw, E)
+    T, H = x.shape
+    out = torch.zeros(T, H, dtype=x.dtype, device=x.device)
+    if backend == "grouped_mm" and fmt in ("fp8",):
+        if not hasattr(torch, "_scaled_grouped_mm"):
+            raise UnsupportedError(f"torch {torch.__version__} has no torch._scaled_grouped_mm")
+        b1 = w1.data.transpose(1, 2)
+        b2 = w2.data.transpose(1, 2)
+        s1, s2 = w1.scale.float(), w2.scale.float()
+
+        def run_fp8() -> Any:
+            xs = x[p.tokens]
+            sa = xs.float().abs().amax(dim=1).clamp(min=1e-12) / 448.0
+            xq = (xs.float() / sa[:, None]).to(torch.float8_e4m3fn)
+            h = torch._scaled_grouped_mm(xq, b1, sa, s1, offs=p.offs, out_dtype=torch.bfloat16)
+            a = _silu_mul(h)
+            sa2 = a.float().abs().amax(dim=1).clamp(min=1e-12) / 448.0
+            aq = (a.float() / sa2[:, None]).to(torch.float8_e4m3fn)
+            y = torch._scaled_grouped_mm(aq, b2, sa2, s2, offs=p.offs, out_dtype=torch.bfloat16)
+            out.zero_()
+            out.index_add_(0, p.tokens, (y.float() * p.wts).to(out.dtype))
+            return out
+
+        return run_fp8
+    if fmt != "bf16":
+        raise UnsupportedError(f"backend {backend} runs bf16 weights only ({fmt} weights: torch has no {fmt} "
+                               f"{'grouped' if backend == 'grouped_mm' else 'batched'} matmul on this path; "
+                               "fp8 w8a8 runs as grouped_mm via torch._scaled_grouped_mm)")
+    if backend == "per_expert":
+        groups = []
+        start = 0
+        for e, c in enumerate(p.counts_host):
+            if c:
+                groups.append((e, p.tokens[start:start + c], p.wts[start:start + c]))
+            start += c
+
+        def run_per_expert() -> Any:
+            out.zero_()
+            for e, tok, wt in groups:
+                h = x[tok] @ w1.data[e].T
+                y = _silu_mul(h) @ w2.data[e].T
+                out.index_add_(0, tok, (y.float() * wt).to(out.dtype))
+            return out
+
+        return run_per_expert
+    if backend == "bmm":
+        m = max(p.max_m, 1)
+        # padded gather index [E, m] into x with a zero row at index T; rank of each sorted slot within its expert
+        starts = torch.cumsum(p.counts, 0) - p.counts
+        e_of = torch.repeat_interleave(torch.arange(E, device=x.device), p.counts)
+        rank = torch.arange(p.slots.numel(), device=x.device) - starts[e_of]
+        gidx = torch.full((E, m), T, dtype=torch.int64, device=x.device)
+        gidx[e_of, rank] = p.tokens
+        gw = torch.zeros(E, m, 1, device=x.device)
+        gw[e_of, rank] = p.wts
+        xz = torch.cat([x, torch.zeros(1, H, dtype=x.dtype, device=x.device)])
+        oz = torch.zeros(T + 1, H, dtype=x.dtype, device=x.device)
+
+        def run_bmm() -> Any:
+            xb = xz[gidx]                                   # [E, m, H]
+            h = torch.bmm(xb, w1.data.transpose(1, 2))
+            y = torch.bmm(_silu_mul(h), w2.data.transpose(1, 2))
+            oz.zero_()
+            oz.index_add_(0, gidx.reshape(-1), (y.float() * gw).to(x.dtype).reshape(-1, H))
+            return oz[:T]
+
+        return run_bmm
+    if backend == "grouped_mm":
+        if not hasattr(torch, "_grouped_mm"):
+            raise UnsupportedError(f"torch {torch.__version__} has no torch._grouped_mm")
+        b1 = w1.data.transpose(1, 2)
+        b2 = w2.data.transpose(1, 2)
+
+        def run_grouped() -> Any:
+            xs = x[p.tokens]
+            h = torch._grouped_mm(xs, b1, offs=p.offs)
+            y = torch._grouped_mm(_silu_mul(h), b2, offs=p.offs)
+            out.zero_()
+            out.index_add_(0, p.tokens, (y.float() * p.wts).to(out.dtype))
+            return out
+
+        return run_grouped
+    raise UnknownNameError(f"unknown MoE backend {backend!r}; expected one of {', '.join(BACKENDS)}")
+
+
+def build_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any, tpe: float,
+                  smem_limit: Any = None, tune: dict | None = None) -> Callable[[], Any]:
+    """A no-argument callable for ``backend`` (``triton`` = :class:`truepeak.kernels.moe_triton.FusedMoE`, with
+    ``tune`` overriding its :class:`~truepeak.kernels.moe_triton.KernelConfig` fields)."""
+    if backend == "triton":
+        from truepeak.kernels.moe_triton import FusedMoE
+
+        return FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe, smem_limit=smem_limit, tune=tune)
+    return build_torch_backend(backend, x, w1, w2, ids, topw)
+
+
+# -- counts ------------------------------------------------------------------------------------------------------------
+def active_bytes(w1: Any, w2: Any, counts: Iterable[int]) -> int:
+    """Bytes of the weights (values + scales) of the experts that received at least one token."""
+    active = sum(1 for c in counts if c > 0)
+    return active * (w1.nbytes_per_expert() + w2.nbytes_per_expert())
+
+
+def unit_flop(shape: ExpertShape, routed_slots: int) -> int:
+    """FLOP of the unit: 2 · (2I · H + H · I) per routed (token, expert) slot."""
+    return 2 * 3 * shape.H * shape.I * routed_slots
+
+
+# -- read bandwidth ----------------------------------------------------------------------------------------------------
+def measure_read_bandwidth(nbytes: int = 4 << 30, budget_s: float = 0.5) -> float:
+    """The read-only ceiling of this run: a Triton reduction over ``nbytes`` (≥ 4 GiB by default), CUDA-graph timed;
+    returns bytes/s (median of the best of three launch shapes). The issue's H200 figure: 4.54 TB/s."""
+    torch = require("torch", "measuring read bandwidth")
+    from truepeak.bench.cuda_timer import time_cuda
+    from truepeak.kernels._moe_jit import read_sum_kernel
+
+    n = nbytes // 4
+    buf = torch.rand(n, device="cuda", dtype=torch.float32)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    best = 0.0
+    for block, per_sm, warps in ((4096, 8, 8), (8192, 4, 8), (2048, 16, 4)):  # the best of three launch shapes
+        programs = sms * per_sm
+        per = (n + programs - 1) // programs
+        per = (per + block - 1) // block * block
+        part = torch.empty(programs, device="cuda", dtype=torch.float32)
+
+        def fn(_i: int, buf=buf, block=block, programs=programs, per=per, part=part, warps=warps) -> None:
+            read_sum_kernel[(programs,)](buf, part, n, per, BLOCK=block, num_warps=warps)
+
+        m = time_cuda(fn, n_sets=1, warmup_s=0.2, budget_s=budget_s / 3, graph=True, min_samples=5, telemetry=False)
+        best = max(best, n * 4 / m.steady_median_s)
+    del buf
+    return best
+
+
+# -- the sweep ---------------------------------------------------------------------------------------------------------
+@dataclass
+class BenchPoint:
+    """One point's workload fields (the record's ``workload``)."""
+
+    model: str
+    E_local: int
+    H: int
+    I: int
+    top_k: int
+    tokens_per_expert: float
+    T: int
+    routing: str
+    weights_format: str
+    layout: str
+
+
+def _error(out: Any, ref: Any) -> float:
+    return float((out.float() - ref).abs().max() / ref.abs().max().clamp(min=1e-12))
+
+
+def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16) -> Any:
+    """float32 reference of the first ``rows`` tokens, dequantising only the experts they use."""
+    torch = require("torch", "the MoE reference")
+    from truepeak.kernels.moe_triton import ExpertWeights, moe_reference
+
+    ids_r, w_r = ids[:rows], topw[:rows]
+    used = sorted(e for e in torch.unique(ids_r).tolist() if e >= 0)
+    if not used:
+        return torch.zeros(ids_r.shape[0], x.shape[1], device=x.device)
+    sel = torch.tensor(used, device=x.device)
+
+    def sub(w: Any) -> Any:
+        return ExpertWeights(w.wfmt, w.data[sel], None if w.scale is None else w.scale[sel],
+                             None if w.global_scale is None else w.global_scale[sel]).dequantize()
+
+    remap = torch.full((w1.shape[0] + 1,), -1, dtype=torch.int64, device=x.device)
+    remap[sel] = torch.arange(len(used), device=x.device)
+    loc = torch.where(ids_r >= 0, remap[ids_r.clamp(min=0)], torch.full_like(ids_r, -1))
+    return moe_reference(x[:rows], sub(w1), sub(w2), loc, w_r)
+
+
+def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterable[float] = DEFAULT_TPE,
+              routing: str = "uniform", weights: Iterable[str] = ("bf16",), backends: Iterable[str] = BACKENDS,
+              out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
+              read_bw: float | None = None, seed: int = 0, progress: Callable[[dict], None] | None = None,
+              env: Any = None, triton_tune: dict[str, dict] | None = None) -> list[dict]:
+    """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records.
+
+    ``triton_tune`` maps a weight format to KernelConfig overrides for the triton backend (recorded in the workload as
+    ``triton_tune``).
+
+    Raises (before any measurement): TruepeakError for bad model/layout/routing/format/backend names or tokens per
+    expert <= 0. Per point, errors become ``failed`` records and unsupported combinations ``skipped`` ones.
+    """
+    torch = require("torch", "the MoE benchmark")
+    from truepeak.bench.records import RecordWriter, environment, make_record
+
+    shape = expert_shape(model, tp, ep)
+    parse_routing(routing)
+    tpes = [float(t) for t in tokens_per_expert]
+    for t in tpes:
+        tokens_for(t, shape)
+    weights, backends = list(weights), list(backends)
+    for w in weights:
+        if w not in WEIGHT_FORMATS:
+            raise UnknownNameError(f"unknown --weights {w!r}; expected one of {', '.join(WEIGHT_FORMATS)}"
+                                   + (f" (did you mean {closest(w, WEIGHT_FORMATS)[0]}?)"
+                                      if closest(w, WEIGHT_FORMATS) else ""))
+    for b in backends:
+        if b not in BACKENDS:
+            raise UnknownNameError(f"unknown backend {b!r}; expected one of {', '.join(BACKENDS)}")
+    if not torch.cuda.is_available():
+        raise UnsupportedError("truepeak moe bench needs a CUDA GPU (torch sees none)")
+    from truepeak.bench.cuda_timer import time_cuda
+    from truepeak.hardware.detect import detect
+
+    dev = detect("cuda")
+    env = env if env is not None else environment()
+    if read_bw is None:
+        read_bw = measure_read_bandwidth()
+    try:
+        peak_bf16 = dev.accelerator.dense_flops("bf16") if dev.accelerator is not None else None
+    except Exception:
+        peak_bf16 = None
+    layout = f"tp{tp}" if tp > 1 else (f"ep{ep}" if ep > 1 else "single")
+    writer = RecordWriter(out_path) if out_path else None
+    records: list[dict] = []
+
+    def emit(rec: dict) -> None:
+        records.append(rec)
+        if writer:
+            writer.write(rec)
+        if progress:
+            progress(rec)
+
+    try:
+        for wfmt in weights:
+            try:
+                w1, w2 = make_weights(shape, wfmt, "cuda", seed)
+            except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
+                torch.cuda.empty_cache()
+                for t in tpes:
+                    for b in backends:
+                        wl = asdict(BenchPoint(shape.model, shape.E_local, shape.H, shape.I, shape.top_k, t,
+                                               tokens_for(t, shape), routing, wfmt, layout))
+                        st = "skipped" if isinstance(exc, UnsupportedError) else "failed"
+                        emit(make_record(kind=KIND, workload=wl, backend=b, format=wfmt, measurement=None,
+                                         status=st, reason=f"weights: {exc}", env=env, mode="sustained"))
+                continue
+            for t in tpes:
+                T = tokens_for(t, shape)
+                g_ids = sample_routing(routing, T, shape.E, shape.top_k, seed)
+                ids = local_ids(g_ids, shape).cuda()
+                topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(seed)),
+                                     dim=1).cuda()
+                x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16) * 2 - 1)
+                counts = torch.bincount(ids[ids >= 0], minlength=shape.E_local).tolist()
+                slots = sum(counts)
+                nbytes = active_bytes(w1, w2, counts)
+                flop = unit_flop(shape, slots)
+                wl = asdict(BenchPoint(shape.model, shape.E_local, shape.H, shape.I, shape.top_k, t, T, routing,
+                                       wfmt, layout))
+                wl["active_experts"] = sum(1 for c in counts if c)
+                wl["max_tokens_per_expert"] = max(counts) if counts else 0
+                ref = reference_rows(x, w1, w2, ids, topw)
+                for b in backends:
+                    rec_kw = dict(kind=KIND, workload=wl, backend=b, format=wfmt, env=env, mode="sustained")
+                    try:
+                        tune = (triton_tune or {}).get(wfmt) if b == "triton" else None
+                        if tune:
+                            rec_kw["workload"] = {**wl, "triton_tune": tune}
+                        fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune)
+                        out = fn()
+                        err = _error(out[:ref.shape[0]], ref)
+                        tol = 2e-2 if wfmt == "bf16" else 8e-2  # fp8 w8a8 rounds activations too (e4m3 step 1/16)
+                        correct = {"max_rel_error": err, "passed": err <= tol, "reference": "float32, first 16 tokens"}
+                        if not err <= tol:
+                            emit(make_record(**rec_kw, measurement=None, status="failed", correctness=correct,
+                                             reason=f"output differs from the float32 reference: max error "
+                                                    f"{err:.3g} of max |ref| (tolerance {tol})"))
+                            continue
+                        m = time_cuda(lambda _i: fn(), n_sets=1, warmup_s=warmup_s, budget_s=budget_s, graph=True,
+                                      min_samples=5, telemetry=False)
+                        ts = m.steady_median_s
+                        roof = max(nbytes / read_bw, flop / peak_bf16 if peak_bf16 else 0.0)
+                        derived = {"time_s": ts, "flop": flop, "flop_per_s": flop / ts, "bytes": nbytes,
+                                   "bytes_per_s": nbytes / ts, "read_bandwidth_bps": read_bw,
+                                   "pct_read_bandwidth": nbytes / ts / read_bw, "pct_roofline": roof / ts,
+                                   "dense_peak_flop_per_s": peak_bf16}
+                        emit(make_record(**rec_kw, measurement=m, status="ok", correctness=correct, derived=derived))
+                    except UnsupportedError as exc:
+                        emit(make_record(**rec_kw, measurement=None, status="skipped", reason=str(exc)))
+                    except Exception as exc:  # noqa: BLE001 - a failed point is data; the sweep goes on
+                        if "out of memory" in str(exc).lower():
+                            torch.cuda.empty_cache()
+                        emit(make_record(**rec_kw, measurement=None, status="failed",
+                                         reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"))
+                    finally:
+                        fn = None
+            del w1, w2
+            torch.cuda.empty_cache()
+    finally:
+        if writer:
+            writer.close()
+    return records
+
+
+def plot_records(records: Iterable[dict], path: str) -> str:
+    """Plot % of read bandwidth vs tokens per expert, one line per (backend, format); matplotlib imported here."""
+    plt = require("matplotlib.pyplot", "plotting", "pip install matplotlib")
+    series: dict[str, list[tuple[float, float]]] = {}
+    for r in records:
+        if r.get("status") != "ok":
+            continue
+        key = f"{r['backend']} {r['format']}"
+        point = (r["workload"]["tokens_per_expert"], 100 * r["derived"]["pct_read_bandwidth"])
+        series.setdefault(key, []).append(point)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, pts in sorted(series.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=key)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens per expert (mean)")
+    ax.set_ylabel("% of measured read bandwidth")
+    ax.axhline(95, color="grey", lw=0.5, ls="--")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,309 @@
+"""`truepeak moe ...`: the MoE sub-app (``moe_app``), with ``truepeak moe plan`` (the decode planner).
+
+Thin adapter: parse options → :func:`truepeak.moe.plan.plan` / :func:`truepeak.moe.plan.compare` (which validate) →
+render text or JSON. Other MoE commands (``bench``) register on :data:`moe_app` too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from truepeak.cli.app import app, fail
+from truepeak.errors import TruepeakError
+
+moe_app = typer.Typer(name="moe", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
+                      help="MoE decode: plan a layout (truepeak moe plan) from a Hugging Face config.")
+app.add_typer(moe_app, name="moe")
+
+PLAN_HELP = "\n\n".join([
+    "Predict one MoE decode step: per-op time, communication, tokens/s, the bottleneck, memory per GPU and a what-if "
+    "table over layouts (TP/EP/PP, DP attention) and batch sizes.",
+    "Every op (attention projections, MLA/GQA attention over the KV cache, router, routed experts at the busiest "
+    "GPU's tokens per expert, shared experts, dense MLPs, lm_head) gets FLOP and bytes in the chosen formats (block "
+    "scales included) and a roofline time max(FLOP / dense peak, bytes / memory bandwidth) from the accelerator "
+    "catalog; each TP all-reduce / EP all-to-all / PP send costs latency + size / bandwidth (α–β, nccl-tests busbw), "
+    "with defaults per interconnect (PCIe: ~25 µs and ~24 GB/s busbw on 8 GPUs) that --measured overrides.",
+    "Layouts: tpN (attention and experts tensor-parallel), epN (experts split over N GPUs, attention TP), dpNepN "
+    "(data-parallel attention + EP), ppN (pipeline stages), combined: tp4pp2, tp2ep4 (attention TP8, experts EP4 x "
+    "TP2). GPUs = product (dp and ep given together count once).",
+    "Example (case S1, GLM-5 NVFP4 on 8 RTX PRO 6000):",
+    "  truepeak moe plan --model glm-5 --gpu \"NVIDIA RTX PRO 6000 Blackwell Workstation Edition\" --gpus 8 "
+    "--weights nvfp4 --batch 1,512",
+    "  → batch 512: 16 tokens per expert on average; the expert GEMMs run at ~55 FLOP/B against a 1125 FLOP/B ridge: "
+    "memory-bound. Batch 1: 157 all-reduces at ~25 µs over PCIe are ~60 % of the step.",
+    "  truepeak moe plan --model deepseek-v3 --gpu h200 --gpus 8 --compare   (6 layouts x 8 batch sizes)",
+    "Units: SI inside; times in µs/ms as labelled, GB = 1e9 B, TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal).",
+])
+
+
+def _ints(text: str, what: str) -> list[int]:
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise TruepeakError(f"{what} {part!r} is not a whole number; give e.g. 1,8,64,512") from None
+    if not out:
+        raise TruepeakError(f"no {what} in {text!r}; give e.g. 1,8,64,512")
+    return out
+
+
+def _detect_gpu() -> str | None:
+    """The name NVML reports for GPU 0, or None (no NVML / no GPU)."""
+    try:
+        from truepeak.hardware import nvml
+
+        info = nvml.device_info(0)
+        return info.name if info is not None else None
+    except Exception:
+        return None
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Rendering (text)
+# ----------------------------------------------------------------------------------------------------------------------
+
+def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> list[str]:
+    """Plain aligned text table; columns in ``right`` are right-aligned."""
+    right = right or set()
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
+    def fmt(cells):
+        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in
+                         enumerate(zip(cells, widths))).rstrip()
+    return [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+
+
+def _rate(x: float) -> str:
+    """Tokens/s: whole numbers from 100 up (``17851``), four significant digits below (``36.84``)."""
+    return f"{x:.0f}" if x >= 100 else f"{x:.4g}"
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.4g}"
+
+
+def _pct(f: float) -> str:
+    return f"{100 * f:.1f} %"
+
+
+def _gb(b: float) -> str:
+    return f"{b / 1e9:.4g} GB"
+
+
+def render_plan(p) -> list[str]:
+    """The lines of one plan (one batch size)."""
+    from truepeak.moe.ops import GROUP_WORDS
+
+    lines = [f"batch {p.batch}, context {p.context} (layout {p.layout.name}: {p.layout.describe()})"]
+    row = "  {:<16}{}".format
+    lines.append(row("step", f"{p.step_s * 1e3:.4g} ms → {_rate(p.tokens_per_s)} tokens/s total, "
+                             f"{_rate(p.tokens_per_s_per_gpu)} tokens/s per GPU, {_rate(p.tokens_per_s_per_user)} "
+                             "tokens/s per sequence"))
+    b = p.time_by_bound()
+    parts = [f"{k} {_ms(v)} ms ({_pct(v / p.step_s)})" for k, v in b.items() if v > 0 or k != "pipeline_bubble"]
+    lines.append(row("time by bound", " · ".join(parts)))
+    g = p.time_by_group()
+    lines.append(row("time by op", " · ".join(f"{GROUP_WORDS[k]} {_ms(v)} ms ({_pct(v / p.step_s)})"
+                                             for k, v in sorted(g.items(), key=lambda kv: -kv[1]))))
+    lines.append(row("bottleneck", p.bottleneck()))
+    m = p.memory
+    cap = f" of {_gb(m.capacity)}" if m.capacity else ""
+    verdict = "fits" if m.fits else f"DOES NOT FIT: {_gb(m.over)} over"
+    lines.append(row("memory per GPU", f"{_gb(m.total)}{cap} (weights {_gb(m.weights)} + KV cache "
+                                       f"{_gb(m.kv_cache)} at {p.batch} x {p.context} tokens) — {verdict}"))
+    if p.routing:
+        r = p.routing
+        ep = (f"; busiest GPU (EP{r['ep']}) {r['busiest_gpu_pairs']:.4g} token-expert pairs vs {r['mean_gpu_pairs']:.4g}"
+              f" mean, {r['gpu_active_experts']:.4g} of {r['experts_per_gpu']} local experts active"
+              if r["ep"] > 1 else "")
+        lines.append(row("tokens/expert", f"mean {r['mean_tokens_per_expert']:.4g} (T·k/E = {r['tokens']}·{r['top_k']}"
+                                          f"/{r['num_experts']}), busiest expert {r['busiest_expert_tokens']:.3g}, "
+                                          f"{r['active_experts']:.4g} of {r['num_experts']} experts active; padded "
+                                          f"rows {_pct(r['expected_padding_16'])} at BLOCK_M 16, "
+                                          f"{_pct(r['expected_padding_64'])} at 64 (C17 mean-based: "
+                                          f"{_pct(r['padding_16'])} / {_pct(r['padding_64'])}){ep} "
+                                          f"({r['routing']} routing)"))
+    lines.append("  conclusions:")
+    for c in p.conclusions():
+        lines.append(f"    - {c}")
+    lines.append("  ops on one GPU of the slowest stage, per step:")
+    rows = []
+    for op in p.ops:
+        ai = op.intensity
+        rows.append([op.name, op.group, str(op.calls), f"{op.time_s * 1e6:.4g}", _ms(op.total_s), op.bound,
+                     "-" if ai is None else f"{ai:.3g}", op.shape, "measured" if op.measured else
+                     ("α–β" if op.group == "communication" else "roofline")])
+    for line in table(["op", "group", "calls", "µs/call", "ms/step", "bound", "FLOP/B", "shape", "time from"], rows,
+                      right={2, 3, 4, 6}):
+        lines.append("    " + line)
+    if p.bubble_s > 0:
+        lines.append(f"    pipeline bubble: {_ms(p.bubble_s)} ms (fewer micro-batches than stages)")
+    return lines
+
+
+def render_header(p, measured) -> list[str]:
+    f = p.formats
+    lines = [f"{p.model} on {p.layout.gpus} x {p.accelerator}; interconnect {p.interconnect} "
+             f"({p.interconnect_why})",
+             f"formats: weights {f.weights.name} ({f.weights.bytes_per_value:g} B/value), activations "
+             f"{f.activations.name}, KV cache {f.kv_cache.name}; GEMM peak {f.gemm_peak / 1e12:.1f} TFLOPS dense "
+             f"{f.gemm_compute.name}, memory {p.bandwidth / 1e9:.0f} GB/s → ridge {p.ridge:.0f} FLOP/B"]
+    for n in (f.peak_note, *[x for x in f.notes if x != f.peak_note]):
+        lines.append(f"  {n}")
+    if measured is not None:
+        used = sorted({n for n in p.measured_ops})
+        lines.append(f"measured: {measured.summary()}; ops timed from measurements: "
+                     f"{', '.join(used) if used else 'none matched (roofline / defaults used)'}")
+    return lines
+
+
+def render_tuned(p) -> list[str]:
+    t = p.tuned_configs
+    lines = [f"fused-MoE tuned-config files for this layout (E={t.experts_per_rank} experts per GPU, "
+             f"N={t.n_per_rank} = I_e / expert TP):",
+             f"  vLLM:   {t.vllm}   (vllm/model_executor/layers/fused_moe/configs/)",
+             f"  SGLang: {t.sglang}   (python/sglang/srt/layers/moe/fused_moe_triton/configs/triton_<version>/)"]
+    if t.note:
+        lines.append(f"  note: {t.note}")
+    return lines
+
+
+def render_compare(cells, layouts, batches) -> list[str]:
+    """The what-if table: one row per layout, one column per batch; cells tokens/s total."""
+    by = {(c.layout, c.batch): c for c in cells}
+    rows = []
+    errors = []
+    for lay in layouts:
+        row = [lay.name, lay.describe()]
+        for b in batches:
+            c = by.get((lay.name, b))
+            if c is None or c.plan is None:
+                row.append("n/a")
+                if c is not None and c.error and c.error not in errors:
+                    errors.append(c.error)
+                continue
+            p = c.plan
+            mark = "" if p.memory.fits else "*"
+            comm = p.time_by_bound()["communication"] / p.step_s
+            mark += "!" if comm >= 0.5 else ""
+            row.append(f"{_rate(p.tokens_per_s)}{mark}")
+        rows.append(row)
+    lines = ["what-if: output tokens/s (all GPUs), layout x batch"]
+    lines += ["  " + l for l in table(["layout", "parallelism", *[f"b={b}" for b in batches]], rows,
+                                      right=set(range(2, 2 + len(batches))))]
+    lines.append("  * does not fit in GPU memory at that batch and context   ! communication is over half the step")
+    for e in errors:
+        lines.append(f"  n/a: {e}")
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Command
+# ----------------------------------------------------------------------------------------------------------------------
+
+@moe_app.command("plan", help=PLAN_HELP, context_settings={"allow_extra_args": True})
+def plan_cmd(
+    ctx: typer.Context,
+    model: str = typer.Option(..., "--model", "-m", help="config.json path, folder, preset (glm-5, deepseek-v3, kimi-k2, qwen3-235b-a22b, ...) or Hugging Face id org/name."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", "-g", help="GPU (catalog name, device string or alias); default: the detected GPU."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", "-n", help="Number of GPUs; default: the --layout's product, else 1."),
+    layout: Optional[str] = typer.Option(None, "--layout", "-l", help="Parallel layout, e.g. tp8, tp4pp2, ep8, tp2ep4, dp8ep8; default tp<gpus>."),
+    batch: Optional[str] = typer.Option(None, "--batch", "-b", help="Decode batch (sequences decoding together), or a list: 1,8,64,512; default 1."),
+    context: int = typer.Option(4096, "--context", "-c", help="Tokens in each sequence's KV cache."),
+    weights: Optional[str] = typer.Option(None, "--weights", "-w", help="Weight format: nvfp4, mxfp4, fp8, bf16 (any truepeak format); default: the checkpoint's (fp8 when its config says so, else bf16)."),
+    activations: Optional[str] = typer.Option(None, "--activations", help="GEMM activation format; default: the weight format where the GPU computes in it natively (<= 8 bit), else bf16."),
+    kv_cache: Optional[str] = typer.Option(None, "--kv-cache", help="KV-cache format (bf16 default, fp8)."),
+    routing: str = typer.Option("uniform", "--routing", help="Expert routing: uniform, powerlaw:ALPHA (1.01 DeepSeek, 1.2 Qwen3 fits), or a file (per-expert histogram or topk_ids dump)."),
+    compare: bool = typer.Option(False, "--compare", help="[LAYOUTS] What-if table over layouts x batch sizes: --compare tp8,tp4pp2,ep8 or --compare alone for 6 default layouts; batches from --batch when given, else 1,2,8,16,32,64,128,512."),
+    measured: Optional[list[str]] = typer.Option(None, "--measured", help="JSON Lines results (truepeak run / comm / moe bench) whose gemm, moe_experts and collective times replace the roofline; repeatable."),
+    interconnect: Optional[str] = typer.Option(None, "--interconnect", help="Override the interconnect: nvlink or pcie (default from the catalog)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (SI units) instead of text."),
+) -> None:
+    try:
+        lines = _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing, compare,
+                      measured, interconnect, as_json)
+    except TruepeakError as exc:
+        raise fail(str(exc), exc.exit_code) from None
+    for line in lines:
+        typer.echo(line)
+
+
+def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing, compare, measured,
+          interconnect, as_json) -> list[str]:
+    """Validate, plan, render: the lines to print."""
+    from truepeak.hardware.lookup import get_accelerator
+    from truepeak.moe.config import load_model
+    from truepeak.moe.layout import parse_layout, parse_layouts
+    from truepeak.moe.measured import load_measured
+    from truepeak.moe.ops import resolve_formats
+    from truepeak.moe.plan import DEFAULT_COMPARE_BATCHES, compare as compare_fn, default_compare_layouts, plan
+
+    extra = list(ctx.args)
+    compare_list = None
+    if extra:
+        if not compare or len(extra) > 1 or extra[0].startswith("-"):
+            raise TruepeakError(f"unexpected argument(s) {' '.join(extra)!r}; layouts for the what-if table follow "
+                                "--compare, e.g. --compare tp8,ep8")
+        compare_list = extra[0]
+    batch_given = batch is not None
+    batches = _ints(batch, "--batch") if batch_given else [1]
+    for b in batches:
+        if b < 1:
+            raise TruepeakError(f"--batch {b} must be at least 1 (sequences decoding together; a batch of 0 has no "
+                                "step to plan)")
+    if context < 1:
+        raise TruepeakError(f"--context {context} must be at least 1 token")
+    name = gpu or _detect_gpu()
+    if not name:
+        raise TruepeakError("no GPU detected; give --gpu NAME (e.g. --gpu h200, --gpu \"rtx pro 6000\"; "
+                            "`truepeak specs` lists them)")
+    acc = get_accelerator(name)
+    mdl = load_model(model)
+    if layout:
+        lay = parse_layout(layout)
+        if gpus is not None and gpus != lay.gpus:
+            raise TruepeakError(f"--layout {lay.name} uses {lay.gpus} GPUs but --gpus is {gpus}")
+    else:
+        if gpus is not None and gpus < 1:
+            raise TruepeakError(f"--gpus {gpus} must be at least 1")
+        lay = parse_layout(f"tp{gpus or 1}")
+    w = weights or ("fp8" if (mdl.quant_method or "").lower() == "fp8" else "bf16")
+    fmts = resolve_formats(acc, w, activations, kv_cache)
+    tables = load_measured(measured) if measured else None
+    kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, formats=fmts,
+              device_name=name if name in acc.device_names else None)
+    plans = [plan(mdl, acc, lay, b, **kw) for b in batches]
+    cells = layouts = cmp_batches = None
+    if compare:
+        layouts = parse_layouts(compare_list) if compare_list else default_compare_layouts(mdl, lay.gpus)
+        cmp_batches = batches if batch_given else list(DEFAULT_COMPARE_BATCHES)
+        cells = compare_fn(mdl, acc, layouts, cmp_batches, **kw)
+    if as_json:
+        doc = {"model": mdl.name, "family": mdl.family, "model_summary": mdl.summary(), "accelerator": acc.name,
+               "plans": [p.to_dict() for p in plans]}
+        if cells is not None:
+            doc["compare"] = {"layouts": [l.to_dict() for l in layouts], "batches": cmp_batches,
+                              "cells": [c.to_dict() for c in cells]}
+        if tables is not None:
+            doc["measured"] = {"sources": tables.sources, "summary": tables.summary()}
+        return [json.dumps(doc, indent=2)]
+    lines = [mdl.summary()] + render_header(plans[0], tables) + [""]
+    for p in plans:
+        lines += render_plan(p) + [""]
+    lines += render_tuned(plans[0])
+    if cells is not None:
+        lines += [""] + render_compare(cells, layouts, cmp_batches)
+    lines.append("")
+    lines.append("Roofline time per op = max(FLOP / dense peak, bytes / memory bandwidth); collectives α + S·factor / "
+                 "busbw (nccl-tests); no compute/communication overlap. GB = 1e9 B, GB/s = 1e9 B/s, TFLOPS = 1e12 "
+                 "FLOP/s (decimal); peaks are DENSE.")
+    return lines
+
+
+__all__ = ["moe_app", "plan_cmd", "render_plan", "render_compare", "render_tuned", "render_header", "table"]

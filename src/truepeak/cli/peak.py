@@ -1,0 +1,112 @@
+"""`truepeak peak`: the maximum achievable matmul FLOPS (MAMF) per format, by a search over GEMM shapes.
+
+Thin adapter: parse and validate → :func:`truepeak.bench.peak.run_peak` (measures, writes results.jsonl with every
+shape tried and peak.json with the answers) → render the answers as a table (or JSON) on stdout; progress and notes go
+to stderr. Bad input (unknown format or mode, a non-positive budget, an empty --out, missing torch) prints
+``error: <one line>`` and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from truepeak.cli.app import app, invoked_argv
+from truepeak.errors import TruepeakError, require
+
+HELP = "\n\n".join([
+    "Find the maximum achievable matmul throughput (MAMF) per number format by a search over GEMM shapes M, N, K: "
+    "a coarse grid of large and aspect-varied shapes, coordinate-descent refinement around the best in steps of "
+    "2048 down to 256, then the best 3 measured again with longer budgets (so a lucky first measurement cannot win).",
+    "Every shape tried is checked against a float64 reference, timed with CUDA events over inputs rotated through "
+    ">= 2x L2, and written to results.jsonl (kind gemm, with a 'search' field); peak.json holds the answers.",
+    "Modes, always labelled: burst (an idle gap before each GEMM, so clocks recover: comparable with mamf-finder) "
+    "and sustained (back to back after a 3 s settle: the power-capped figure a serving GPU gets; ~20 % lower on a "
+    "700 W H200). Reported: best shape, median TFLOPS, % of the DENSE spec peak, % of the peak at the measured SM "
+    "clock (FLOP/clk/SM x SMs x median clock), clock and power.",
+    "Examples:",
+    "  truepeak peak    (bf16 and fp8, both modes, 60 s each: ~4 min on an H200)",
+    "  truepeak peak --format bf16 --mode burst --budget 100 --out h200-peak",
+    "  truepeak peak --device cpu    (a small fp32 search; a CPU has no burst/sustained modes)",
+    "Units: TFLOPS = 1e12 FLOP/s (TOPS for int8), decimal.",
+])
+
+
+@app.command("peak", help=HELP)
+def peak_command(
+    ctx: typer.Context,
+    format: Optional[str] = typer.Option(None, "--format", "--formats", "-f", metavar="LIST",
+                                         help="Comma-separated formats, e.g. bf16,fp8 (default: bf16,fp8_e4m3 on a "
+                                              "GPU, fp32 on a CPU)."),
+    mode: Optional[str] = typer.Option(None, "--mode", "-m",
+                                       help="sustained, burst or both (default both on a GPU)."),
+    budget: Optional[float] = typer.Option(None, "--budget", "-b", metavar="SECONDS",
+                                           help="Wall seconds per format and mode, re-measurement included "
+                                                "(default 60 on a GPU, 15 on a CPU)."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                      help="Output folder (default ./truepeak-peak-YYYYmmdd-HHMMSS)."),
+    device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, cuda or cuda:N."),
+    as_json: bool = typer.Option(False, "--json", help="Print peak.json's content on stdout instead of the table."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-shape progress lines on stderr."),
+) -> None:
+    require("torch", "truepeak peak")
+    from truepeak.bench.peak import run_peak
+    from truepeak.bench.run import check_out_arg, parse_formats, parse_modes
+    from truepeak.formats import FORMAT_NAMES
+    from truepeak.hardware.detect import parse_device
+
+    parse_device(device)
+    if format is not None and parse_formats(format) is None:
+        raise TruepeakError(f"--format is empty; give comma-separated names from: {', '.join(FORMAT_NAMES)}")
+    if mode is not None:
+        parse_modes(mode)
+    if budget is not None and not budget > 0:
+        raise TruepeakError(f"--budget must be > 0 seconds, got {budget:g}")
+    check_out_arg(out)
+    argv = invoked_argv(ctx) or ["truepeak", "peak"]
+    progress = None if quiet else (lambda line: typer.echo(line, err=True))
+    result = run_peak(out, device=device, formats=format, modes=mode, budget_s=budget, argv=argv, progress=progress)
+    summary = result.summary()
+    if as_json:
+        typer.echo(json.dumps(summary, indent=1, ensure_ascii=False))
+    else:
+        render_peaks(summary)
+    for note in [*getattr(result.device, "notes", []), *result.notes]:
+        typer.echo(f"note: {note}", err=True)
+    typer.echo(f"{sum(len(p.result.trials) if p.result else 0 for p in result.peaks)} shapes measured in "
+               f"{result.elapsed_s:.1f} s; records: {result.records_path}; answers: {result.out_dir / 'peak.json'}",
+               err=True)
+
+
+def render_peaks(summary: dict, file=None) -> None:
+    """The answers as a table: format, mode, best shape, median TFLOPS, % of dense, peak at clock and %, clock, power,
+    evaluations; skipped/failed rows say why."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from truepeak.units import fmt_pct, fmt_rate
+
+    console = Console(file=file, highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # piped or a file: do not wrap to 80 columns
+        console = Console(file=file, width=200, highlight=False, soft_wrap=False)
+    t = Table(title=f"truepeak peak: {summary.get('device')} ({summary.get('device_kind')})")
+    for col in ("format", "mode", "best shape MxNxK", "TFLOPS", "% dense", "peak @ clock", "% @ clock", "SM MHz",
+                "W", "shapes", "s"):
+        t.add_column(col, justify="left" if col in ("format", "mode", "best shape MxNxK") else "right")
+    for p in summary.get("peaks", []):
+        if p.get("status") != "ok":
+            t.add_row(p["format"], p["mode"], f"{p['status']}: {p.get('reason', '')}", *["-"] * 8)
+            continue
+        shape = "x".join(str(x) for x in p.get("shape") or [])
+        clk = p.get("sm_clock_median_hz")
+        pw = p.get("power_median_w")
+        t.add_row(p["format"], p["mode"], shape, fmt_rate(p.get("flop_per_s")), fmt_pct(p.get("pct_dense"), False),
+                  fmt_rate(p.get("peak_at_clock_flop_per_s")), fmt_pct(p.get("pct_at_clock"), False),
+                  "-" if clk is None else f"{clk / 1e6:.0f}", "-" if pw is None else f"{pw:.0f}",
+                  str(p.get("evaluations", "-")), f"{p.get('elapsed_s', 0):.0f}")
+    console.print(t)
+    console.print("TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape; % dense = of the DENSE "
+                  "spec peak; peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock. burst = an idle gap before "
+                  "each GEMM (comparable with mamf-finder); sustained = back to back (a serving GPU).")

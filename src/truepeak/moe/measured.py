@@ -1,0 +1,279 @@
+"""Measured times that replace the roofline in a plan: GEMMs, MoE expert blocks and collectives from JSON Lines records.
+
+Pure Python (``json`` only). Reads the records ``truepeak run`` / ``truepeak comm`` / the MoE benchmark write
+(truepeak.bench.records; one JSON object per line; status ``ok`` only; torn or foreign lines are skipped). What is used:
+
+- kind ``gemm``: ``workload.m, .n, .k``, ``format``, ``time_s``. Serves the single-GEMM ops (attention projections,
+  shared experts, dense MLP, router, lm_head) with the same N, K and format; the time is interpolated linearly in M
+  between measured M (:func:`interpolate`); below the smallest measured M the smallest M's time is used (decode GEMMs
+  are weight-streaming bound there: time is flat in M, moe_models.md §6); above the largest M there is no measurement
+  (the roofline is used).
+- kind ``moe_experts`` (grouped GEMM of one MoE layer's routed experts): ``workload.tokens_per_expert`` and
+  ``time_s``; optional ``workload`` keys narrow the match when present: experts on the GPU (``E_local`` /
+  ``num_experts`` / ``experts`` / ``E``), hidden (``H`` / ``hidden_size`` / ``hidden``), expert width per GPU
+  (``I`` / ``intermediate_size`` / ``N``) and ``format``; ``workload.gemm`` (``"gate_up"`` or ``"down"``) says the
+  time is one GEMM's, otherwise it covers the whole expert block (gate+up, activation, down), as ``truepeak moe
+  bench`` (truepeak.bench.moe) records it. Interpolated in tokens per expert as GEMMs are in M.
+- Several backends (``backend``) of the same workload make separate curves; a lookup takes the FASTEST matching
+  curve at that point (what a serving stack would pick) and names its backend. ``mode`` ``burst`` records are used
+  only where no other mode exists for that curve.
+- kind ``collective``: ``workload.op``, ``workload.bytes`` (nccl-tests total size S), ``workload.n_ranks``,
+  ``time_s``; interpolated linearly in S (an α–β curve is linear, so piecewise-linear is exact between points);
+  below the smallest S the smallest's time (the latency floor); above the largest, the line through the last two
+  points (the bandwidth regime).
+- kind ``collective_fit``: ``workload.op``, ``workload.n_ranks``, ``mode``, ``derived.alpha_s`` and
+  ``derived.busbw_B_per_s`` (:func:`truepeak.comm.model.models_from_records`); used where no ``collective`` points
+  exist. CUDA-graph fits first (decode runs under CUDA graphs), then eager.
+
+Anything missing falls back to the roofline (computation) or the literature α–β defaults (collectives); the plan says
+which ops used measurements.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from truepeak.errors import TruepeakError
+
+_EXPERT_KEYS = ("E_local", "num_experts", "experts", "local_experts", "num_local_experts", "E")
+_HIDDEN_KEYS = ("H", "hidden_size", "hidden", "K", "k")
+_WIDTH_KEYS = ("I", "intermediate_size", "intermediate", "N", "n")
+
+
+def interpolate(points: list[tuple[float, float]], x: float, *, below: str = "clamp", above: str = "none"
+                ) -> tuple[float, str] | None:
+    """Piecewise-linear interpolation of sorted ``(x, y)`` points at ``x``; returns ``(y, how)`` or None.
+
+    ``how`` is ``"exact"``, ``"interpolated"``, ``"clamped"`` (below the smallest x, its y) or ``"extrapolated"``.
+    ``below``: ``"clamp"`` or ``"none"``; ``above``: ``"none"`` or ``"linear"`` (line through the last two points).
+    """
+    if not points:
+        return None
+    xs = [p[0] for p in points]
+    i = bisect.bisect_left(xs, x)
+    if i < len(xs) and xs[i] == x:
+        return points[i][1], "exact"
+    if i == 0:
+        return (points[0][1], "clamped") if below == "clamp" else None
+    if i == len(xs):
+        if above == "linear" and len(points) >= 2:
+            (x0, y0), (x1, y1) = points[-2], points[-1]
+            return y1 + (y1 - y0) * (x - x1) / (x1 - x0), "extrapolated"
+        return None
+    (x0, y0), (x1, y1) = points[i - 1], points[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0), "interpolated"
+
+
+def _canon_format(name) -> str | None:
+    if not name:
+        return None
+    from truepeak.formats import get_format
+
+    try:
+        return get_format(str(name)).name
+    except Exception:
+        return str(name).lower()
+
+
+def _curve_id(r: dict) -> str:
+    """What identifies one measured curve apart from its x value (mode excluded)."""
+    w = dict(r.get("workload") or {})
+    for x in ("m", "label", "flop", "min_bytes", "intensity", "tokens_per_expert", "T", "active_experts",
+              "max_tokens_per_expert", "bytes", "count"):
+        w.pop(x, None)
+    return json.dumps([w, r.get("backend"), r.get("format")], sort_keys=True, default=str)
+
+
+def _first(d: dict, keys: tuple[str, ...]):
+    for k in keys:
+        if k in d and d[k] is not None:
+            return d[k]
+    return None
+
+
+def _sorted_unique(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Sort by x; a repeated x keeps the median of its y values."""
+    by_x: dict[float, list[float]] = {}
+    for x, y in points:
+        by_x.setdefault(float(x), []).append(float(y))
+    out = []
+    for x in sorted(by_x):
+        ys = sorted(by_x[x])
+        out.append((x, ys[len(ys) // 2]))
+    return out
+
+
+@dataclass
+class MeasuredTables:
+    """Measured times by workload, from one or more JSON Lines files (module docstring).
+
+    Attributes:
+        gemm: ``(n, k, format, backend) -> [(m, seconds), ...]`` sorted by m.
+        moe_experts: list of ``(match_keys, [(tokens_per_expert, seconds), ...])``; match_keys a dict of the optional
+            workload keys (experts, hidden, width, format, gemm).
+        collectives: ``(op, n_ranks) -> [(bytes, seconds), ...]`` sorted by bytes.
+        fits: ``(op, n_ranks, mode) -> CollectiveModel``.
+        sources: the files read.
+        skipped: lines not used (not JSON, status not ok, missing fields), counted.
+    """
+
+    gemm: dict = field(default_factory=dict)
+    moe_experts: list = field(default_factory=list)
+    collectives: dict = field(default_factory=dict)
+    fits: dict = field(default_factory=dict)
+    sources: list = field(default_factory=list)
+    skipped: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.gemm or self.moe_experts or self.collectives or self.fits)
+
+    def summary(self) -> str:
+        """``"12 GEMM shapes, 1 MoE expert curve, 4 collective curves, 2 collective fits from a.jsonl"``."""
+        parts = [f"{len(self.gemm)} GEMM (N, K, format) curves", f"{len(self.moe_experts)} MoE expert curves",
+                 f"{len(self.collectives)} collective curves", f"{len(self.fits)} collective fits"]
+        return ", ".join(parts) + f" from {', '.join(self.sources)}"
+
+    # -- lookups -------------------------------------------------------------------------------------------------------
+    def gemm_time(self, m: float, n: int, k: int, fmt: str) -> tuple[float, str] | None:
+        """Seconds of one GEMM (M, N, K, format) from the fastest measured curve of that (N, K, format), or None."""
+        f = _canon_format(fmt)
+        best = None
+        for (cn, ck, cf, backend), pts in self.gemm.items():
+            if (cn, ck, cf) != (int(n), int(k), f):
+                continue
+            hit = interpolate(pts, float(m))
+            if hit is not None and (best is None or hit[0] < best[0]):
+                best = (hit[0], f"measured: gemm {n}x{k} {f} at M={m:g} ({hit[1]}, {len(pts)} points, {backend})")
+        return best
+
+    def moe_time(self, tokens_per_expert: float, *, experts: int, hidden: int, width: int, fmt: str,
+                 gemm: str | None = None) -> tuple[float, str] | None:
+        """Seconds of the routed-expert block (``gemm`` None) or of one of its GEMMs (``"gate_up"``/``"down"``) at
+        ``tokens_per_expert``, from the first curve whose present keys all match; or None."""
+        want = {"experts": experts, "hidden": hidden, "width": width, "format": _canon_format(fmt), "gemm": gemm}
+        best = None
+        for keys, pts in self.moe_experts:
+            if (keys.get("gemm") or None) != gemm:
+                continue
+            if any(v is not None and want.get(k) is not None and v != want[k] for k, v in keys.items()
+                   if k not in ("gemm", "backend")):
+                continue
+            hit = interpolate(pts, float(tokens_per_expert))
+            if hit is not None and (best is None or hit[0] < best[0]):
+                t, how = hit
+                what = f"moe_experts{'' if gemm is None else ' ' + gemm}"
+                best = (t, f"measured: {what} at {tokens_per_expert:.3g} tokens/expert ({how}, {len(pts)} points, "
+                           f"{keys.get('backend') or 'backend unnamed'})")
+        return best
+
+    def collective_time(self, op: str, n: int, nbytes: float) -> tuple[float, str] | None:
+        """Seconds of one collective of nccl-tests size ``nbytes`` on ``n`` ranks from measured points, else from a
+        measured α–β fit (graph before eager); None when neither exists."""
+        from truepeak.comm.model import canonical_op
+
+        op = canonical_op(op)
+        pts = self.collectives.get((op, int(n)))
+        hit = interpolate(pts or [], float(nbytes), above="linear")
+        if hit is not None:
+            t, how = hit
+            return t, f"measured: {op} on {n} GPUs ({how} over {len(pts)} sizes)"
+        for mode in ("graph", "eager", None):
+            fit = self.fits.get((op, int(n), mode))
+            if fit is not None:
+                return fit.time(nbytes), f"measured fit ({mode or 'unlabelled'}): {op} on {n} GPUs α " \
+                                         f"{fit.alpha_s * 1e6:.3g} µs, busbw {fit.busbw_B_per_s / 1e9:.3g} GB/s"
+        return None
+
+    # -- loading -------------------------------------------------------------------------------------------------------
+    def add_records(self, records, source: str = "") -> None:
+        """Add parsed record dicts (module docstring for the kinds used)."""
+        from truepeak.comm.model import canonical_op, models_from_records
+
+        gemm: dict = {}
+        moe: dict = {}
+        coll: dict = {}
+        fit_records = []
+        records = list(records)
+        # burst-mode records only where the same curve has no other mode (serving runs back-to-back: sustained)
+        non_burst = {(r.get("kind"), _curve_id(r)) for r in records if isinstance(r, dict) and r.get("mode") != "burst"}
+        for r in records:
+            if not isinstance(r, dict) or r.get("status", "ok") != "ok":
+                self.skipped += 1
+                continue
+            kind, w, t = r.get("kind"), r.get("workload") or {}, r.get("time_s")
+            if r.get("mode") == "burst" and (kind, _curve_id(r)) in non_burst:
+                continue
+            try:
+                if kind == "collective_fit":
+                    fit_records.append(r)
+                    continue
+                t = float(t)
+                if not t > 0:
+                    raise ValueError
+                if kind == "gemm":
+                    key = (int(w["n"]), int(w["k"]), _canon_format(r.get("format")), r.get("backend") or "")
+                    gemm.setdefault(key, []).append((float(w["m"]), t))
+                elif kind == "moe_experts":
+                    keys = {"experts": _first(w, _EXPERT_KEYS), "hidden": _first(w, _HIDDEN_KEYS),
+                            "width": _first(w, _WIDTH_KEYS),
+                            "format": _canon_format(r.get("format") or w.get("weights_format") or w.get("format")),
+                            "gemm": w.get("gemm"), "backend": r.get("backend")}
+                    keys = {k: (int(v) if k in ("experts", "hidden", "width") and v is not None else v)
+                            for k, v in keys.items()}
+                    frozen = tuple(sorted(keys.items(), key=lambda kv: kv[0]))
+                    moe.setdefault(frozen, []).append((float(w["tokens_per_expert"]), t))
+                elif kind == "collective":
+                    key = (canonical_op(w["op"]), int(w.get("n_ranks") or w.get("n") or w.get("world_size")))
+                    coll.setdefault(key, []).append((float(w["bytes"]), t))
+                else:
+                    self.skipped += 1
+            except (KeyError, TypeError, ValueError, TruepeakError):
+                self.skipped += 1
+        for key, pts in gemm.items():
+            self.gemm[key] = _sorted_unique(self.gemm.get(key, []) + pts)
+        for frozen, pts in moe.items():
+            self.moe_experts.append((dict(frozen), _sorted_unique(pts)))
+        for key, pts in coll.items():
+            self.collectives[key] = _sorted_unique(self.collectives.get(key, []) + pts)
+        self.fits.update(models_from_records(fit_records))
+        if source:
+            self.sources.append(source)
+
+
+def load_measured(paths) -> MeasuredTables:
+    """Read one path or a list of paths of JSON Lines record files into :class:`MeasuredTables`.
+
+    Raises:
+        TruepeakError: a file that cannot be read, or files holding no usable record (the message names the kinds
+            looked for).
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    tables = MeasuredTables()
+    for p in paths:
+        path = Path(p).expanduser()
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise TruepeakError(f"cannot read measured results {str(p)!r}: {exc.strerror or exc}") from None
+        records = []
+        for line in text.splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                tables.skipped += 1
+        tables.add_records(records, source=path.name)
+    if tables.empty:
+        raise TruepeakError(f"{', '.join(str(p) for p in paths)} holds no usable measurement (looked for records of "
+                            "kind gemm, moe_experts, collective or collective_fit with status ok)")
+    return tables
+
+
+__all__ = ["interpolate", "MeasuredTables", "load_measured"]

@@ -1,0 +1,235 @@
+"""The ops of a decode step: FLOP, bytes and a roofline time per op, and which format's peak governs each.
+
+Pure Python. One :class:`OpCost` is one kind of kernel call on one GPU (the GPU on the slowest pipeline stage), with
+the number of times it runs per decode step. Its time comes from the roofline (``max(FLOP / peak, bytes /
+bandwidth)``; Williams, Waterman, Patterson, CACM 52(4), 2009), from a measurement (:mod:`truepeak.moe.measured`), or,
+for a collective, from the α–β model of :mod:`truepeak.comm.model`.
+
+Formats (:func:`resolve_formats`): weights, GEMM activations (the A operand) and KV cache each have a
+:class:`truepeak.formats.Format`; bytes include block scales (nvfp4 0.5625 B per value, mxfp4 0.53125; cases.md C13).
+The compute peak of a GEMM is the dense peak of the WIDER of its two input formats on the device (an nvfp4 x bf16
+GEMM runs at the bf16 rate). A weight format the device cannot compute in (nvfp4 / mxfp4 on Hopper or Ada, which have
+no fp4 tensor cores; fp8 on Ampere) is dequantised inside the kernel (Marlin-style W4A16 / W8A16): its bytes stay
+those of the stored format, its compute runs at the activation format's peak. Attention over the KV cache, the router
+and lm_head compute at the bf16 peak (FlashAttention / FlashMLA compute in bf16; routers and lm_head are left
+unquantised in NVFP4 / FP8 checkpoints). Collectives carry the bf16 hidden states (2 B per value, as vLLM and SGLang
+do; communication.md §4: 6144 × 2 B = 12 KiB per token), whatever the GEMM activation format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from truepeak.errors import TruepeakError
+from truepeak.formats import Format, get_format
+
+#: Op groups, in display order. "communication" ops have no FLOP; their time is a collective model's.
+GROUPS = ("attention", "kv_cache", "router", "routed_experts", "shared_experts", "dense_mlp", "lm_head",
+          "communication")
+GROUP_WORDS = {"attention": "attention projections", "kv_cache": "attention over the KV cache", "router": "router",
+               "routed_experts": "routed experts", "shared_experts": "shared experts", "dense_mlp": "dense MLP layers",
+               "lm_head": "lm_head", "communication": "communication"}
+#: Bytes per value of the hidden states that collectives and the residual stream carry (bf16).
+HIDDEN_BYTES = 2
+BF16 = get_format("bf16")
+
+
+@dataclass(frozen=True)
+class Formats:
+    """The formats of one plan and the compute peaks they imply on one accelerator.
+
+    Attributes:
+        weights, activations, kv_cache: the formats (activations = the A operand of the GEMMs).
+        gemm_compute: the format whose dense peak governs weight GEMMs (the wider input, or the activation format
+            when the weights are dequantised).
+        gemm_peak: that dense peak, FLOP/s.
+        bf16_peak: the dense bf16 peak, FLOP/s (attention core, router, lm_head).
+        dequantised: True when the device has no tensor-core path for the weight format.
+        peak_note: what the GEMM compute peak is on this device, in one sentence.
+        notes: what the user must know about the choice (dequantised weights, an activation format the device
+            lacks), or empty.
+    """
+
+    weights: Format
+    activations: Format
+    kv_cache: Format
+    gemm_compute: Format
+    gemm_peak: float
+    bf16_peak: float
+    dequantised: bool = False
+    peak_note: str = ""
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"weights": self.weights.name, "activations": self.activations.name, "kv_cache": self.kv_cache.name,
+                "gemm_compute": self.gemm_compute.name, "gemm_peak_flops": self.gemm_peak,
+                "bf16_peak_flops": self.bf16_peak, "dequantised": self.dequantised, "peak_note": self.peak_note,
+                "notes": list(self.notes)}
+
+
+def _native(acc, fmt: Format) -> bool:
+    return acc.has_rate(fmt)
+
+
+def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache: str | None = None) -> Formats:
+    """The formats of a plan on ``acc`` (:class:`truepeak.hardware.catalog.Accelerator`) and the peaks they imply.
+
+    Args:
+        weights: weight format name (nvfp4, mxfp4, fp8, bf16, ... : any :func:`truepeak.formats.get_format` name).
+        activations: GEMM activation format; default: the weight format when the device computes in it natively and
+            it is at most 8 bits wide (W4A4 nvfp4 on Blackwell, W8A8 fp8 on Hopper), else bf16.
+        kv_cache: KV-cache format; default bf16 (vLLM's ``--kv-cache-dtype auto`` for a bf16 model).
+
+    Raises:
+        UnknownNameError: an unknown format name.
+        UnsupportedError: the device has no bf16 (or fp16) peak at all, so nothing can be planned on it.
+    """
+    w = get_format(weights)
+    kv = get_format(kv_cache) if kv_cache else BF16
+    notes: list[str] = []
+    if not _native(acc, BF16):
+        base = get_format("fp16")
+        acc.peak(base)  # raises UnsupportedError with the device's peaks when there is no 16-bit path either
+    else:
+        base = BF16
+    bf16_peak = acc.dense_flops(base)
+    if activations:
+        a = get_format(activations)
+        if not _native(acc, a):
+            notes.append(f"{acc.name} has no {a.name} tensor-core path: activations run as {base.name}")
+            a = base
+    else:
+        a = w if (_native(acc, w) and w.bits_per_value <= 8) else base
+    if _native(acc, w):
+        compute = w if w.bits_per_value >= a.bits_per_value else a
+        dequant = False
+        if compute is not w:
+            peak_note = (f"{w.name} weights x {a.name} activations compute at the dense {a.name} peak of "
+                         f"{_tf(acc.dense_flops(a))} TFLOPS")
+        else:
+            peak_note = f"GEMMs compute at the dense {w.name} peak of {_tf(acc.dense_flops(w))} TFLOPS"
+    else:
+        compute, dequant = a, True
+        why = ("has no fp4 tensor cores" if w.rate == "fp4" else
+               f"has no {w.rate} tensor-core path" if not w.is_block_scaled or acc.architecture.block_scaled
+               else "has no hardware block scaling")
+        peak_note = (f"{acc.name} ({acc.architecture.key}) {why}: {w.name} weights are dequantised inside the GEMM "
+                     f"(Marlin-style W{w.element_bits}A{a.element_bits}) and compute at the dense {a.name} peak of "
+                     f"{_tf(acc.dense_flops(a))} TFLOPS; weight bytes stay {w.bytes_per_value:g} B per value")
+        notes.append(peak_note)
+    peak = acc.dense_flops(compute)
+    return Formats(w, a, kv, compute, peak, bf16_peak, dequant, peak_note, tuple(notes))
+
+
+def _tf(flops: float) -> str:
+    x = flops / 1e12
+    return f"{x:.1f}" if x >= 100 else f"{x:.4g}"
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One kind of call on one GPU, and its cost.
+
+    Attributes:
+        name: what it is (``"routed experts gate+up"``).
+        group: one of :data:`GROUPS`.
+        calls: times it runs per decode step on this GPU (layers of the stage × micro-batches).
+        flop: FLOP of one call (2·M·N·K for a GEMM); 0 for a collective.
+        bytes: DRAM bytes of one call (weights + activations + KV cache); for a collective, the nccl-tests size S.
+        weight_bytes: the weight part of ``bytes``.
+        time_s: seconds per call.
+        bound: ``"compute"``, ``"memory"`` or ``"communication"``.
+        source: ``"roofline"``, ``"measured: ..."`` or the collective model's source.
+        shape: the shape in the field's terms (``"M=16 N=512 K=6144 x 256 experts"``).
+        detail: extra facts for the renderer (tokens per expert, collective op and ranks, ...).
+    """
+
+    name: str
+    group: str
+    calls: int
+    flop: float
+    bytes: float
+    weight_bytes: float
+    time_s: float
+    bound: str
+    source: str = "roofline"
+    shape: str = ""
+    detail: dict = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        """Seconds per decode step: calls × time_s."""
+        return self.calls * self.time_s
+
+    @property
+    def intensity(self) -> float | None:
+        """FLOP per DRAM byte of one call (None for a collective or an op without bytes)."""
+        if self.group == "communication" or not self.bytes:
+            return None
+        return self.flop / self.bytes
+
+    @property
+    def measured(self) -> bool:
+        return self.source.startswith("measured")
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "group": self.group, "calls": self.calls, "flop": self.flop, "bytes": self.bytes,
+                "weight_bytes": self.weight_bytes, "time_s": self.time_s, "total_s": self.total_s,
+                "bound": self.bound, "intensity": self.intensity, "source": self.source, "shape": self.shape,
+                "detail": dict(self.detail)}
+
+
+def roofline_op(name: str, group: str, calls: int, flop: float, nbytes: float, weight_bytes: float, peak: float,
+                bandwidth: float, shape: str = "", **detail) -> OpCost:
+    """An :class:`OpCost` timed by the roofline: ``max(flop / peak, nbytes / bandwidth)``; ``bound`` says which term
+    won (memory on a tie). ``peak`` in FLOP/s, ``bandwidth`` in B/s."""
+    if peak <= 0 or bandwidth <= 0:
+        raise TruepeakError(f"{name}: the roofline needs a positive peak and bandwidth")
+    tc, tm = flop / peak, nbytes / bandwidth
+    return OpCost(name, group, calls, float(flop), float(nbytes), float(weight_bytes), max(tc, tm),
+                  "compute" if tc > tm else "memory", "roofline", shape, dict(detail))
+
+
+def gemm_cost(name: str, group: str, calls: int, m: int, n: int, k: int, weights: Format, activations: Format,
+              peak: float, bandwidth: float, *, batch: int = 1, out: Format = BF16, **detail) -> OpCost:
+    """A (batched) GEMM C[M, N] = A[M, K] · W[N, K]ᵀ, ``batch`` independent weights (heads / experts):
+    FLOP = 2·M·N·K·batch; bytes = weights N·K·batch in ``weights`` + A M·K·batch in ``activations`` + C M·N·batch
+    in ``out`` (bf16), each element read or written once (block scales included)."""
+    if m <= 0:
+        return OpCost(name, group, calls, 0.0, 0.0, 0.0, 0.0, "memory", "roofline", "no tokens", dict(detail))
+    wb = weights.values_bytes(n * k * batch)
+    nbytes = wb + activations.values_bytes(m * k * batch) + out.values_bytes(m * n * batch)
+    shape = f"M={_num(m)} N={n} K={k}" + (f" x {batch}" if batch > 1 else "")
+    return roofline_op(name, group, calls, 2.0 * m * n * k * batch, nbytes, wb, peak, bandwidth, shape,
+                       m=m, n=n, k=k, batch=batch, **detail)
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:.3g}"
+
+
+def with_time(op: OpCost, time_s: float, source: str, **detail) -> OpCost:
+    """``op`` with a measured (or interpolated) time; ``bound`` stays the roofline's (which resource limits the op does
+    not change with where its time comes from) and the roofline time is kept in ``detail["roofline_s"]``."""
+    d = dict(op.detail)
+    d.update(detail)
+    d["roofline_s"] = op.time_s
+    return OpCost(op.name, op.group, op.calls, op.flop, op.bytes, op.weight_bytes, float(time_s), op.bound, source,
+                  op.shape, d)
+
+
+def comm_op(name: str, calls: int, nbytes: float, time_s: float, source: str, **detail) -> OpCost:
+    """A collective: ``nbytes`` is its nccl-tests total size S, ``time_s`` the model's or measurement's seconds."""
+    return OpCost(name, "communication", calls, 0.0, float(nbytes), 0.0, float(time_s), "communication", source,
+                  f"S={_bytes(nbytes)}", dict(detail))
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n:.0f} B"
+
+
+__all__ = ["GROUPS", "GROUP_WORDS", "HIDDEN_BYTES", "Formats", "resolve_formats", "OpCost", "roofline_op", "gemm_cost",
+           "with_time", "comm_op"]

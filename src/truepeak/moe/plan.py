@@ -1,0 +1,814 @@
+"""The MoE decode step model: model × accelerator × layout × batch → per-op times, communication, tokens/s, bottleneck.
+
+Pure Python (no torch, no numpy at import). Every op of one decode step on one GPU of the slowest pipeline stage gets
+FLOP and bytes in the chosen formats and a roofline time (:mod:`truepeak.moe.ops`), or a measured one
+(:mod:`truepeak.moe.measured`); collectives get an α–β time (:mod:`truepeak.comm.model`). Step time is their sum: no
+overlap of communication with computation is modelled (decode at small batch runs them in sequence; two-batch overlap
+and multi-stream shared experts are not modelled), so the prediction is a floor for the kernels and a sum for the step.
+
+The decode step (B = ``batch``: sequences decoding together, one new token each; C = ``context``: tokens in each
+sequence's KV cache; layout rules in :mod:`truepeak.moe.layout`):
+
+- Pipeline: the batch is split in ``n = min(pp, B)`` micro-batches of ``mb = ceil(B / pp)``; a step takes
+  ``max(n × slowest stage, one micro-batch's trip through all stages)`` (each micro-batch crosses every stage once;
+  the slowest stage's idle time is shown as a pipeline bubble). Layers are split into ``pp`` contiguous stages, the remainder going to the last stages; the
+  first stage also embeds, the last also runs lm_head; each stage but the last sends ``mb × H`` bf16 to the next.
+- Attention replicas: with ``dpD`` each replica handles ``ceil(mb / D)`` sequences (the busiest); otherwise every GPU
+  of the stage sees all ``mb`` tokens.
+- Per layer and GPU (heads h = heads / attention TP):
+    - MLA (DeepSeek-V3, Kimi-K2, GLM-5), **absorbed** as in vLLM/SGLang MLA decode: q_a + kv_a projection (replicated
+      on every attention-TP rank, ``ReplicatedLinear``) [t × H]·[H × (q_lora + kv_lora + rope)]; q_b [t × q_lora]·
+      [q_lora × h·d_qk]; the absorbed kv_b halves W_UK [h: nope × kv_lora] and W_UV [h: kv_lora × v] as bf16 batched
+      GEMMs (dequantised at load); attention over the latent cache: every rank reads its sequences' whole latent
+      cache (the latent is shared by all heads, so attention TP replicates it), C × (kv_lora + rope) per sequence,
+      FLOP 2·t·h·C'·(2·kv_lora + rope); o_proj [t × h·v]·[h·v × H]. GLM-5's DSA indexer reads C index keys per
+      sequence (C × index_head_dim) and caps attention at C' = min(C, index_topk); its projections are counted.
+    - GQA: qkv [t × H]·[H × (h·d·(2 with an output gate) + 2·kv·d)] with kv = max(1, KV heads / TP); attention reads
+      t × C' × 2·kv·d of KV (C' = C, or min(C, window) on sliding layers), FLOP 4·t·h·C'·d; o_proj.
+    - Linear attention (Gated DeltaNet, Qwen3-Next): in_proj [t × H]·[H × (2·k_dim + 2·v_dim + 2·n_v)] / TP; the
+      recurrent state n_v · d_k · d_v per sequence read and written once; out_proj.
+    - Router [T × H]·[H × E] in bf16 on the tokens this GPU routes.
+    - Routed experts (grouped GEMM, Triton fused_moe style: every (token, expert) pair reads its token's row):
+      gate+up and down at the busiest GPU's (token, expert) pairs (``RoutingStats.busiest_gpu_pairs`` under EP; all
+      T·k pairs under expert TP) and reading the weights of the expected ACTIVE experts on that GPU only
+      (``active_experts`` / ``busiest_gpu_active_experts``), width I_e / expert TP. Routing statistics come from
+      :func:`truepeak.moe.routing.routing_stats` (memoised per (T, k, E, routing, ep) for what-if tables).
+    - Shared experts and dense MLP layers: [t × H]·[H × 2·I / TP] and [t × I / TP]·[I / TP × H].
+    - lm_head [t × H]·[H × V / TP] (vocab-parallel) in bf16 on the last stage.
+- Communication per layer: with attention TP > 1, an all-reduce of t × H × 2 B after attention and one after the MLP
+  / MoE block (GLM-5 at TP8: 2 × 78 = 156 per step; communication.md §4); with DP attention and EP, a dispatch and a
+  combine all-to-all of the tokens each GPU receives (one bf16 copy per token and destination GPU, DeepEP style),
+  plus an all-reduce inside a TP group when tp > 1; with DP attention and expert TP, an all-gather before and a
+  reduce-scatter after the experts. Plus a vocab-parallel embedding all-reduce, an lm_head logits all-gather and the
+  pipeline sends. A collective costs α + S · factor / busbw (:class:`truepeak.comm.model.CollectiveModel`), S the
+  nccl-tests size, from measurements when given, else the literature defaults per interconnect.
+- Memory per GPU: weights of the heaviest stage (routed experts E / ep × width / expert TP; attention, shared experts
+  and dense MLPs / attention TP, MLA's q_a/kv_a replicated; router, embedding and lm_head in bf16, vocab-parallel)
+  plus the KV cache of the sequences the GPU holds (B / dp; MLA's latent cache replicated over attention TP) at
+  context C. Activations, CUDA graphs and allocator reserve are not counted (vLLM keeps 10 % free by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from truepeak.errors import TruepeakError
+from truepeak.formats import Format
+from truepeak.moe.layout import Layout, ceil_div, check_layout, default_layouts, parse_layout
+from truepeak.moe.ops import (BF16, GROUP_WORDS, GROUPS, HIDDEN_BYTES, Formats, OpCost, comm_op, gemm_cost,
+                              resolve_formats, roofline_op, with_time)
+from truepeak.moe.tuned_configs import TunedConfigNames, tuned_config_names
+
+#: Default context length (tokens in each sequence's KV cache) when none is given.
+DEFAULT_CONTEXT = 4096
+#: The batch sizes of a ``--compare`` table when none are given (8 sizes).
+DEFAULT_COMPARE_BATCHES = (1, 2, 8, 16, 32, 64, 128, 512)
+#: Batch at or below which TP > 2 on PCIe-only GPUs is flagged as communication-bound (cases.md C20).
+SMALL_BATCH = 64
+#: Share of the step above which communication is called a major share.
+MAJOR_SHARE = 0.25
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Interconnect
+# ----------------------------------------------------------------------------------------------------------------------
+
+def interconnect_of(acc, n_gpus: int, override: str | None = None) -> tuple[str, str]:
+    """``(kind, why)``: ``"nvlink"`` or ``"pcie"`` for collectives among ``n_gpus`` GPUs of ``acc`` in one box (the
+    planner passes the GPUs of one pipeline stage, which run the TP / EP collectives together).
+
+    Rule (the catalog's ``interconnect`` text, else the device family): "no NVLink" → pcie; an "NVLink bridge" links
+    2 GPUs only → nvlink for 2, pcie beyond; NVLink / NVSwitch / AMD Infinity Fabric (XGMI) → nvlink (an all-to-all
+    GPU fabric); no entry: GeForce, RTX and L-series boards → pcie, H100/H200 NVL → nvlink up to 4 (bridged), else
+    nvlink. ``override`` (``"nvlink"``/``"pcie"``) wins.
+    """
+    if override:
+        o = override.strip().lower()
+        if o not in ("nvlink", "pcie"):
+            raise TruepeakError(f"interconnect {override!r} is not one of nvlink, pcie")
+        return o, "given"
+    text = (acc.interconnect.value if acc.interconnect is not None else "") or ""
+    low = text.lower()
+    if "no nvlink" in low:
+        return "pcie", f"catalog: {text}"
+    if "nvlink bridge" in low:
+        return ("nvlink", f"catalog: {text}") if n_gpus <= 2 else ("pcie", f"catalog: {text} (bridge links 2 GPUs; "
+                                                                            f"{n_gpus} talk over PCIe)")
+    if "nvlink" in low or "infinity fabric" in low or "xgmi" in low:
+        return "nvlink", f"catalog: {text}" + (" (XGMI treated as an NVLink-class fabric)" if "xgmi" in low else "")
+    name = acc.name.lower()
+    if any(s in name for s in ("geforce", "rtx", " l40", " l4")):
+        return "pcie", f"no interconnect in the catalog; {acc.name} boards have no NVLink (PCIe only)"
+    if " nvl" in name:
+        return ("nvlink", "no interconnect in the catalog; NVL boards are NVLink-bridged up to 4 GPUs") if n_gpus <= 4 \
+            else ("pcie", "no interconnect in the catalog; NVL bridges link at most 4 GPUs, the rest is PCIe")
+    return "nvlink", f"no interconnect in the catalog; {acc.name} assumed on an NVLink/NVSwitch baseboard"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Results
+# ----------------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Memory per GPU on the heaviest pipeline stage, bytes.
+
+    Attributes:
+        weights: weight bytes; ``weight_parts`` splits them by group.
+        kv_cache: KV-cache (and recurrent-state) bytes at the batch and context.
+        capacity: the GPU's memory (catalog), or None if unknown.
+        fits: total <= capacity (True when the capacity is unknown).
+        over: bytes beyond capacity (0 when it fits).
+    """
+
+    weights: float
+    kv_cache: float
+    capacity: float | None
+    weight_parts: dict = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.kv_cache
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity is None or self.total <= self.capacity
+
+    @property
+    def over(self) -> float:
+        return 0.0 if self.fits else self.total - self.capacity
+
+    def to_dict(self) -> dict:
+        return {"weights_bytes": self.weights, "kv_cache_bytes": self.kv_cache, "total_bytes": self.total,
+                "capacity_bytes": self.capacity, "fits": self.fits, "over_bytes": self.over,
+                "weight_parts_bytes": dict(self.weight_parts)}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One decode-step prediction. Times in seconds, rates in tokens/s, bytes in B.
+
+    Attributes:
+        model, accelerator: names. layout: the :class:`Layout`. batch, context: B and C.
+        formats: :class:`~truepeak.moe.ops.Formats`. interconnect, interconnect_why: ``"pcie"``/``"nvlink"`` and why.
+        ops: the :class:`OpCost` list of one GPU of the slowest stage for one step (calls per step included).
+        step_s: seconds per decode step (every sequence advances one token). bubble_s: pipeline idle time in it.
+        routing: routing facts of one MoE layer at the micro-batch (tokens per expert, busiest expert, active
+            experts, busiest GPU pairs...), None for a model without MoE layers.
+        memory: :class:`MemoryFit`. tuned_configs: :class:`TunedConfigNames`.
+        notes: findings in sentences (dequantisation, PCIe communication flag, ...).
+    """
+
+    model: str
+    accelerator: str
+    layout: Layout
+    batch: int
+    context: int
+    formats: Formats
+    interconnect: str
+    interconnect_why: str
+    ops: tuple[OpCost, ...]
+    step_s: float
+    bubble_s: float
+    routing: dict | None
+    memory: MemoryFit
+    tuned_configs: TunedConfigNames
+    bandwidth: float
+    notes: tuple[str, ...] = ()
+
+    # -- derived ----------------------------------------------------------------------------------------------------
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second of the whole layout: B / step."""
+        return self.batch / self.step_s
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.layout.gpus
+
+    @property
+    def tokens_per_s_per_user(self) -> float:
+        """Tokens per second each sequence sees: 1 / step."""
+        return 1.0 / self.step_s
+
+    def time_by_bound(self) -> dict[str, float]:
+        """Seconds per step spent in compute-bound ops, memory-bound ops, communication and pipeline bubble."""
+        out = {"compute": 0.0, "memory": 0.0, "communication": 0.0}
+        for op in self.ops:
+            out[op.bound] += op.total_s
+        out["pipeline_bubble"] = self.bubble_s
+        return out
+
+    def time_by_group(self) -> dict[str, float]:
+        """Seconds per step by op group (:data:`~truepeak.moe.ops.GROUPS`), in that order, groups with time only."""
+        out = {g: 0.0 for g in GROUPS}
+        for op in self.ops:
+            out[op.group] += op.total_s
+        return {g: t for g, t in out.items() if t > 0}
+
+    @property
+    def ridge(self) -> float:
+        """Ridge point of the weight GEMMs, FLOP/B: dense peak of the GEMM compute format / memory bandwidth."""
+        return self.formats.gemm_peak / self.bandwidth
+
+    def collectives(self) -> dict[str, dict]:
+        """Collectives per step by op name: ``{name: {"calls", "time_s", "per_call_s", "bytes", "ranks"}}``."""
+        out: dict[str, dict] = {}
+        for op in self.ops:
+            if op.group != "communication":
+                continue
+            key = op.detail.get("collective", op.name)
+            d = out.setdefault(key, {"calls": 0, "time_s": 0.0, "ranks": op.detail.get("ranks")})
+            d["calls"] += op.calls
+            d["time_s"] += op.total_s
+        for d in out.values():
+            d["per_call_s"] = d["time_s"] / d["calls"] if d["calls"] else 0.0
+        return out
+
+    @property
+    def measured_ops(self) -> list[str]:
+        """Names of the ops whose time came from a measurement."""
+        return [op.name for op in self.ops if op.measured]
+
+    def expert_op(self, which: str = "gate+up") -> OpCost | None:
+        for op in self.ops:
+            if op.group == "routed_experts" and which in op.name:
+                return op
+        return None
+
+    def bottleneck(self) -> str:
+        """The bottleneck in one sentence (what dominates the step, with its share, and what would move it)."""
+        step = self.step_s
+        bounds = self.time_by_bound()
+        groups = self.time_by_group()
+        top_group = max((g for g in groups if g != "communication"), key=lambda g: groups[g], default=None)
+        comm = bounds["communication"]
+        kind = max(("compute", "memory", "communication"), key=lambda k: bounds[k])
+        if kind == "communication":
+            colls = self.collectives()
+            ar = colls.get("all_reduce")
+            main = max(colls.items(), key=lambda kv: kv[1]["time_s"])
+            name, d = ("all_reduce", ar) if ar and ar["time_s"] >= 0.5 * comm else main
+            return (f"Communication-bound: {sum(c['calls'] for c in colls.values())} collectives take "
+                    f"{_ms(comm)} of the {_ms(step)} step ({_pct(comm / step)}), {d['calls']} {name.replace('_', '-')}s"
+                    f" at {_us(d['per_call_s'])} each over {'PCIe' if self.interconnect == 'pcie' else 'NVLink'}"
+                    f" — latency, not bandwidth, at these message sizes; fewer TP ranks, a custom all-reduce or "
+                    f"larger batches per step would help most.")
+        if kind == "memory":
+            nbytes = sum(op.bytes * op.calls for op in self.ops if op.bound == "memory")
+            g = top_group or "routed_experts"
+            if g == "kv_cache":
+                fix = ("the KV cache read grows with batch x context, so a shorter context, an fp8 KV cache"
+                       + (" or DP attention (MLA's latent cache is replicated over attention TP)"
+                          if self.layout.dp == 1 and self.layout.attn_tp > 1 else "") + " would help most")
+            else:
+                fix = (f"weights dominate, so larger batches cost little until the expert GEMMs reach the "
+                       f"{self.ridge:.0f} FLOP/B ridge")
+            return (f"Memory-bound: each GPU streams {_gb(nbytes)} of weights and KV cache per step at "
+                    f"{self.bandwidth / 1e9:.0f} GB/s ({_pct(bounds['memory'] / step)} of the {_ms(step)} step; "
+                    f"{GROUP_WORDS[g]} {_pct(groups[g] / step)}); {fix}.")
+        g = top_group or "routed_experts"
+        return (f"Compute-bound: {GROUP_WORDS[g]} take {_pct(groups[g] / step)} of the {_ms(step)} step at the "
+                f"{self.formats.gemm_peak / 1e12:.1f} TFLOPS dense {self.formats.gemm_compute.name} peak; a lower-"
+                f"precision format or more GPUs would help most.")
+
+    def conclusions(self) -> list[str]:
+        """What the user should conclude (case S1): tokens per expert and the expert GEMMs' bound, the share of
+        all-reduces in the step, and the flags in :attr:`notes`."""
+        out = []
+        r = self.routing
+        gu = self.expert_op("gate+up")
+        if r and gu is not None and gu.flop:
+            w_ai = gu.flop / gu.weight_bytes if gu.weight_bytes else float("inf")
+            ai = gu.intensity
+            bound = "memory-bound" if ai < self.ridge else "compute-bound"
+            out.append(f"routed experts: {r['mean_tokens_per_expert']:.4g} tokens per expert on average (T·k/E = "
+                       f"{r['tokens']}·{r['top_k']}/{r['num_experts']}), busiest expert {r['busiest_expert_tokens']:.3g}"
+                       f"; the expert GEMMs run at {ai:.3g} FLOP/B ({w_ai:.3g} per weight byte) against a "
+                       f"{self.ridge:.0f} FLOP/B ridge ({self.formats.gemm_compute.name}) → {bound}: judge them by "
+                       f"% of memory bandwidth, not % of {self.formats.gemm_compute.name} peak")
+        colls = self.collectives()
+        ar = colls.get("all_reduce")
+        if ar:
+            layers = sum(op.calls for op in self.ops if op.detail.get("collective") == "all_reduce"
+                         and op.detail.get("where") in ("attention", "mlp"))
+            share = ar["time_s"] / self.step_s
+            major = " — a major share of the step" if share >= MAJOR_SHARE else ""
+            out.append(f"{ar['calls']} all-reduces per step ({layers} in the layers: 2 per layer) at "
+                       f"{_us(ar['per_call_s'])} each = {_ms(ar['time_s'])}, {_pct(share)} of the {_ms(self.step_s)}"
+                       f" step{major}")
+        out.extend(self.notes)
+        if not self.memory.fits:
+            m = self.memory
+            out.append(f"does not fit: {_gb(m.total)} per GPU ({_gb(m.weights)} weights + {_gb(m.kv_cache)} KV cache)"
+                       f" exceeds the {_gb(m.capacity)} of {self.accelerator} by {_gb(m.over)}")
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-ready, SI units."""
+        return {
+            "model": self.model, "accelerator": self.accelerator, "layout": self.layout.to_dict(),
+            "batch": self.batch, "context": self.context, "formats": self.formats.to_dict(),
+            "interconnect": self.interconnect, "interconnect_why": self.interconnect_why,
+            "bandwidth_B_per_s": self.bandwidth, "ridge_flop_per_byte": self.ridge,
+            "step_s": self.step_s, "tokens_per_s": self.tokens_per_s, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
+            "tokens_per_s_per_user": self.tokens_per_s_per_user,
+            "time_by_bound_s": self.time_by_bound(), "time_by_group_s": self.time_by_group(),
+            "collectives": self.collectives(), "bottleneck": self.bottleneck(), "conclusions": self.conclusions(),
+            "routing": self.routing, "memory": self.memory.to_dict(), "tuned_configs": self.tuned_configs.to_dict(),
+            "measured_ops": self.measured_ops, "notes": list(self.notes), "ops": [op.to_dict() for op in self.ops],
+        }
+
+
+def _ms(s: float) -> str:
+    return f"{s * 1e3:.3g} ms"
+
+
+def _us(s: float) -> str:
+    return f"{s * 1e6:.3g} µs"
+
+
+def _pct(f: float) -> str:
+    return f"{100 * f:.1f} %" if f >= 0.1 else f"{100 * f:.2g} %"
+
+
+def _gb(b: float | None) -> str:
+    return "-" if b is None else f"{b / 1e9:.4g} GB"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Routing (truepeak.moe.routing)
+# ----------------------------------------------------------------------------------------------------------------------
+
+_STATS_CACHE: dict = {}
+
+
+def _stats(tokens: int, top_k: int, num_experts: int, routing, ep: int):
+    """:func:`truepeak.moe.routing.routing_stats`, memoised for hashable routing specs (a what-if table asks for the
+    same (T, k, E, routing, ep) from several layouts)."""
+    from truepeak.moe.routing import routing_stats
+
+    try:
+        key = (tokens, top_k, num_experts, routing, ep)
+        hash(key)
+    except TypeError:
+        return routing_stats(tokens, top_k, num_experts, routing=routing, ep=ep)
+    if key not in _STATS_CACHE:
+        if len(_STATS_CACHE) > 4096:
+            _STATS_CACHE.clear()
+        _STATS_CACHE[key] = routing_stats(tokens, top_k, num_experts, routing=routing, ep=ep)
+    return _STATS_CACHE[key]
+
+
+def _routing_facts(tokens: int, model, layout: Layout, routing) -> dict:
+    """Routing facts of one MoE layer for ``tokens`` tokens, from :func:`truepeak.moe.routing.routing_stats`."""
+    e = model.experts
+    rs = _stats(tokens, e.top_k, e.num_experts, routing, layout.ep)
+    f = {"routing": rs.routing, "method": rs.method, "mean_tokens_per_expert": rs.mean_tokens_per_expert,
+         "busiest_expert_tokens": rs.busiest_expert_tokens, "active_experts": rs.active_experts,
+         "experts_per_gpu": rs.experts_per_gpu, "mean_gpu_pairs": rs.mean_gpu_pairs,
+         "busiest_gpu_pairs": rs.busiest_gpu_pairs, "busiest_gpu_active_experts": rs.busiest_gpu_active_experts,
+         "busiest_gpu_tokens_sent": rs.busiest_gpu_tokens_sent,
+         "padding_16": rs.padding_waste(16), "padding_64": rs.padding_waste(64),
+         "expected_padding_16": rs.expected_padding_waste(16), "expected_padding_64": rs.expected_padding_waste(64)}
+    if layout.ep > 1:
+        pairs, active, sent = f["busiest_gpu_pairs"], f["busiest_gpu_active_experts"], f["busiest_gpu_tokens_sent"]
+    else:
+        pairs, active, sent = float(tokens * e.top_k), f["active_experts"], float(tokens)
+    f.update(tokens=tokens, top_k=e.top_k, num_experts=e.num_experts, ep=layout.ep, gpu_pairs=pairs,
+             gpu_active_experts=active, gpu_tokens_received=sent)
+    return f
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# The step model
+# ----------------------------------------------------------------------------------------------------------------------
+
+class _Step:
+    """Builds the ops of one plan (internal; :func:`plan` is the entry point)."""
+
+    def __init__(self, model, acc, layout: Layout, batch: int, context: int, formats: Formats, routing, measured,
+                 ic: str):
+        self.m, self.acc, self.lay, self.B, self.C, self.f = model, acc, layout, batch, context, formats
+        self.measured, self.ic = measured, ic
+        self.bw = acc.bandwidth_bytes_per_s
+        self.n_mb = min(layout.pp, batch)                     # micro-batches in flight
+        self.mb = ceil_div(batch, layout.pp)                   # tokens per micro-batch (the stage's T)
+        self.t_a = ceil_div(self.mb, layout.dp)                # tokens per attention replica (busiest)
+        self.H = model.hidden_size
+        self.routing = _routing_facts(self.mb, model, layout, routing) if model.num_moe_layers else None
+        self.measured_notes: list[str] = []
+
+    # -- helpers -----------------------------------------------------------------------------------------------------
+    def gemm(self, name, group, m, n, k, *, weights: Format | None = None, acts: Format | None = None, peak=None,
+             batch=1, **detail) -> OpCost:
+        w = weights or self.f.weights
+        a = acts or self.f.activations
+        pk = peak if peak is not None else (self.f.gemm_peak if w is self.f.weights else self.f.bf16_peak)
+        op = gemm_cost(name, group, 1, m, n, k, w, a, pk, self.bw, batch=batch, **detail)
+        if self.measured is not None and batch == 1 and m > 0 and w.name == a.name:
+            hit = self.measured.gemm_time(m, n, k, w.name)
+            if hit is not None:
+                op = with_time(op, hit[0], hit[1])
+        return op
+
+    def collective(self, name: str, op: str, ranks: int, nbytes: float, where: str) -> OpCost | None:
+        if ranks < 2 or nbytes <= 0:
+            return None
+        hit = self.measured.collective_time(op, ranks, nbytes) if self.measured is not None else None
+        if hit is None:
+            from truepeak.comm.model import default_model
+
+            model = default_model(op, ranks, self.ic, device=self.acc.name)
+            t, src = model.time(nbytes), f"α–β default ({self.ic}): {model.source}"
+            alpha = model.alpha_s
+        else:
+            (t, src), alpha = hit, None
+        return comm_op(name, 1, nbytes, t, src, collective=op, ranks=ranks, where=where, alpha_s=alpha)
+
+    # -- attention ---------------------------------------------------------------------------------------------------
+    def attention_ops(self, kind: str) -> list[OpCost]:
+        a, t, tp, C, H = self.m.attention, self.t_a, self.lay.attn_tp, self.C, self.H
+        kvf, bf16 = self.f.kv_cache, self.f.bf16_peak
+        ops: list[OpCost] = []
+        if kind == "mla":
+            h = a.num_heads // tp
+            rope, lora, nope, v = a.qk_rope_head_dim, a.kv_lora_rank, a.qk_nope_head_dim, a.v_head_dim
+            if a.q_lora_rank:
+                ops.append(self.gemm("q_a + kv_a proj (replicated)", "attention", t, a.q_lora_rank + lora + rope, H))
+                ops.append(self.gemm("q_b proj", "attention", t, h * a.head_dim, a.q_lora_rank))
+            else:
+                ops.append(self.gemm("q proj", "attention", t, h * a.head_dim, H))
+                ops.append(self.gemm("kv_a proj (replicated)", "attention", t, lora + rope, H))
+            ops.append(self.gemm("kv_b absorbed W_UK (bf16 bmm)", "attention", t, lora, nope, weights=BF16, acts=BF16,
+                                 batch=h))
+            ops.append(self.gemm("kv_b absorbed W_UV (bf16 bmm)", "attention", t, v, lora, weights=BF16, acts=BF16,
+                                 batch=h))
+            ctx = C
+            if a.indexer is not None:
+                ix = a.indexer
+                q_in = a.q_lora_rank or H
+                ops.append(self.gemm("indexer q proj", "attention", t, ix.num_heads * ix.head_dim, q_in))
+                ops.append(self.gemm("indexer k + weights proj (replicated)", "attention", t,
+                                     ix.head_dim + ix.num_heads, H, weights=BF16, acts=BF16))
+                ops.append(roofline_op("DSA indexer over C index keys", "kv_cache", 1,
+                                       2.0 * t * ix.num_heads * C * ix.head_dim, kvf.values_bytes(t * C * ix.head_dim),
+                                       0.0, bf16, self.bw, f"{t} seq x C={C} x {ix.head_dim}", context=C))
+                ctx = min(C, ix.topk)
+            flop = 2.0 * t * h * ctx * (2 * lora + rope)
+            kv_bytes = kvf.values_bytes(t * ctx * (lora + rope))
+            ops.append(roofline_op("MLA attention over latent cache", "kv_cache", 1, flop, kv_bytes, 0.0, bf16,
+                                   self.bw, f"{t} seq x C'={ctx} x ({lora}+{rope}), {h} heads", context=ctx))
+            ops.append(self.gemm("o_proj", "attention", t, H, h * v))
+            return ops
+        if kind == "linear":
+            la = a.linear
+            nk, nv = max(1, la.num_key_heads // tp), la.num_value_heads // tp
+            kd, vd = nk * la.key_head_dim, nv * la.value_head_dim
+            ops.append(self.gemm("linear-attn in_proj (qkvz, ba)", "attention", t, 2 * kd + 2 * vd + 2 * nv, H))
+            state = nv * la.key_head_dim * la.value_head_dim
+            ops.append(roofline_op("Gated DeltaNet state update", "kv_cache", 1, 6.0 * t * state,
+                                   2 * kvf.values_bytes(t * state), 0.0, bf16, self.bw,
+                                   f"{t} seq x {nv} heads x {la.key_head_dim}x{la.value_head_dim} state"))
+            ops.append(self.gemm("linear-attn out_proj", "attention", t, H, vd))
+            return ops
+        # GQA: full or sliding
+        h = a.num_heads // tp
+        kvh = max(1, a.num_kv_heads // tp)
+        d = a.head_dim
+        q = h * d * (2 if a.output_gate else 1)
+        ops.append(self.gemm("qkv proj", "attention", t, q + 2 * kvh * d, H))
+        ctx = min(C, a.sliding_window) if kind == "sliding" and a.sliding_window else C
+        label = "sliding-window attention" if kind == "sliding" else "attention"
+        ops.append(roofline_op(f"{label} over KV cache", "kv_cache", 1, 4.0 * t * h * ctx * d,
+                               kvf.values_bytes(t * ctx * 2 * kvh * d), 0.0, bf16, self.bw,
+                               f"{t} seq x C'={ctx} x 2x{kvh}x{d}, {h} heads", context=ctx))
+        ops.append(self.gemm("o_proj", "attention", t, H, h * d))
+        return ops
+
+    # -- MLP ---------------------------------------------------------------------------------------------------------
+    def mlp_tokens(self) -> int:
+        """Tokens each GPU runs its attention-TP MLPs (shared experts, dense MLP, router) on."""
+        return self.t_a if self.lay.dp > 1 else self.mb
+
+    def dense_ops(self, width: int, group: str, label: str) -> list[OpCost]:
+        tp, t, H = self.lay.attn_tp, self.mlp_tokens(), self.H
+        n = width // tp
+        return [self.gemm(f"{label} gate+up", group, t, 2 * n, H), self.gemm(f"{label} down", group, t, H, n)]
+
+    def moe_ops(self) -> list[OpCost]:
+        e, r, H = self.m.experts, self.routing, self.H
+        ops = [self.gemm("router", "router", self.mlp_tokens(), e.num_experts, H, weights=BF16, acts=BF16)]
+        width = e.intermediate_size // self.lay.moe_tp
+        pairs, active = r["gpu_pairs"], r["gpu_active_experts"]
+        w, a = self.f.weights, self.f.activations
+        m_per = pairs / active if active else 0.0
+        detail = dict(tokens_per_expert_mean=r["mean_tokens_per_expert"], busiest_expert=r["busiest_expert_tokens"],
+                      pairs=pairs, active_experts=active, m_per_active_expert=m_per)
+        for name, n, k in (("routed experts gate+up", 2 * width, H), ("routed experts down", H, width)):
+            wb = w.values_bytes(active * n * k)
+            nbytes = wb + a.values_bytes(pairs * k) + BF16.values_bytes(pairs * n)
+            shape = f"M≈{m_per:.3g} N={n} K={k} x {active:.4g} active experts"
+            ops.append(roofline_op(name, "routed_experts", 1, 2.0 * pairs * n * k, nbytes, wb, self.f.gemm_peak,
+                                   self.bw, shape, n=n, k=k, **detail))
+        if self.measured is not None:
+            ops[1:] = self._measured_experts(ops[1:], width)
+        if e.num_shared:
+            ops += self.dense_ops(e.num_shared * e.shared_intermediate_size, "shared_experts", "shared expert")
+        return ops
+
+    def _measured_experts(self, ops: list[OpCost], width: int) -> list[OpCost]:
+        e, r = self.m.experts, self.routing
+        local = e.num_experts // self.lay.ep
+        tpe = r["gpu_pairs"] / local
+        kw = dict(experts=local, hidden=self.H, width=width, fmt=self.f.weights.name)
+        whole = self.measured.moe_time(tpe, **kw)
+        if whole is not None:
+            share = [op.time_s for op in ops]
+            total = sum(share) or 1.0
+            return [with_time(op, whole[0] * s / total, whole[1] + " (split between gate+up and down as the roofline)")
+                    for op, s in zip(ops, share)]
+        out = []
+        for op, g in zip(ops, ("gate_up", "down")):
+            hit = self.measured.moe_time(tpe, gemm=g, **kw)
+            out.append(with_time(op, *hit) if hit is not None else op)
+        return out
+
+    # -- communication per layer --------------------------------------------------------------------------------------
+    def layer_comm(self) -> tuple[list[OpCost], list[OpCost], list[OpCost]]:
+        """(after attention, after a dense MLP, after a MoE block) collectives of one layer."""
+        lay, H = self.lay, self.H
+        hb = HIDDEN_BYTES
+        S = lay.stage_gpus
+        att = [self.collective("TP all-reduce after attention", "all_reduce", lay.attn_tp, self.t_a * H * hb,
+                               "attention")]
+        dense = [self.collective("TP all-reduce after MLP", "all_reduce", lay.attn_tp, self.t_a * H * hb, "mlp")]
+        if lay.dp == 1:
+            moe = [self.collective("TP all-reduce after MoE", "all_reduce", S, self.mb * H * hb, "mlp")]
+        elif lay.ep > 1:
+            recv = self.routing["gpu_tokens_received"] if self.routing else self.t_a
+            moe = [self.collective("EP dispatch all-to-all", "all_to_all", S, recv * H * hb, "dispatch"),
+                   self.collective("EP combine all-to-all", "all_to_all", S, recv * H * hb, "combine"),
+                   self.collective("TP all-reduce after MoE (shared experts)", "all_reduce", lay.tp,
+                                   self.t_a * H * hb, "mlp")]
+        else:
+            moe = [self.collective("all-gather before experts (DP attention)", "all_gather", S, self.mb * H * hb,
+                                   "dispatch"),
+                   self.collective("reduce-scatter after experts (DP attention)", "reduce_scatter", S,
+                                   self.mb * H * hb, "combine"),
+                   self.collective("TP all-reduce after MoE (shared experts)", "all_reduce", lay.tp,
+                                   self.t_a * H * hb, "mlp")]
+        return [o for o in att if o], [o for o in dense if o], [o for o in moe if o]
+
+    # -- stages -------------------------------------------------------------------------------------------------------
+    def build(self) -> tuple[list[OpCost], float, float]:
+        """The ops of one GPU of the slowest stage (calls per step), its time per micro-batch, and the sum of all
+        stages' times per micro-batch (one micro-batch's trip through the pipeline)."""
+        lay, m = self.lay, self.m
+        att_comm, dense_comm, moe_comm = self.layer_comm()
+        cache: dict[tuple[str, str], list[OpCost]] = {}
+
+        def layer_ops(att_kind: str, mlp: str) -> list[OpCost]:
+            key = (att_kind, mlp)
+            if key not in cache:
+                ops = self.attention_ops(att_kind) + att_comm
+                if mlp == "moe":
+                    ops += self.moe_ops() + moe_comm
+                else:
+                    ops += self.dense_ops(m.dense_intermediate_size, "dense_mlp", "dense MLP") + dense_comm
+                cache[key] = ops
+            return cache[key]
+
+        n = m.num_layers
+        base, extra = divmod(n, lay.pp)
+        sizes = [base + (1 if i >= lay.pp - extra else 0) for i in range(lay.pp)]
+        t = self.mlp_tokens()
+        V, H = m.vocab_size, self.H
+        best: tuple[float, list[OpCost]] | None = None
+        trip = 0.0
+        start = 0
+        for s, size in enumerate(sizes):
+            ops: list[OpCost] = []
+            if s == 0:
+                emb = self.collective("vocab-parallel embedding all-reduce", "all_reduce", lay.attn_tp,
+                                      t * H * HIDDEN_BYTES, "embedding")
+                if emb:
+                    ops.append(emb)
+            for layer in m.layers[start:start + size]:
+                ops.extend(layer_ops(layer.attention, layer.mlp))
+            start += size
+            if s == lay.pp - 1:
+                ops.append(self.gemm("lm_head (vocab-parallel)", "lm_head", t, ceil_div(V, lay.attn_tp), H,
+                                     weights=BF16, acts=BF16))
+                g = self.collective("lm_head logits all-gather", "all_gather", lay.attn_tp, t * V * HIDDEN_BYTES,
+                                    "lm_head")
+                if g:
+                    ops.append(g)
+            else:
+                ops.append(self.collective("pipeline send to next stage", "send_recv", 2, t * H * HIDDEN_BYTES,
+                                           "pipeline"))
+            total = sum(op.time_s for op in ops)
+            trip += total
+            if best is None or total > best[0]:
+                best = (total, ops)
+        stage_s, ops = best
+        return _merge(ops, self.n_mb), stage_s, trip
+
+    def memory(self) -> MemoryFit:
+        """Weights + KV cache per GPU on the heaviest stage (module docstring)."""
+        m, lay, f = self.m, self.lay, self.f
+        a, e, H, tp = m.attention, m.experts, self.H, lay.attn_tp
+        w = f.weights
+        n = m.num_layers
+        base, extra = divmod(n, lay.pp)
+        sizes = [base + (1 if i >= lay.pp - extra else 0) for i in range(lay.pp)]
+        seqs = ceil_div(self.B, lay.dp)
+        best = None
+        start = 0
+        for s, size in enumerate(sizes):
+            parts = {g: 0.0 for g in ("attention", "routed_experts", "shared_experts", "dense_mlp", "router",
+                                      "embedding", "lm_head")}
+            kv = 0.0
+            for layer in m.layers[start:start + size]:
+                if layer.attention == "linear":
+                    parts["attention"] += w.values_bytes(a.linear.params(H) / tp)
+                    la = a.linear
+                    kv += f.kv_cache.values_bytes(seqs * la.state_elements() / tp)
+                elif a.kind == "mla":
+                    repl = H * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim)
+                    if a.indexer is not None:
+                        repl += H * (a.indexer.head_dim + a.indexer.num_heads)
+                    parts["attention"] += w.values_bytes(repl + (a.params(H) - repl) / tp)
+                    per_tok = a.kv_elements_per_token()
+                    kv += f.kv_cache.values_bytes(seqs * self.C * per_tok)      # latent replicated over TP
+                else:
+                    parts["attention"] += w.values_bytes(a.params(H) / tp)
+                    kvh = max(1, a.num_kv_heads // tp)
+                    ctx = min(self.C, a.sliding_window) if layer.attention == "sliding" and a.sliding_window else self.C
+                    kv += f.kv_cache.values_bytes(seqs * ctx * 2 * kvh * a.head_dim)
+                if layer.mlp == "moe":
+                    parts["routed_experts"] += w.values_bytes(e.num_experts // lay.ep * e.params_per_expert(H)
+                                                              / lay.moe_tp)
+                    parts["shared_experts"] += w.values_bytes(e.params_shared(H) / tp)
+                    parts["router"] += BF16.values_bytes(e.num_experts * H)
+                else:
+                    parts["dense_mlp"] += w.values_bytes(3 * H * m.dense_intermediate_size / tp)
+            start += size
+            vocab = BF16.values_bytes(m.vocab_size * H / tp)
+            if s == 0:
+                parts["embedding"] = vocab
+            if s == lay.pp - 1 and not (m.tie_word_embeddings and lay.pp == 1):
+                parts["lm_head"] = vocab
+            total = sum(parts.values()) + kv
+            if best is None or total > best[0]:
+                best = (total, parts, kv)
+        _, parts, kv = best
+        cap = self.acc.memory_bytes.value if self.acc.memory_bytes is not None else None
+        return MemoryFit(sum(parts.values()), kv, float(cap) if cap else None,
+                         {k: v for k, v in parts.items() if v})
+
+
+def _merge(ops: list[OpCost], n_mb: int) -> list[OpCost]:
+    """Identical ops of several layers merged into one entry with ``calls`` = layers × micro-batches, first-seen
+    order."""
+    out: dict[tuple, OpCost] = {}
+    counts: dict[tuple, int] = {}
+    for op in ops:
+        key = (op.name, op.group, op.shape, op.time_s)
+        if key not in out:
+            out[key] = op
+        counts[key] = counts.get(key, 0) + 1
+    merged = []
+    for key, op in out.items():
+        merged.append(OpCost(op.name, op.group, counts[key] * n_mb, op.flop, op.bytes, op.weight_bytes, op.time_s,
+                             op.bound, op.source, op.shape, op.detail))
+    return merged
+
+
+def check_batch(batch) -> int:
+    """``batch`` if it is a whole number >= 1; else TruepeakError saying a decode batch is at least one sequence."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise TruepeakError(f"batch {batch!r} must be a whole number >= 1 (sequences decoding together; a batch of 0 "
+                            "has no step to plan)")
+    return batch
+
+
+def check_context(context) -> int:
+    if isinstance(context, bool) or not isinstance(context, int) or context < 1:
+        raise TruepeakError(f"context {context!r} must be a whole number of tokens >= 1")
+    return context
+
+
+def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT_CONTEXT, weights: str = "bf16",
+         activations: str | None = None, kv_cache: str | None = None, routing="uniform", measured=None,
+         interconnect: str | None = None, device_name: str | None = None, formats: Formats | None = None) -> Plan:
+    """Predict one decode step (module docstring for the model).
+
+    Args:
+        model: a :class:`truepeak.moe.config.MoEModel` (``load_model``).
+        acc: a :class:`truepeak.hardware.catalog.Accelerator` (``get_accelerator``).
+        layout: a :class:`Layout` or a layout string (``"tp8"``).
+        batch: sequences decoding together (B >= 1).
+        context: tokens in each sequence's KV cache (C >= 1).
+        weights, activations, kv_cache: format names (:func:`truepeak.moe.ops.resolve_formats`).
+        routing: ``"uniform"``, ``"powerlaw:A"``, a per-expert histogram, a topk_ids dump path, or a Routing object
+            (:func:`truepeak.moe.routing.routing_stats`).
+        measured: :class:`truepeak.moe.measured.MeasuredTables` or None.
+        interconnect: ``"nvlink"``/``"pcie"`` to override :func:`interconnect_of`.
+        device_name: the name torch reports, for the tuned-config file names (default: the catalog's first device
+            string for ``acc``).
+        formats: precomputed :class:`Formats` (speeds up a what-if table).
+
+    Raises:
+        TruepeakError: a batch < 1, a context < 1, a layout that does not divide the model (which part), an accelerator
+            without memory bandwidth; UnknownNameError for unknown formats.
+    """
+    check_batch(batch)
+    check_context(context)
+    lay = parse_layout(layout) if isinstance(layout, str) else layout
+    check_layout(model, lay)
+    if acc.bandwidth_bytes_per_s is None:
+        raise TruepeakError(f"{acc.name} has no memory bandwidth in the catalog; the roofline needs one")
+    f = formats or resolve_formats(acc, weights, activations, kv_cache)
+    ic, why = interconnect_of(acc, lay.stage_gpus, interconnect)    # the GPUs that run collectives together
+    st = _Step(model, acc, lay, batch, context, f, routing, measured, ic)
+    ops, stage_s, trip_s = st.build()
+    busy = st.n_mb * stage_s
+    step_s = max(busy, trip_s)         # pipeline full: n_mb x slowest stage; else one micro-batch's trip
+
+    notes = list(f.notes)
+    _flags(notes, lay, ic, batch, ops, step_s)
+    dev = device_name or (acc.device_names[0] if acc.device_names else acc.name)
+    names = tuned_config_names(model, lay, dev, f.weights.name, f.activations.name)
+    return Plan(model.name, acc.name, lay, batch, context, f, ic, why, tuple(ops), step_s, step_s - busy,
+                st.routing, st.memory(), names, st.bw, tuple(notes))
+
+
+def _flags(notes: list[str], lay: Layout, ic: str, batch: int, ops: list[OpCost], step_s: float) -> None:
+    """Add the communication flag of cases.md C20: more than two tensor-parallel GPUs over PCIe only, at small batch
+    (or whenever collectives are a major share), is communication-bound."""
+    comm = sum(op.total_s for op in ops if op.group == "communication")
+    group = max(lay.attn_tp, lay.stage_gpus if lay.dp == 1 else lay.tp)
+    if ic == "pcie" and group > 2 and (batch <= SMALL_BATCH or comm / step_s >= MAJOR_SHARE):
+        why = ("each small all-reduce costs ~20-35 µs of latency whatever its size" if batch <= SMALL_BATCH else
+               "PCIe bus bandwidth (~24 GB/s busbw on 8 GPUs) does not grow with the GPU count (cases.md C19)")
+        notes.append(f"communication-bound: TP{group} over PCIe only — collectives take {_ms(comm)} "
+                     f"({_pct(comm / step_s)}) of the step at batch {batch}; {why}, and vLLM / SGLang disable their "
+                     "custom all-reduce for more than two PCIe-only GPUs; prefer TP <= 2 (EP / PP for the rest) on "
+                     "PCIe boxes (cases.md C20)")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# What-if table
+# ----------------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CompareCell:
+    """One (layout, batch) cell: the plan, or why there is none (a layout the model rejects)."""
+
+    layout: str
+    batch: int
+    plan: Plan | None = None
+    error: str = ""
+
+    def to_dict(self) -> dict:
+        if self.plan is None:
+            return {"layout": self.layout, "batch": self.batch, "error": self.error}
+        p = self.plan
+        return {"layout": self.layout, "batch": self.batch, "step_s": p.step_s, "tokens_per_s": p.tokens_per_s,
+                "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "fits": p.memory.fits,
+                "memory_per_gpu_bytes": p.memory.total, "over_bytes": p.memory.over,
+                "communication_share": p.time_by_bound()["communication"] / p.step_s,
+                "bound": max(("compute", "memory", "communication"), key=lambda k: p.time_by_bound()[k])}
+
+
+def compare(model, acc, layouts, batches, **kw) -> list[CompareCell]:
+    """Plans for every layout × batch (a layout the model rejects gives cells with its error, not an exception).
+
+    ``layouts``: Layout objects or strings; ``batches``: ints; ``kw``: as :func:`plan` (formats resolved once)."""
+    if not kw.get("formats"):
+        kw["formats"] = resolve_formats(acc, kw.pop("weights", "bf16"), kw.pop("activations", None),
+                                        kw.pop("kv_cache", None))
+    else:
+        for k in ("weights", "activations", "kv_cache"):
+            kw.pop(k, None)
+    cells = []
+    for lay in layouts:
+        lay = parse_layout(lay) if isinstance(lay, str) else lay
+        for b in batches:
+            try:
+                cells.append(CompareCell(lay.name, b, plan(model, acc, lay, b, **kw)))
+            except TruepeakError as exc:
+                if "batch" in str(exc) and "whole number" in str(exc):
+                    raise
+                cells.append(CompareCell(lay.name, b, None, str(exc)))
+    return cells
+
+
+def default_compare_layouts(model, n_gpus: int) -> list[Layout]:
+    """The default what-if layouts for ``n_gpus`` (:func:`truepeak.moe.layout.default_layouts`, 6 at most)."""
+    return default_layouts(n_gpus, model)
+
+
+__all__ = ["DEFAULT_CONTEXT", "DEFAULT_COMPARE_BATCHES", "MemoryFit", "Plan", "CompareCell", "interconnect_of", "plan",
+           "compare", "default_compare_layouts", "check_batch", "check_context"]

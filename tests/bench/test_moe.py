@@ -1,0 +1,184 @@
+"""`truepeak moe bench` logic on the CPU: shapes per layout, routing, tokens, byte/FLOP counts, the torch backends'
+gather/padding/combine against the float32 reference, skipped combinations and bad input. The GPU sweep (records,
+failed points, read bandwidth) carries @pytest.mark.gpu."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from truepeak.bench import moe  # noqa: E402
+from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError  # noqa: E402
+from truepeak.kernels import moe_triton as mt  # noqa: E402
+
+
+def test_expert_shapes_from_configs_and_layouts():
+    # ../shared/data/hf_configs: DeepSeek-V3 7168 / 2048 / 256 experts / top-8; GLM-5 6144 / 2048 / 256 / 8
+    s = moe.expert_shape("deepseek-v3")
+    assert (s.H, s.I, s.E, s.E_local, s.top_k) == (7168, 2048, 256, 256, 8)
+    s = moe.expert_shape("glm-5", ep=8)
+    assert (s.H, s.I, s.E_local) == (6144, 2048, 32)
+    s = moe.expert_shape("qwen3-235b-a22b", tp=4)
+    assert (s.H, s.I, s.E, s.top_k) == (4096, 384, 128, 8)
+    s = moe.expert_shape("gpt-oss-120b")
+    assert (s.H, s.I, s.E, s.top_k) == (2880, 2880, 128, 4)
+
+
+def test_bad_layouts():
+    with pytest.raises(TruepeakError, match="--ep 3 does not divide the 256 experts"):
+        moe.expert_shape("deepseek-v3", ep=3)
+    with pytest.raises(TruepeakError, match="--tp 3 does not divide the expert width I=2048"):
+        moe.expert_shape("deepseek-v3", tp=3)
+    with pytest.raises(TruepeakError, match="not both"):
+        moe.expert_shape("deepseek-v3", tp=2, ep=2)
+    with pytest.raises(TruepeakError, match=">= 1"):
+        moe.expert_shape("deepseek-v3", ep=0)
+
+
+def test_model_without_moe_layers_is_refused(monkeypatch):
+    import types
+
+    from truepeak.moe import config
+
+    dense = types.SimpleNamespace(name="dense-7b", num_moe_layers=0, hidden_size=4096,
+                                  experts=types.SimpleNamespace(intermediate_size=0, num_experts=0, top_k=0))
+    monkeypatch.setattr(config, "load_model", lambda name: dense)
+    with pytest.raises(UnsupportedError, match="no MoE layers"):
+        moe.expert_shape("dense-7b")
+
+
+def test_tokens_per_expert_sets_T():
+    s = moe.expert_shape("deepseek-v3")
+    assert moe.tokens_for(16, s) == 512          # 16 * 256 / 8 (moe_models.md: batch 512 -> 16 per expert)
+    assert moe.tokens_for(1, s) == 32
+    assert moe.tokens_for(256, moe.expert_shape("glm-5", ep=8)) == 8192   # T is global: E = 256, not 32
+    with pytest.raises(TruepeakError, match="must be > 0, got 0"):
+        moe.tokens_for(0, s)
+
+
+def test_routing_uniform_powerlaw_and_file(tmp_path):
+    ids = moe.sample_routing("uniform", 512, 256, 8)
+    assert ids.shape == (512, 8)
+    assert all(len(set(r)) == 8 for r in ids.tolist())                   # distinct experts per token
+    assert moe.parse_routing("powerlaw:1.2") == ("powerlaw", 1.2)
+    counts = torch.bincount(moe.sample_routing("powerlaw:1.2", 4096, 64, 4).flatten(), minlength=64)
+    top = counts.sort(descending=True).values
+    assert top[:13].sum() > 0.4 * counts.sum()                           # skewed: top 20 % of experts carry > 40 %
+    f = tmp_path / "ids.txt"
+    f.write_text("0 1\n2,3\n")
+    assert moe.sample_routing(str(f), 3, 4, 2).tolist() == [[0, 1], [2, 3], [0, 1]]
+    with pytest.raises(TruepeakError, match="top_k=3"):
+        moe.sample_routing(str(f), 3, 4, 3)
+    with pytest.raises(TruepeakError, match="unknown routing 'zipf'"):
+        moe.parse_routing("zipf")
+    with pytest.raises(TruepeakError, match="positive"):
+        moe.parse_routing("powerlaw:0")
+
+
+def test_local_ids_for_ep():
+    s = moe.expert_shape("deepseek-v3", ep=8)                            # 32 local experts, rank 0 holds 0..31
+    assert moe.local_ids(torch.tensor([[0, 31, 32, 255]]), s).tolist() == [[0, 31, -1, -1]]
+    assert moe.local_ids(torch.tensor([[32, 63, 64]]), s, rank=1).tolist() == [[0, 31, -1]]
+
+
+def test_c13_active_bytes_and_flop():
+    # DeepSeek-V3 nvfp4: gate_up [4096, 7168] = 4096 * (3584 + 448) B, down [7168, 2048] = 8,257,536 B (C13),
+    # each plus a 4-byte per-expert global scale
+    w1 = mt.ExpertWeights("nvfp4", torch.empty(1, 4096, 3584, dtype=torch.uint8),
+                          torch.empty(1, 4096, 448, dtype=torch.float8_e4m3fn), torch.ones(1))
+    w2 = mt.ExpertWeights("nvfp4", torch.empty(1, 7168, 1024, dtype=torch.uint8),
+                          torch.empty(1, 7168, 128, dtype=torch.float8_e4m3fn), torch.ones(1))
+    assert moe.active_bytes(w1, w2, [3, 0, 1]) == 2 * (16_515_072 + 4 + 8_257_536 + 4)
+    s = moe.expert_shape("deepseek-v3")
+    assert moe.unit_flop(s, 4096) == 2 * 3 * 7168 * 2048 * 4096        # 360.8 GFLOP at 16 tokens per expert
+
+
+ROUTINGS = {"mixed": [[0, 1], [1, 3], [1, 0], [3, 1], [1, -1], [0, 3]], "all_in_one": [[2, -1]] * 7}
+
+
+@pytest.mark.parametrize("backend", ["per_expert", "bmm", "grouped_mm"])
+@pytest.mark.parametrize("routing", list(ROUTINGS))
+def test_torch_backends_match_reference(backend, routing):
+    torch.manual_seed(0)
+    E, H, I = 4, 32, 16
+    ids = torch.tensor(ROUTINGS[routing])
+    T, k = ids.shape
+    w1 = mt.quantize_experts(torch.randn(E, 2 * I, H) * 0.2, "bf16")
+    w2 = mt.quantize_experts(torch.randn(E, H, I) * 0.2, "bf16")
+    x = (torch.rand(T, H) * 2 - 1).bfloat16()
+    tw = torch.rand(T, k)
+    ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
+    if backend == "grouped_mm" and not hasattr(torch, "_grouped_mm"):
+        pytest.skip("torch has no _grouped_mm")
+    out = moe.build_torch_backend(backend, x, w1, w2, ids, tw)()
+    assert out.shape == (T, H)
+    assert (out.float() - ref).abs().max() / ref.abs().max() < 2e-2
+    assert torch.allclose(moe.reference_rows(x, w1, w2, ids, tw, rows=3), ref[:3], atol=1e-5)
+
+
+def test_reference_sums_weighted_experts_by_hand():
+    # E=1, I=1, H=1: gate = 2x, up = 3x; x = 1 -> silu(2) * 3 = 5.2848; down = 0.5 -> 2.6424; weight 0.25 -> 0.6606
+    w1 = torch.tensor([[[2.0], [3.0]]])
+    w2 = torch.tensor([[[0.5]]])
+    out = mt.moe_reference(torch.tensor([[1.0]]), w1, w2, torch.tensor([[0, -1]]), torch.tensor([[0.25, 0.75]]))
+    silu2 = 2 / (1 + torch.exp(torch.tensor(-2.0)))
+    assert out.item() == pytest.approx(float(silu2) * 3 * 0.5 * 0.25, rel=1e-6)
+
+
+@pytest.mark.parametrize("wfmt", ["nvfp4", "mxfp4", "fp8_block"])
+def test_torch_backends_skip_formats_they_cannot_run(wfmt):
+    w = mt.ExpertWeights(wfmt, torch.zeros(2, 4, 4, dtype=torch.uint8))
+    with pytest.raises(UnsupportedError, match=f"bf16 weights only \\({wfmt} weights"):
+        moe.build_torch_backend("bmm", torch.zeros(1, 8).bfloat16(), w, w, torch.tensor([[0]]), torch.ones(1, 1))
+
+
+def test_run_bench_validates_before_measuring():
+    with pytest.raises(UnknownNameError, match="unknown --weights 'int4'"):
+        moe.run_bench("deepseek-v3", weights=["int4"])
+    with pytest.raises(UnknownNameError, match="unknown backend 'cutlass'"):
+        moe.run_bench("deepseek-v3", backends=["cutlass"])
+    with pytest.raises(TruepeakError, match="must be > 0"):
+        moe.run_bench("deepseek-v3", tokens_per_expert=[0])
+    with pytest.raises(TruepeakError, match="--ep 5"):
+        moe.run_bench("deepseek-v3", ep=5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wfmt", ["bf16", "fp8", "fp8_block", "nvfp4", "mxfp4"])
+def test_gpu_every_backend_matches_reference(wfmt):
+    """Device correctness: every backend and format against the float32 reference, random routing with experts
+    that get no token, and one expert that gets every token."""
+    shape = moe.ExpertShape("test", 512, 256, 16, 16, 4)
+    w1, w2 = moe.make_weights(shape, wfmt, "cuda")
+    for ids in (moe.sample_routing("uniform", 6, 16, 4), torch.tensor([[3, -1, -1, -1]] * 40)):
+        ids = ids.cuda()
+        tw = torch.rand(ids.shape, device="cuda")
+        x = (torch.rand(ids.shape[0], 512, device="cuda") * 2 - 1).bfloat16()
+        ref = moe.reference_rows(x, w1, w2, ids, tw, rows=ids.shape[0])
+        for b in moe.BACKENDS:
+            try:
+                out = moe.build_backend(b, x, w1, w2, ids, tw, tpe=4)()
+            except UnsupportedError:
+                continue
+            err = float((out.float() - ref).abs().max() / ref.abs().max())
+            assert err < (2e-2 if wfmt == "bf16" else 8e-2), (b, wfmt, err)
+
+
+@pytest.mark.gpu
+def test_gpu_sweep_writes_records_and_survives_a_failure(tmp_path, monkeypatch):
+    real = moe.build_backend
+
+    def flaky(backend, *a, **kw):
+        if backend == "bmm":
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(backend, *a, **kw)
+
+    monkeypatch.setattr(moe, "build_backend", flaky)
+    recs = moe.run_bench("qwen3-235b-a22b", ep=16, tokens_per_expert=[2], weights=["bf16", "nvfp4"],
+                         out_path=str(tmp_path / "r.jsonl"), budget_s=0.02, warmup_s=0.01, read_bw=4.5e12)
+    status = {(r["format"], r["backend"]): r["status"] for r in recs}
+    assert status[("bf16", "bmm")] == "failed" and status[("bf16", "triton")] == "ok"
+    assert status[("nvfp4", "per_expert")] == "skipped" and status[("nvfp4", "triton")] == "ok"
+    ok = [r for r in recs if r["status"] == "ok"]
+    assert all(r["kind"] == "moe_experts" and 0 < r["derived"]["pct_read_bandwidth"] for r in ok)

@@ -1,0 +1,297 @@
+"""The MAMF search (`truepeak peak`): the search logic on synthetic throughput landscapes, and the records a search on
+the CPU writes (stubbed timing, so the numbers are known)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from truepeak.bench import peak as P
+
+TERA = 1e12
+
+
+def landscape(best=(3072, 11264, 5376), top=800e12, ripple=0.0, unit=1024):
+    """A smooth synthetic TFLOPS landscape with a single maximum ``top`` at ``best`` (multiples of 256), falling
+    off ~2-4 % per 1024 in each dimension; ``ripple`` adds tile-quantisation ripple (zero on multiples of 1024, up to
+    ``ripple`` per dimension between them), which can move the maximum off ``best``."""
+    def f(shape):
+        d = [(s - b) / unit for s, b in zip(shape, best)]
+        smooth = math.exp(-0.03 * (d[0] ** 2) - 0.02 * (d[1] ** 2) - 0.04 * (d[2] ** 2))
+        rip = 1 - ripple * sum(abs(math.sin(math.pi * s / 1024)) for s in shape)
+        return top * smooth * rip
+    return f
+
+
+def grid_max(f, best, span=8, step=256):
+    """The exhaustive maximum of ``f`` over a step-256 grid of +-span steps around ``best``."""
+    r = range(-span, span + 1)
+    return max(f((best[0] + i * step, best[1] + j * step, best[2] + k * step))
+               for i in r for j in r for k in r if min(best[0] + i * step, best[1] + j * step, best[2] + k * step) > 0)
+
+
+def run_search(f, plan=None, **kw):
+    calls = []
+
+    def evaluate(shape, trial):
+        calls.append((shape, trial.phase))
+        return f(shape)
+
+    res = P.search_shapes(evaluate, plan or P.gpu_plan(), **kw)
+    return res, calls
+
+
+# -- the search on known landscapes ------------------------------------------------------------------------------------
+
+
+def test_search_finds_the_known_optimum_within_150_evaluations():
+    f = landscape()
+    res, calls = run_search(f)
+    assert res.best.shape == (3072, 11264, 5376)
+    assert res.best.value == pytest.approx(f((3072, 11264, 5376)))
+    assert res.stopped == "converged"
+    assert res.evaluations <= 150  # an exhaustive step-256 grid up to 20480 has 80^3 = 512,000 shapes
+    assert [p for _, p in calls[:40]] == ["coarse"] * 40
+    assert {p for _, p in calls} == {"coarse", "refine", "remeasure"}
+
+
+@pytest.mark.parametrize("best", [(16384, 16384, 16384), (256, 20480, 2048), (7936, 4352, 19712)])
+def test_search_reaches_optima_at_the_edges_and_between_the_grid(best):
+    f = landscape(best=best)
+    res, _ = run_search(f)
+    assert res.best.value >= 0.99 * f(best) and res.evaluations <= 200
+
+
+@pytest.mark.parametrize("best", [(3072, 11264, 5376), (1280, 4096, 12032)])
+def test_with_tile_ripple_the_search_is_within_1_percent_of_the_exhaustive_grid(best):
+    f = landscape(best=best, ripple=0.004)
+    res, _ = run_search(f)
+    assert res.best.value >= 0.99 * grid_max(f, best) and res.evaluations <= 200
+
+
+def test_neighbours_stay_in_bounds_and_on_the_finest_step():
+    plan = P.gpu_plan()
+    assert P.neighbours((2048, 2048, 2048), 1024, plan) == [(3072, 2048, 2048), (1024, 2048, 2048),
+                                                            (2048, 3072, 2048), (2048, 1024, 2048),
+                                                            (2048, 2048, 3072), (2048, 2048, 1024)]
+    assert P.neighbours((256, 20480, 512), 256, plan) == [(512, 20480, 512), (256, 20224, 512), (256, 20480, 768),
+                                                          (256, 20480, 256)]
+    assert all(d % 256 == 0 for s in P.neighbours((4096, 8192, 512), 2048, plan) for d in s)
+
+
+def test_coarse_grid_is_large_and_aspect_varied():
+    grid = P.coarse_grid(P.GPU_COARSE_DIMS)
+    assert len(grid) == 40 and grid[0] == (16384, 16384, 16384)
+    assert (2048, 2048, 16384) in grid and (2048, 16384, 4096) in grid and (8192, 8192, 8192) in grid
+    assert all(m <= n for m, n, _ in grid)
+
+
+def test_winners_curse_a_lucky_first_measurement_loses_the_remeasure():
+    f = landscape()
+    lucky = (8192, 8192, 8192)  # 6 % above the true optimum on its first (noisy) measurement only
+
+    def evaluate(shape, trial):
+        if shape == lucky and trial.phase != "remeasure":
+            return 1.06 * f((3072, 11264, 5376))
+        return f(shape)
+
+    res = P.search_shapes(evaluate, P.gpu_plan())
+    assert res.first_pass_best().shape == lucky
+    assert res.best.shape == (3072, 11264, 5376)  # re-measured: the lucky shape shows its true, lower value
+    assert [t.shape for t in res.trials if t.phase == "remeasure"][0] == lucky
+
+
+def test_failed_shapes_out_of_memory_are_skipped_and_the_search_goes_on():
+    f = landscape(best=(12288, 12288, 12288))
+    fits = lambda s: s[0] * s[1] + s[1] * s[2] + s[0] * s[2] <= 3 * 10240 ** 2  # noqa: E731
+
+    res, _ = run_search(lambda s: f(s) if fits(s) else None)
+    failed = [t for t in res.trials if t.value is None]
+    assert failed and all(not fits(t.shape) for t in failed)
+    assert fits(res.best.shape)
+    best_fit = max(f(s) for s in P.coarse_grid(P.GPU_COARSE_DIMS) if fits(s))
+    assert res.best.value >= best_fit
+
+
+def test_the_time_budget_stops_the_search_but_the_best_is_still_remeasured():
+    now = [0.0]
+
+    def clock():
+        return now[0]
+
+    def evaluate(shape, trial):
+        now[0] += 1.0  # every evaluation "takes" 1 s
+        return landscape()(shape)
+
+    res = P.search_shapes(evaluate, P.gpu_plan(), budget_s=20.0, remeasure_reserve_s=3.0, clock=clock)
+    assert res.stopped == "budget"
+    assert len([t for t in res.trials if t.phase != "remeasure"]) == 17
+    assert len([t for t in res.trials if t.phase == "remeasure"]) == 3
+    assert res.elapsed_s == 20.0
+
+
+def test_max_evals_bounds_the_search():
+    res, _ = run_search(landscape(), P.SearchPlan(tuple(P.coarse_grid(P.GPU_COARSE_DIMS)), max_evals=10))
+    assert res.stopped == "max_evals" and len([t for t in res.trials if t.phase != "remeasure"]) == 10
+
+
+def test_nothing_runs_gives_no_best():
+    res, _ = run_search(lambda s: None, P.SearchPlan(((1024, 1024, 1024),)))
+    assert res.best is None and res.evaluations == 1
+
+
+def test_a_bad_plan_is_refused():
+    with pytest.raises(Exception, match="coarse shape"):
+        P.SearchPlan(())
+    with pytest.raises(Exception, match="top_k"):
+        P.SearchPlan(((1, 1, 1),), top_k=0)
+
+
+# -- budgets: every shape is warmed up before it is timed (C12) --------------------------------------------------------
+
+
+def test_C12_every_search_evaluation_warms_up_and_sustained_settles():
+    for b in (P.BURST_BUDGETS, P.SUSTAINED_BUDGETS, P.CPU_PEAK_BUDGETS):
+        assert b.warmup_s > 0 and b.final_warmup_s >= b.warmup_s and b.final_budget_s > b.budget_s
+    assert P.SUSTAINED_BUDGETS.settle_s >= 3.0 and P.SUSTAINED_BUDGETS.final_warmup_s >= 3.0  # CUTLASS: ~3 s
+    assert P.SUSTAINED_BUDGETS.reserve_s(3) == pytest.approx(3 * (3.0 + 2.0 + 0.3))
+
+
+# -- a search on the CPU, with the timing stubbed from a landscape -----------------------------------------------------
+
+torch = pytest.importorskip("torch")
+
+from truepeak.bench import run as R  # noqa: E402
+from truepeak.bench.measurement import Measurement  # noqa: E402
+from truepeak.bench.records import read_records  # noqa: E402
+from truepeak.hardware.detect import detect_cpu  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return detect_cpu()
+
+
+def _cpu_landscape(shape):
+    """Best at 768 x 1024 x 640 on the CPU grid (multiples of 128), 40 GFLOP/s there, falling off 2-4 % per 128."""
+    return landscape(best=(768, 1024, 640), top=40e9, unit=128)(shape)
+
+
+#: A small CPU plan (the default one measures ~30 shapes up to 2048, too slow for a 2-core CI machine).
+SMALL_CPU_PLAN = P.SearchPlan(((1024, 1024, 512), (512, 1024, 1024), (512, 512, 512), (1024, 512, 256)),
+                              steps=(256, 128), min_dim=128, max_dim=1024, top_k=2, tolerance=0.01, starts=1)
+
+
+@pytest.fixture
+def stub_landscape(monkeypatch):
+    """Every GEMM "takes" FLOP / landscape(shape) seconds; records which cases were timed."""
+    seen = []
+
+    def time_gemm(gemm, case, dev, budgets, n_sets):
+        seen.append(case)
+        t = 2 * case.m * case.n * case.k / _cpu_landscape((case.m, case.n, case.k))
+        return Measurement(samples_s=(t,) * 5, mode="cpu", input_kind=gemm.input_kind)
+
+    monkeypatch.setattr(R, "_time_gemm", time_gemm)
+    return seen
+
+
+def test_cpu_search_finds_the_best_shape_and_records_every_trial(tmp_path, cpu, stub_landscape):
+    run = P.run_peak(tmp_path / "pk", device=cpu, argv=["truepeak", "peak"], plan=SMALL_CPU_PLAN, budget_s=120)
+    (fp,) = run.peaks
+    assert (fp.format, fp.mode, fp.status) == ("fp32", "cpu", "ok")
+    s = fp.summary()
+    assert s["shape"] == [768, 1024, 640]
+    assert s["flop_per_s"] == pytest.approx(_cpu_landscape((768, 1024, 640)))
+    recs = read_records(run.records_path)
+    assert len(recs) == fp.result.evaluations == len(stub_landscape)
+    assert all(r["kind"] == "gemm" and r["mode"] == "cpu" and r["status"] == "ok" for r in recs)
+    assert [r["search"]["eval"] for r in recs] == list(range(len(recs)))
+    assert {r["search"]["phase"] for r in recs} == {"coarse", "refine", "remeasure"}
+    assert len({r["key"] for r in recs}) == len(recs)  # a re-measured shape gets its own record
+    assert all(r["correctness"]["passed"] for r in recs)  # checked against float64 before timing
+    # the re-measurements get the longer budgets
+    finals = [c for c in stub_landscape if c.origin.endswith("(remeasure)")]
+    assert finals and all(c.budget_s == P.CPU_PEAK_BUDGETS.final_budget_s for c in finals)
+    summary = json.loads((run.out_dir / "peak.json").read_text())
+    assert summary["peaks"][0]["shape"] == [768, 1024, 640]
+    assert P.CPU_NOTE in run.notes
+
+
+def test_C10_every_search_record_rotates_inputs_over_2x_the_cache(tmp_path, cpu, stub_landscape):
+    run = P.run_peak(tmp_path / "pk", device=cpu, budget_s=3, plan=SMALL_CPU_PLAN)
+    for r in read_records(run.records_path):
+        rot = r["rotation"]
+        assert rot["total_bytes"] >= 2 * rot["l2_bytes"] and rot["cold"] is True
+
+
+def test_cpu_says_what_it_cannot_do(tmp_path, cpu, stub_landscape):
+    run = P.run_peak(tmp_path / "pk", device=cpu, formats="fp32,fp8", modes="burst", budget_s=2,
+                     plan=SMALL_CPU_PLAN)
+    assert [(p.format, p.status) for p in run.peaks] == [("fp32", "ok"), ("fp8_e4m3", "skipped")]
+    assert run.peaks[1].reason == "fp8_e4m3 GEMM needs a CUDA GPU; this device is a CPU"
+    assert any("--mode burst has no meaning on a CPU" in n for n in run.notes)
+    skipped = [r for r in read_records(run.records_path) if r["status"] == "skipped"]
+    assert skipped[0]["search"]["phase"] == "skipped" and skipped[0]["format"] == "fp8_e4m3"
+
+
+def test_an_out_of_memory_shape_is_a_failed_record_and_the_search_goes_on(tmp_path, cpu, stub_landscape, monkeypatch):
+    real = R.G.TorchGemm.__post_init__
+
+    def oom_for_big(self):
+        if self.m * self.n * self.k > 512 * 1024 * 768:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        real(self)
+
+    monkeypatch.setattr(R.G.TorchGemm, "__post_init__", oom_for_big)
+    run = P.run_peak(tmp_path / "pk", device=cpu, plan=SMALL_CPU_PLAN, budget_s=120)
+    recs = read_records(run.records_path)
+    failed = [r for r in recs if r["status"] == "failed"]
+    assert failed and all(r["reason"].startswith("out of memory:") for r in failed)
+    assert run.peaks[0].status == "ok"
+    w = run.peaks[0].best_record["workload"]
+    assert w["m"] * w["n"] * w["k"] <= 512 * 1024 * 768
+
+
+def test_unknown_format_lists_the_accepted_ones(tmp_path, cpu):
+    from truepeak.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="known: fp32, tf32, bf16"):
+        P.run_peak(tmp_path / "pk", device=cpu, formats="fp9")
+
+
+def test_bad_budget_and_mode_are_refused(tmp_path, cpu):
+    from truepeak.errors import TruepeakError
+
+    with pytest.raises(TruepeakError, match="--budget must be > 0"):
+        P.run_peak(tmp_path / "pk", device=cpu, budget_s=0)
+    with pytest.raises(TruepeakError, match="accepted: sustained .* burst .* both"):
+        P.run_peak(tmp_path / "pk2", device=cpu, modes="turbo")
+
+
+# -- on a GPU ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_gpu_search_smoke_both_modes_labelled(tmp_path):
+    plan = P.SearchPlan(((2048, 2048, 2048), (4096, 4096, 4096)), steps=(1024,), max_evals=4, top_k=1)
+    quick = P.PeakBudgets(0.05, 0.05, 0.1, 0.1, settle_s=0.2)
+    run = P.run_peak(tmp_path / "pk", device="cuda", formats="bf16", modes="both", plan=plan,
+                     budgets={"burst": quick, "sustained": quick})
+    assert [(p.mode, p.status) for p in run.peaks] == [("sustained", "ok"), ("burst", "ok")]
+    for p in run.peaks:
+        rec = p.best_record
+        assert rec["mode"] == p.mode and rec["measurement"]["mode"] == p.mode
+        if rec["measurement"]["telemetry"] is not None:
+            assert rec["derived"]["sm_clock_hz"] and rec["derived"]["peak_at_clock_flop_per_s"]
+
+
+def test_an_existing_results_file_is_not_appended_to(tmp_path, cpu):
+    from truepeak.errors import TruepeakError
+
+    (tmp_path / "pk").mkdir()
+    (tmp_path / "pk" / "results.jsonl").write_text('{"schema_version": 2}\n')
+    with pytest.raises(TruepeakError, match="already holds results; choose another --out"):
+        P.run_peak(tmp_path / "pk", device=cpu)

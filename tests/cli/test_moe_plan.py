@@ -1,0 +1,105 @@
+"""`truepeak moe plan` through typer's CliRunner: the S1 conclusions printed, --json, --compare, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+import truepeak.cli.moe  # noqa: F401  (registers the sub-app)
+from truepeak.cli.app import app
+from truepeak.cli.moe import moe_app
+
+WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+S1 = ("--model", "glm-5", "--gpu", WS, "--gpus", "8", "--weights", "nvfp4")
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, ["moe", "plan", *args])
+
+
+def test_moe_app_is_exported_for_other_commands():
+    assert moe_app.info.name == "moe"
+
+
+def test_S1_cli_prints_the_conclusions():
+    r = run(*S1, "--batch", "1,512")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "16 tokens per expert on average (T·k/E = 512·8/256)" in out
+    assert "→ memory-bound" in out and "1125 FLOP/B ridge" in out
+    assert "56.9 per weight byte" in out                        # the S1 "AI ~ 57 FLOP/B"
+    assert "156 in the layers: 2 per layer" in out and "a major share of the step" in out
+    assert "communication-bound: TP8 over PCIe only" in out
+    assert "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Workstation_Edition.json" in out
+    assert "E=257,N=256" in out
+    assert "DOES NOT FIT" in out                                  # batch 512 x 4096 tokens of replicated MLA cache
+
+
+def test_S1_cli_json():
+    r = run(*S1, "--batch", "512", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    p = d["plans"][0]
+    assert p["routing"]["mean_tokens_per_expert"] == 16
+    assert p["layout"]["gpus"] == 8 and p["interconnect"] == "pcie"
+    gu = next(op for op in p["ops"] if op["name"] == "routed experts gate+up")
+    assert gu["bound"] == "memory" and gu["flop"] == 25_769_803_776
+    assert p["tokens_per_s"] == pytest.approx(512 / p["step_s"])
+    assert set(p["time_by_bound_s"]) == {"compute", "memory", "communication", "pipeline_bubble"}
+
+
+def test_compare_default_is_six_layouts_by_eight_batches():
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--compare", "--json")
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.stdout)["compare"]
+    assert [l["layout"] for l in c["layouts"]] == ["tp8", "ep8", "dp8ep8", "tp4pp2", "tp2pp4", "tp2ep4"]
+    assert c["batches"] == [1, 2, 8, 16, 32, 64, 128, 512]
+    assert len(c["cells"]) == 48 and all("tokens_per_s" in cell for cell in c["cells"])
+
+
+def test_compare_with_a_list_and_batches_text():
+    r = run(*S1, "--compare", "tp8,dp8ep8", "--batch", "1,64")
+    assert r.exit_code == 0, r.output
+    table = r.stdout[r.stdout.index("what-if"):]
+    assert "tp8" in table and "dp8ep8" in table and "b=1" in table and "b=64" in table
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--batch", "0"), "--batch 0 must be at least 1"),
+    (("--layout", "ep3"), "256 routed experts are not divisible by EP3"),
+    (("--layout", "tp4"), "--layout tp4 uses 4 GPUs but --gpus is 8"),
+    (("--weights", "fp5"), "fp5"),
+    (("stray",), "unexpected argument"),
+])
+def test_bad_input_is_one_line(args, words):
+    base = S1 if "--layout" not in args or "tp4" in args else S1[:4] + S1[6:]    # ep3: no --gpus 8
+    r = run(*base, *args)
+    assert r.exit_code == 2
+    assert words in r.output
+
+
+def test_unknown_model_via_main(capsys):
+    from truepeak.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["moe", "plan", "--model", "glm-9", "--gpu", "h200"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: unknown model 'glm-9'")
+
+
+def test_measured_says_which_ops_used_measurements(tmp_path):
+    recs = [{"kind": "collective", "status": "ok", "time_s": t,
+             "workload": {"op": "all_reduce", "bytes": b, "n_ranks": 8}} for b, t in ((1024, 20e-6), (65536, 40e-6))]
+    path = tmp_path / "comm.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in recs))
+    r = run(*S1, "--measured", str(path))
+    assert r.exit_code == 0, r.output
+    line = next(l for l in r.stdout.splitlines() if l.startswith("measured:"))
+    assert "TP all-reduce after attention" in line and "1 collective curves" in line
+    # 12 KiB lies between the 1 KiB and 64 KiB points: 20 + 20 * (12288 - 1024) / (65536 - 1024) µs
+    d = json.loads(run(*S1, "--measured", str(path), "--json").stdout)
+    ar = next(op for op in d["plans"][0]["ops"] if op["name"] == "TP all-reduce after attention")
+    assert ar["time_s"] == pytest.approx(20e-6 + 20e-6 * (12288 - 1024) / (65536 - 1024))

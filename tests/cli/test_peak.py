@@ -1,0 +1,84 @@
+"""`truepeak peak` through the console entry point: bad input is one line and exit status 2; a small CPU search (timing
+stubbed from a known landscape) prints the answer and writes every shape tried."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+import truepeak.cli.peak  # noqa: E402,F401  (registers the command)
+from truepeak.bench import peak as P  # noqa: E402
+from truepeak.bench import run as R  # noqa: E402
+from truepeak.bench.measurement import Measurement  # noqa: E402
+from truepeak.bench.records import read_records  # noqa: E402
+from truepeak.cli.app import main  # noqa: E402
+
+
+def run_main(capsys, *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(["peak", *args])
+    captured = capsys.readouterr()
+    return info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--format", "fp9"], "error: unknown number format 'fp9'"),
+    (["--format", ","], "error: --format is empty; give comma-separated names from: fp32, tf32, bf16"),
+    (["--mode", "turbo"], "error: unknown mode 'turbo'; accepted: sustained"),
+    (["--budget", "0"], "error: --budget must be > 0 seconds, got 0"),
+    (["--out", " "], "error: --out is empty"),
+    (["--device", "tpu"], "error: "),
+])
+def test_bad_input_is_one_line_and_status_2(capsys, args, message):
+    code, out, err = run_main(capsys, "--device", "cpu", *args) if "--device" not in args else run_main(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_help_teaches_the_method(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["peak", "--help"])
+    text = capsys.readouterr().out
+    assert info.value.code == 0
+    for words in ("MAMF", "coarse grid", "burst", "sustained", "DENSE", "measured SM clock", "--budget"):
+        assert words in text
+
+
+@pytest.fixture
+def small_cpu_search(monkeypatch):
+    plan = P.SearchPlan(((512, 512, 512), (1024, 512, 256)), steps=(256, 128), min_dim=128, max_dim=1024, top_k=1,
+                        tolerance=0.01, starts=1)
+    monkeypatch.setattr(P, "cpu_plan", lambda max_evals=None: plan)
+
+    def time_gemm(gemm, case, dev, budgets, n_sets):  # best at 768 x 512 x 384: 20 GFLOP/s, 1 % less per 128
+        dist = (abs(case.m - 768) + abs(case.n - 512) + abs(case.k - 384)) / 128
+        t = 2 * case.m * case.n * case.k / (20e9 * (1 - 0.02 * dist))
+        return Measurement(samples_s=(t,) * 5, mode="cpu", input_kind=gemm.input_kind)
+
+    monkeypatch.setattr(R, "_time_gemm", time_gemm)
+
+
+def test_cpu_search_json(capsys, tmp_path, small_cpu_search):
+    code, out, err = run_main(capsys, "--device", "cpu", "--budget", "60", "--out", str(tmp_path / "pk"), "--json",
+                              "--mode", "both")
+    assert code == 0, err
+    summary = json.loads(out)
+    (p,) = summary["peaks"]
+    assert (p["format"], p["mode"], p["status"], p["shape"]) == ("fp32", "cpu", "ok", [768, 512, 384])
+    assert p["flop_per_s"] == pytest.approx(20e9)
+    assert "--mode both has no meaning on a CPU" in err and "no burst/sustained distinction" in err
+    recs = read_records(tmp_path / "pk" / "results.jsonl")
+    assert len(recs) == p["evaluations"] and all("search" in r for r in recs)
+    assert json.loads((tmp_path / "pk" / "peak.json").read_text())["peaks"][0]["shape"] == [768, 512, 384]
+
+
+def test_cpu_search_table(capsys, tmp_path, small_cpu_search):
+    code, out, err = run_main(capsys, "--device", "cpu", "--budget", "60", "--out", str(tmp_path / "pk"), "-q",
+                              "--format", "fp32,int8")
+    assert code == 0, err
+    assert "768x512x384" in out and "% dense" in out
+    assert "skipped: int8 GEMM needs a CUDA GPU; this device is a CPU" in out
+    assert "records:" in err and "coarse" not in err  # -q: no per-shape progress

@@ -1,0 +1,147 @@
+"""truepeak's fused-MoE Triton kernels on the CPU under TRITON_INTERPRET=1 (small shapes), and their routing
+metadata. Every format against the float32 reference of the dequantised weights, including experts with zero tokens,
+one expert holding every token, and slots routed to another EP rank (id -1)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError  # noqa: E402
+from truepeak.kernels import moe_triton as mt  # noqa: E402
+
+
+def test_align_routing_hand_example():
+    # docstring example: ids [[0, 2], [2, 1]], E = 3, block_m = 2
+    a = mt.align_routing(torch.tensor([[0, 2], [2, 1]]), 3, 2)
+    assert a.counts.tolist() == [1, 1, 2]
+    assert a.sorted_slots.tolist() == [0, 4, 3, 4, 1, 2]
+    assert a.block_expert.tolist() == [0, 1, 2]
+    assert a.num_blocks == 3 and a.num_slots == 4
+
+
+def test_align_routing_pads_and_drops_foreign_slots():
+    # expert 1 gets 5 slots -> 2 blocks of 4 (3 padding rows); expert 0 none; -1 and 7 (not local) dropped
+    ids = torch.tensor([[1, -1], [1, 7], [1, 2], [1, 1]])
+    a = mt.align_routing(ids, 3, 4)
+    assert a.counts.tolist() == [0, 5, 1]
+    assert a.num_blocks == 3 and a.block_expert.tolist() == [1, 1, 2]
+    assert a.sorted_slots.tolist() == [0, 2, 4, 6, 7, 8, 8, 8, 5, 8, 8, 8]
+
+
+def test_align_routing_bad_input():
+    with pytest.raises(TruepeakError, match=r"\[T, top_k\]"):
+        mt.align_routing(torch.tensor([1, 2]), 4, 16)
+    with pytest.raises(TruepeakError, match="positive"):
+        mt.align_routing(torch.tensor([[1, 2]]), 4, 0)
+
+
+def test_c17_config_follows_tokens_per_expert_not_batch():
+    # C17: E=512, k=10, batch 512 -> 10 tokens per expert; the tile is picked from that, whatever the batch
+    assert mt.choose_config(10, "bf16", True).block_m == 32
+    assert mt.choose_config(1.875, "bf16", True).block_m == 16
+    assert mt.choose_config(15, "bf16", True).block_m == 64
+    assert mt.choose_config(256, "bf16", False).block_m == 128
+
+
+def test_c14_config_shrinks_stages_to_fit_shared_memory():
+    # 128 tokens x 2 x 64 weight rows x 128 K, bf16: per stage 2*64*128*2 + 128*128*2 = 65,536 B; 3 stages 196,608 B
+    big = mt.choose_config(256, "bf16", True)
+    assert big.num_stages == 3 and big.smem_bytes("bf16", True) == 196_608
+    assert mt.choose_config(256, "bf16", True, smem_limit=232_448).num_stages == 3   # sm_90 / sm_100 (C14)
+    fitted = mt.choose_config(256, "bf16", True, smem_limit=101_376)                 # sm_120 (C14): 1 stage
+    assert fitted.num_stages == 1 and fitted.smem_bytes("bf16", True) == 65_536
+    with pytest.raises(UnsupportedError, match="65,536 B of shared memory per block; the device allows 60,000 B"):
+        mt.choose_config(256, "bf16", True, smem_limit=60_000)
+
+
+def test_choose_config_block_k_divides_k_and_bad_format():
+    assert mt.choose_config(8, "nvfp4", False, k_dim=2880).block_k == 64      # gpt-oss I = 2880 = 45 * 64
+    with pytest.raises(UnsupportedError, match="K=720"):
+        mt.choose_config(8, "nvfp4", False, k_dim=720)                         # gpt-oss TP4: 720 = 16 * 45
+    with pytest.raises(UnknownNameError, match="bf16, fp8, fp8_block, nvfp4, mxfp4"):
+        mt.choose_config(8, "int4", False)
+
+
+ROUTINGS = {
+    # token -> (expert, expert); expert 2 gets nothing, -1 = a slot routed to another EP rank
+    "mixed": [[0, 1], [1, 3], [1, 0], [3, 1], [1, -1]],
+    # one expert holds every token (and more than one block of 16 rows)
+    "all_in_one": [[2, -1]] * 18,
+}
+
+# Runs in a fresh interpreter with TRITON_INTERPRET=1 set before triton is imported (the variable is read when
+# ``@triton.jit`` runs and the interpreter keeps process-wide state, so it cannot be switched on inside this process).
+_CHILD = """
+import json, sys
+import torch
+from truepeak.kernels import moe_triton as mt
+routings = json.loads(sys.argv[1])
+out = {}
+for routing, rows in routings.items():
+    for wfmt in mt.WEIGHT_FORMATS:
+        torch.manual_seed(0)
+        E, H, I = 4, 128, 128
+        ids = torch.tensor(rows)
+        T, k = ids.shape
+        w1 = mt.quantize_experts(torch.randn(E, 2 * I, H) * 0.1, wfmt)
+        w2 = mt.quantize_experts(torch.randn(E, H, I) * 0.1, wfmt)
+        x = (torch.rand(T, H) * 2 - 1).bfloat16()
+        tw = torch.rand(T, k)
+        ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
+        bk = 64 if wfmt in ("nvfp4", "mxfp4") else 32
+        cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"))
+        fused = mt.FusedMoE(x, w1, w2, ids, tw, config=cfg)
+        y = fused()
+        err = float((y.float() - ref).abs().max() / ref.abs().max())
+        out[routing + "/" + wfmt] = {"err": err, "shape": list(y.shape), "dtype": str(y.dtype),
+                                     "counts": fused.align.counts.tolist()}
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    """Results of every (routing, format) case run by the kernels under Triton's CPU interpreter."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("triton")
+    src = str(Path(mt.__file__).resolve().parents[2])
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(ROUTINGS)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.mark.parametrize("wfmt", mt.WEIGHT_FORMATS)
+@pytest.mark.parametrize("routing", list(ROUTINGS))
+def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
+    r = interpreted[f"{routing}/{wfmt}"]
+    T = len(ROUTINGS[routing])
+    assert r["shape"] == [T, 128] and r["dtype"] == "torch.bfloat16"
+    assert r["err"] < 2e-2, f"{wfmt} {routing}: relative error {r['err']:.3g}"
+    # expert 2 receives no token in "mixed" (its blocks are skipped); in "all_in_one" it receives all 18
+    assert r["counts"] == ([2, 5, 0, 2] if routing == "mixed" else [0, 0, 18, 0])
+
+
+def test_fused_moe_shape_errors():
+    w1 = mt.quantize_experts(torch.zeros(2, 64, 32), "bf16")
+    w2 = mt.quantize_experts(torch.zeros(2, 32, 16), "bf16")
+    with pytest.raises(TruepeakError, match="do not fit"):
+        mt.FusedMoE(torch.zeros(3, 32).bfloat16(), w1, w2, torch.zeros(3, 1, dtype=torch.long), torch.ones(3, 1))
+
+
+def test_expert_weight_bytes_c13():
+    # one DeepSeek-V3 down projection (7168 x 2048) in nvfp4: 8,257,536 B + its 4-byte per-expert global scale
+    w = mt.ExpertWeights("nvfp4", torch.zeros(1, 7168, 1024, dtype=torch.uint8),
+                         torch.zeros(1, 7168, 128, dtype=torch.float8_e4m3fn), torch.ones(1))
+    assert w.shape == (1, 7168, 2048)
+    assert w.nbytes_per_expert() == 8_257_536 + 4
