@@ -50,6 +50,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _default_cuda_generator_still_usable(request: pytest.FixtureRequest):
+    """After a GPU test, the default CUDA generator must still work: an aborted CUDA-graph capture can leave it
+    "capturing", and every later ``torch.rand(..., device="cuda")`` then fails with "Offset increment outside graph
+    capture". This names the test that did it instead of failing an innocent later one."""
+    if request.node.get_closest_marker("gpu") is None or _cuda_unavailable_reason() is not None:
+        yield
+        return
+    import torch
+
+    def usable() -> str | None:
+        try:
+            torch.rand(1, device="cuda")
+        except RuntimeError as exc:
+            return str(exc)
+        return None
+
+    before = usable()
+    yield
+    after = usable()
+    if before is None and after is not None:
+        pytest.fail(f"this test left the default CUDA generator unusable: {after}")
+
+
+@pytest.fixture(autouse=True)
 def _fresh_nvml_cache():
     nvml.clear_cache()
     yield

@@ -358,7 +358,8 @@ def measure_read_bandwidth(nbytes: int = 4 << 30, budget_s: float = 0.5) -> floa
     from truepeak.kernels._moe_jit import read_sum_kernel
 
     n = nbytes // 4
-    buf = torch.rand(n, device="cuda", dtype=torch.float32)
+    # A private generator: the default CUDA generator is unusable after an aborted graph capture elsewhere.
+    buf = torch.rand(n, device="cuda", dtype=torch.float32, generator=torch.Generator(device="cuda").manual_seed(0))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     best = 0.0
     for block, per_sm, warps in ((4096, 8, 8), (8192, 4, 8), (2048, 16, 4)):  # the best of three launch shapes
@@ -492,7 +493,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                 ids = local_ids(g_ids, shape).cuda()
                 topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(seed)),
                                      dim=1).cuda()
-                x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16) * 2 - 1)
+                x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16,
+                                generator=torch.Generator(device="cuda").manual_seed(seed)) * 2 - 1)
                 counts = torch.bincount(ids[ids >= 0], minlength=shape.E_local).tolist()
                 slots = sum(counts)
                 nbytes = active_bytes(w1, w2, counts)
