@@ -473,6 +473,7 @@ class _CudaRun:
                     raise exc from None
                 self.graph = None
                 use_graph = False
+                _release_default_generator(self.cuda)
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 self.notes.append(f"CUDA graph capture failed ({type(exc).__name__}: {first[:200]}); "
                                   "timed eager launches instead")
@@ -524,3 +525,25 @@ class _CudaRun:
             burst_gap_s=self.burst_gap_s if self.mode == "burst" else None,
             notes=tuple(self.notes),
         )
+
+
+def _release_default_generator(cuda: Any) -> bool:
+    """After an aborted CUDA-graph capture, give the device's default generator a fresh (not capturing) state.
+
+    ``capture_begin`` puts the default CUDA generator's state in capture mode and only a successful ``capture_end``
+    takes it out; after a failed capture every later ``torch.rand(..., device="cuda")`` in the process fails with
+    "Offset increment outside graph capture encountered unexpectedly" (seen on the H200 in
+    docs/results/h200x2/bound/gpu-tests.log). ``Generator.graphsafe_set_state`` swaps in the state of a new generator
+    seeded like the old one. Best effort: returns False when this torch lacks the API (or ``cuda`` is a test fake).
+    """
+    try:
+        idx = cuda.current_device()
+        gen = cuda.default_generators[idx]
+        import torch
+
+        fresh = torch.Generator(device=f"cuda:{idx}")
+        fresh.manual_seed(gen.initial_seed())
+        gen.graphsafe_set_state(fresh.graphsafe_get_state())
+        return True
+    except Exception:
+        return False

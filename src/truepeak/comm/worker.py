@@ -289,6 +289,8 @@ def _measure_case(r: _Rank, case: Case, mode: str, cfg: dict, eager_s: float | N
     if mode == "eager":
         if in_place:
             buf.out.copy_(buf.inp)
+        if r.nccl is not None:  # arguments converted once, on the current stream (graph mode keeps fn)
+            fn = r.nccl.bound(case.op, buf.out, buf.inp, case.dtype)
         samples, k = _time_eager(r, fn, iters, warmup)
         wrong = _check(r, buf, in_place, fn)
     else:
