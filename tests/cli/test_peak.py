@@ -82,3 +82,12 @@ def test_cpu_search_table(capsys, tmp_path, small_cpu_search):
     assert "768x512x384" in out and "% dense" in out
     assert "skipped: int8 GEMM needs a CUDA GPU; this device is a CPU" in out
     assert "records:" in err and "coarse" not in err  # -q: no per-shape progress
+
+
+def test_progress_lines_keep_small_rates_readable(capsys, tmp_path, small_cpu_search):
+    """Regression: progress printed `{TFLOPS:.1f}`, so every CPU shape read "0.0 TFLOPS". The landscape's best,
+    768 x 512 x 384, runs at 20 GFLOP/s = 0.02 TFLOPS (truepeak.units.fmt_rate: four significant digits)."""
+    code, _, err = run_main(capsys, "--device", "cpu", "--budget", "60", "--out", str(tmp_path / "pk"))
+    assert code == 0, err
+    assert "fp32 cpu remeasure 768x512x384: 0.02 TFLOPS" in err
+    assert ": 0.0 TFLOPS" not in err

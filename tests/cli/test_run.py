@@ -289,3 +289,15 @@ def test_ctrl_c_before_results_jsonl_exists_hints_without_resume(capsys, tmp_pat
                                        "--device cpu --quick")
     code, _, err = run_main(capsys, "--out", str(out), "--device", "cpu", "--quick", "--no-progress")
     assert code == 0, err
+
+
+def test_mode_on_a_cpu_is_noted_not_silently_dropped(capsys, tmp_path, fake_timing):
+    """Regression: `truepeak run --mode both` on a CPU measured in mode cpu without a word (truepeak peak says it)."""
+    code, out, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(tmp_path / "r"), "--no-progress",
+                              "--mode", "both")
+    assert code == 0, err
+    assert ("note: --mode sustained/burst: burst and sustained have no meaning on a CPU; measured with the host timer "
+            "(mode cpu)") in err
+    assert {r["mode"] for r in read_records(tmp_path / "r" / "results.jsonl")} == {"cpu"}
+    code, out, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(tmp_path / "s"), "--no-progress")
+    assert code == 0 and "no meaning" not in err  # the default mode: nothing to say

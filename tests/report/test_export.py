@@ -72,3 +72,40 @@ def test_csv_columns_union_in_first_seen_order(three):
     rows = list(csv.DictReader(io.StringIO(csv_text(three))))
     assert rows[0]["workload.m"] == "" and rows[1]["workload.m"] == "16"
     assert rows[2]["status"] == "skipped" and rows[2]["time_s"] == ""
+
+
+def _trial(rec, phase, flop_per_s, *, mode="burst", scaling=None):
+    """A ``truepeak peak`` search record: ``rec`` with a ``search`` phase, a rate, a mode and a scale layout."""
+    w = dict(rec["workload"], scaling=scaling)
+    return dict(rec, mode=mode, workload=w, format="fp8_e4m3" if scaling else rec["format"],
+                search={"phase": phase, "round": 0, "step": None, "eval": 0},
+                derived=dict(rec["derived"], flop_per_s=flop_per_s))
+
+
+def test_peak_rows_prefer_the_remeasured_phase(four):
+    """Regression: `truepeak report` on a `truepeak peak` file took the maximum over every search trial, a lucky
+    first-pass measurement included (winner's curse). The re-measured phase wins when present."""
+    square = four[3]
+    recs = [_trial(square, "coarse", 700e12), _trial(square, "refine", 720e12),  # lucky first-pass trials
+            _trial(square, "remeasure", 690e12), _trial(square, "remeasure", 680e12)]
+    [row] = peak_rows(recs, None)
+    assert row["measured"] == 690e12 and row["remeasured"] and row["n"] == 4
+    # without a remeasure phase (a `truepeak run` file): the maximum, as before
+    [row] = peak_rows(recs[:2], None)
+    assert row["measured"] == 720e12 and not row["remeasured"]
+    # the same rule for summary.md's best per format
+    from truepeak.report.markdown import best_per_format
+
+    assert [r["derived"]["flop_per_s"] for r in best_per_format(recs)] == [690e12]
+
+
+def test_peak_rows_per_mode_and_scale_layout(four):
+    """burst and sustained, per-tensor and per-row fp8: one row each, labelled, never merged into one maximum."""
+    square = four[3]
+    recs = [_trial(square, "remeasure", 600e12, mode="sustained", scaling="tensor"),
+            _trial(square, "remeasure", 700e12, mode="burst", scaling="tensor"),
+            _trial(square, "remeasure", 650e12, mode="burst", scaling="row")]
+    rows = peak_rows(recs, None)
+    assert [(r["label"], r["mode"], r["measured"]) for r in rows] == [
+        ("fp8_e4m3 (per-tensor)", "sustained", 600e12), ("fp8_e4m3 (per-tensor)", "burst", 700e12),
+        ("fp8_e4m3 (per-row)", "burst", 650e12)]

@@ -162,6 +162,22 @@ def test_cli_report_bad_input_is_one_line_exit_2(tmp_path, capsys):
     assert code == 2 and "is a folder, not a results file" in err
 
 
+def test_cli_report_never_writes_over_its_input(tmp_path, capsys, three):
+    """Regression: `truepeak report results.jsonl --md results.jsonl` replaced the records with the report."""
+    path = write(tmp_path / "results.jsonl", three)
+    before = path.read_text()
+    for option in ("--md", "--csv", "--html"):
+        code, out, err = call(capsys, "report", str(path), option, str(tmp_path / "." / "results.jsonl"))
+        assert code == 2 and err.count("\n") == 1
+        assert err.startswith(f"error: {option} {tmp_path / '.' / 'results.jsonl'} is the results file being read")
+    assert path.read_text() == before
+    code, out, err = call(capsys, "report", str(path), "--md", str(tmp_path / "r.txt"), "--csv", str(tmp_path / "r.txt"))
+    assert code == 2 and err.startswith(f"error: --md and --csv both write to {tmp_path / 'r.txt'}")
+    assert not (tmp_path / "r.txt").exists()  # refused before anything was written
+    code, out, err = call(capsys, "report", str(path), "--md", "-", "--csv", "-")
+    assert code == 2 and err.startswith("error: --md and --csv both write to -") and out == ""
+
+
 def test_truepeak_run_writes_report_html(tmp_path, capsys, monkeypatch, stub_timing):
     pytest.importorskip("torch")
     stub_timing(monkeypatch, gemm_s=1e-3, copy_s=1e-2)
@@ -208,3 +224,73 @@ def test_moe_collective_and_peak_search_records(three):
     assert "triton bf16" in page and "grouped_mm bf16" in page and "all_reduce graph" in page
     assert "<td>bf16</td><td>burst</td>" in page and "<td>bf16</td><td>sustained</td>" in page
     assert '<td class="num">0.5</td>' in page  # fractional tokens per expert are kept
+
+
+def test_percentage_axes_keep_points_above_100():
+    """Regression: the decode chart's % of roofline axis stopped at 105 % (the MoE chart's at 110 %), so a CPU run's
+    M = 1 point at 157.6 % of its roofline (flagged in its record) was drawn off the chart."""
+    from truepeak.report.plots import _pct_top
+
+    assert _pct_top([157.6, 50.0]) == pytest.approx(1.05 * 157.6)
+    assert _pct_top([99.0, float("nan")]) == 105 and _pct_top([], 110) == 110
+
+
+def test_collective_records_find_their_gpu_in_the_catalog(three):
+    """Regression: `truepeak report` of the 2x H200 collective results said "not in the truepeak catalog" for an
+    NVIDIA H200: comm records carry env.gpu (the name torch reports) but no env.device."""
+    from truepeak.report.load import accelerator_key
+
+    coll = {"schema_version": 2, "kind": "collective", "status": "ok",
+            "env": {"gpu": {"name": "NVIDIA H200", "sm_count": 132}}}
+    assert accelerator_key(coll) == "h200-sxm"
+    assert accelerator_key({**coll, "env": {"gpu": {"name": "NVIDIA Nonesuch 9000"}}}) is None
+    assert accelerator_key(three[1]) == "h200-sxm"  # env.device says so itself
+    cpu = {**three[1], "env": {"device": {"kind": "cpu", "name": "AMD EPYC", "matched_catalog": False}}}
+    assert accelerator_key(cpu) is None
+    page = H.html_report([coll])
+    assert "NVIDIA H200 SXM (h200-sxm); efficiency is against its DENSE peaks" in page
+
+
+def test_a_cpu_report_names_its_clock_without_sms(three):
+    """A CPU has cores and a clock, not SMs and a max SM clock."""
+    cpu = {**three[1], "env": {"device": {"kind": "cpu", "name": "AMD EPYC", "matched_catalog": False,
+                                          "max_sm_clock_hz": 2.596e9}}}
+    page = H.html_report([cpu])
+    assert "CPU clock" in page and "2.596 GHz" in page and "max SM clock" not in page
+
+
+def test_malformed_records_are_named_and_left_out(tmp_path, capsys, three):
+    """Regression: a schema-2 record with a field of the wrong JSON type (an edited file, another writer) crashed
+    `truepeak report` and `truepeak compare` with a traceback (AttributeError, TypeError, rich NotRenderableError)."""
+    from truepeak.report.load import malformed
+
+    copy, decode, probe = three
+    bad = [
+        {**decode, "time_s": "fast"},
+        {**decode, "derived": 7},
+        {**decode, "derived": {**decode["derived"], "flop_per_s": "x"}},
+        {**decode, "warnings": "above roofline"},
+        {**decode, "measurement": {**decode["measurement"], "warning_codes": [1]}},
+        {**decode, "format": ["bf16"]},
+        {**decode, "workload": {**decode["workload"], "m": -16}},
+        {**decode, "env": {**decode["env"], "env_vars": True}},
+    ]
+    assert [malformed(r) for r in bad] == [
+        "field 'time_s' is a string, not a number",
+        "field 'derived' is a number, not an object or null",
+        "field 'derived.flop_per_s' is a string, not a number",
+        "field 'warnings' is a string, not a list or null",
+        "field 'measurement.warning_codes' is a list, not a list of strings",
+        "field 'format' is a list, not a string or null",
+        "field 'workload.m' is negative (-16)",
+        "field 'env.env_vars' is a boolean, not an object",
+    ]
+    assert [malformed(r) for r in three] == [None, None, None]
+    path = write(tmp_path / "results.jsonl", [copy, *bad, probe])
+    code, out, err = call(capsys, "report", str(path), "--md", "-", "--csv", str(tmp_path / "r.csv"))
+    assert code == 0 and "Traceback" not in err
+    assert f"warning: {path}, line 2: field 'time_s' is a string, not a number (left out)" in err
+    assert f"warning: {path}, line 9: field 'env.env_vars' is a boolean, not an object (left out)" in err
+    assert out.startswith("# truepeak report: NVIDIA H200") and "2 record(s)" in out
+    code, out, err = call(capsys, "compare", str(path), str(path))
+    assert code == 0 and "Traceback" not in err and "1 unknown, 1 not ok" in out and "A: 8 line(s) not used" in out

@@ -119,3 +119,18 @@ def test_best_table_says_clock_on_a_cpu_and_sm_clock_on_a_gpu(four):
     no_device = summary_markdown([{**gemm, "env": {}}])  # no device in the records: the cpu mode says it
     assert "| clock (MHz) |" in no_device and "SM clock" not in no_device
     assert "| shape (MxNxK) | SM clock (MHz) | % of peak at that clock |" in summary_markdown(four)
+
+
+def test_method_names_burst_mode_and_best_is_per_mode(four):
+    """Regression: summary.md of a `--mode both` run described only the sustained mode and merged both modes into one
+    best row per format (the burst maximum shown without its mode)."""
+    square = four[3]
+    burst = {**square, "mode": "burst", "measurement": {**square["measurement"], "mode": "burst",
+                                                          "burst_gap_s": 1.5e-3},
+             "time_s": 1.2e-3, "derived": {**square["derived"], "flop_per_s": 2 * 4096**3 / 1.2e-3}}
+    text = summary_markdown([*four, burst])
+    assert "- Mode: **burst**: a 1.5 ms idle gap" in text
+    best = text[text.index("## Best measured"):text.index("## All results")]
+    # bf16 sustained: 4096^3 in 1.5 ms = 91.63 TFLOPS; bf16 burst: 4096^3 in 1.2 ms = 114.5 TFLOPS
+    assert "| format | mode | best TFLOPS |" in best
+    assert "| bf16 | sustained | 91.63 |" in best and "| bf16 | burst | 114.5 |" in best

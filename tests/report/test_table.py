@@ -35,7 +35,8 @@ def test_rows_by_hand(three):
     assert (copy["time"], copy["rate"], copy["bandwidth"], copy["pct_roofline"], copy["bound"]) == (
         "1000", "-", "4295", "89.5", "memory")
     # 939,524,096 FLOP in 40 us = 23.49 TFLOPS = 2.37 % of 989.4; 59,080,704 B in 40 us = 1477 GB/s = 30.8 % of 4800
-    assert decode == {"shape": "16x4096x7168", "format": "bf16", "time": "40", "rate": "23.49", "bandwidth": "1477",
+    assert decode == {"shape": "16x4096x7168", "format": "bf16", "mode": "sustained", "time": "40", "rate": "23.49",
+                      "bandwidth": "1477",
                       "pct_dense": "2.37", "pct_roofline": "30.8", "bound": "memory", "pct_at_clock": "2.48",
                       "status": "ok", "note": ""}
     assert probe["status"] == "skipped" and probe["time"] == probe["rate"] == probe["bound"] == "-"
@@ -88,3 +89,40 @@ def test_an_interrupted_runs_line_ends_the_footer(three):
     text = table_text(three[:2], notice=line, width=60)  # never wrapped to the table's width
     assert text.splitlines()[-2:] == [f"{UNITS_FOOTER}; mode: sustained", line]
     assert line not in table_text(three[:2])
+
+
+def _variant(rec, *, mode=None, scaling=None, time_s=None):
+    """A copy of a hand-made record with another mode / fp8 scale layout / time (derived values left as they are)."""
+    out = dict(rec, workload=dict(rec["workload"]))
+    if mode:
+        out["mode"] = mode
+    if scaling:
+        out["format"] = "fp8_e4m3"
+        out["workload"]["scaling"] = scaling
+    if time_s:
+        out["time_s"] = time_s
+    return out
+
+
+def test_mode_column_only_when_a_run_holds_two_modes(three):
+    """Regression: a `--mode both` run printed sustained and burst rows of one shape identically (no per-row mode)."""
+    decode = three[1]
+    both = [decode, _variant(decode, mode="burst", time_s=32e-6)]
+    rows, meta = table_rows(both)
+    assert meta["modes"] == ["burst", "sustained"]
+    assert [h for _, h in columns(meta)][:4] == ["shape (MxNxK)", "format", "mode", "time (µs)"]
+    assert [(r["shape"], r["mode"], r["time"]) for r in rows] == [("16x4096x7168", "sustained", "40"),
+                                                                   ("16x4096x7168", "burst", "32")]
+    text = table_text(both, width=200)
+    assert "mode: burst, sustained" in text
+    # one mode: no column (the footer names it)
+    assert "mode" not in dict(columns(table_rows(three)[1]))
+
+
+def test_fp8_scale_layout_is_shown_beside_the_format(three):
+    """Regression: fp8 per-tensor / per-row / block128 rows of one shape looked identical."""
+    decode = three[1]
+    recs = [_variant(decode, scaling=s) for s in ("tensor", "row", "block128")]
+    rows, _ = table_rows(recs)
+    assert [r["format"] for r in rows] == ["fp8_e4m3 (per-tensor)", "fp8_e4m3 (per-row)", "fp8_e4m3 (block128)"]
+    assert table_rows(three)[0][1]["format"] == "bf16"  # no scaling: the bare format

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from truepeak.errors import TruepeakError, require
+from truepeak.units import fmt_rate
 
 Shape = tuple[int, int, int]
 
@@ -564,7 +565,7 @@ def _search_one(dev, fmt, mode, budget, plan, budgets, env, writer, run, progres
             return None
         value = (rec.get("derived") or {}).get("flop_per_s")
         if progress:
-            progress(f"{fmt} {mode} {trial.phase} {m}x{n}x{k}: {value / 1e12:.1f} TFLOPS")
+            progress(f"{fmt} {mode} {trial.phase} {m}x{n}x{k}: {fmt_rate(value)} TFLOPS")  # 0.0156, not 0.0
         return value
 
     try:

@@ -591,6 +591,9 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     done = {key for key, rec in previous.items() if rec.get("status") in DONE_STATUSES}
 
     result = RunResult(out, path, [], dev)
+    if dev.kind != "cuda" and mode_list != ["sustained"]:  # as truepeak peak says it (bench/peak.py)
+        result.notes.append(f"--mode {'/'.join(mode_list)}: burst and sustained have no meaning on a CPU; measured "
+                            "with the host timer (mode cpu)")
     resumed: set[str] = set()
     sweep = None
     try:

@@ -49,6 +49,35 @@ def _write(text: str, target: str, what: str) -> None:
     typer.echo(f"{what}: {p}", err=True)
 
 
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def _check_targets(results: list[str], targets: dict[str, Optional[str]]) -> None:
+    """Refuse, before anything is written, an output that is one of the results files (writing it would destroy the
+    records) and two outputs to the same file (one would overwrite the other; ``-`` counts once per option too).
+
+    Raises:
+        TruepeakError: one line naming the option and the path.
+    """
+    seen: dict[str, str] = {}
+    for option, target in targets.items():
+        if target is None:
+            continue
+        if target != "-":
+            for source in results:
+                if _same(Path(target), Path(source)):
+                    raise TruepeakError(f"{option} {target} is the results file being read; writing it would destroy "
+                                        "the records: choose another path")
+        for other, path in seen.items():
+            if (target == path == "-") or (target != "-" and path != "-" and _same(Path(target), Path(path))):
+                raise TruepeakError(f"{other} and {option} both write to {target}; give each its own file")
+        seen[option] = target
+
+
 @app.command("report", help=HELP)
 def report_command(
     results: list[str] = typer.Argument(..., metavar="RESULTS.jsonl...", help="Results files (JSON Lines)."),
@@ -66,6 +95,7 @@ def report_command(
     data.require_records()
     if html is None and md is None and csv is None:
         html = str(Path(results[0]).parent / "report.html")
+    _check_targets(results, {"--html": html, "--md": md, "--csv": csv})
     if html is not None:
         from truepeak.report.html import html_report
 

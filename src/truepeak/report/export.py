@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from truepeak.report.load import Results, device_name, field, label, number
-from truepeak.report.table import _note, columns as gemm_columns, table_rows, time_unit
+from truepeak.report.table import _note, columns as gemm_columns, format_label, scaling_of, table_rows, time_unit
 from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size, fmt_time_in
 
 #: Kinds rendered by the ``truepeak run`` table.
@@ -293,41 +293,62 @@ def _catalog_sparse(acc: Any, fmt: str | None) -> tuple[float | None, bool]:
     return p.implied_sparse, p.sparse is not None
 
 
-def peak_rows(records: Sequence[dict], accelerator: Any = None) -> list[dict[str, Any]]:
-    """Spec against measured peaks, per (format, mode) of the GEMM records of ONE device, in first-seen order.
+def _remeasured(rec: Mapping[str, Any]) -> bool:
+    """Whether a record is a ``truepeak peak`` re-measurement (``search.phase == "remeasure"``)."""
+    search = rec.get("search")
+    return isinstance(search, Mapping) and search.get("phase") == "remeasure"
 
-    For each pair: the best ``ok`` record by FLOP/s. Returns dicts with ``format``, ``mode``, ``dense`` (the dense
+
+def peak_rows(records: Sequence[dict], accelerator: Any = None) -> list[dict[str, Any]]:
+    """Spec against measured peaks, per (format, scale layout, mode) of the GEMM records of ONE device, in first-seen
+    order.
+
+    For each (format, scale layout, mode): the best ``ok`` record by FLOP/s. A ``truepeak peak`` search
+    (:mod:`truepeak.bench.peak`) writes one record per shape tried; when re-measured records (``search.phase ==
+    "remeasure"``: the top shapes timed again with longer budgets) are present, only they compete, since the maximum
+    over every first-pass trial is biased upward by noise (the winner's curse; peak.py step 3) and is not what
+    ``truepeak peak`` reports. Returns dicts with ``format``, ``scaling`` (``workload.scaling`` or None), ``label``
+    (the format as tables show it: ``fp8_e4m3 (per-row)``; :func:`truepeak.report.table.format_label`), ``mode``,
+    ``remeasured`` (the best is a re-measured record), ``dense`` (the dense
     spec peak the record was measured against, FLOP/s), ``sparse`` (the catalog's 2:4-sparse rate, display only;
     ``sparse_published`` False when it is 2 x dense because the vendor prints none), ``measured`` (FLOP/s),
     ``pct_dense``, ``clock_hz`` (median SM clock of that record), ``at_clock`` (the dense peak at that clock:
     ``measured / pct_at_clock`` = FLOP/clk/SM x SMs x clock), ``pct_at_clock``, ``shape``, ``estimated`` (the peak is an
-    estimate, as on a CPU), ``n`` (records of that format and mode), and ``reason`` for a format with no ok record
+    estimate, as on a CPU), ``n`` (records of that format, layout and mode), and ``reason`` for a format with no ok
+    record
     (its first skipped or failed reason).
     """
-    order: list[tuple[str, str]] = []
-    best: dict[tuple[str, str], dict] = {}
-    count: dict[tuple[str, str], int] = {}
-    reasons: dict[tuple[str, str], str] = {}
+    order: list[tuple[str, str, str]] = []  # (format, scaling or "", mode or "")
+    best: dict[tuple[str, str, str], dict] = {}
+    count: dict[tuple[str, str, str], int] = {}
+    reasons: dict[tuple[str, str, str], str] = {}
+    labels: dict[tuple[str, str, str], str] = {}
     for rec in records:
         if rec.get("kind") != "gemm":
             continue
-        key = (str(rec.get("format")), str(rec.get("mode") or ""))
+        key = (str(rec.get("format")), scaling_of(rec) or "", str(rec.get("mode") or ""))
         if key not in count:
             order.append(key)
             count[key] = 0
+            labels[key] = format_label(rec)
         count[key] += 1
         rate = number(rec, "flop_per_s")
         if rec.get("status") != "ok" or rate is None:
             reasons.setdefault(key, f"{rec.get('status')}: {rec.get('reason')}")
             continue
-        if key not in best or rate > number(best[key], "flop_per_s"):
+        if key not in best:
+            best[key] = rec
+            continue
+        held, new = _remeasured(best[key]), _remeasured(rec)
+        if (new and not held) or (new == held and rate > number(best[key], "flop_per_s")):
             best[key] = rec
     out = []
     for key in order:
-        fmt, mode = key
+        fmt, scaling, mode = key
         rec = best.get(key)
         sparse, published = _catalog_sparse(accelerator, fmt)
-        row: dict[str, Any] = {"format": fmt, "mode": mode, "n": count[key], "sparse": sparse,
+        row: dict[str, Any] = {"format": fmt, "scaling": scaling or None, "label": labels[key], "mode": mode,
+                               "remeasured": rec is not None and _remeasured(rec), "n": count[key], "sparse": sparse,
                                "sparse_published": published, "dense": None, "measured": None, "pct_dense": None,
                                "clock_hz": None, "at_clock": None, "pct_at_clock": None, "shape": None,
                                "estimated": False, "reason": None if rec is not None else reasons.get(key)}
@@ -363,7 +384,7 @@ class ReportWarning:
 def _case(rec: Mapping[str, Any]) -> str:
     parts = [str(rec.get("kind") or "?"), label(rec)]
     if rec.get("format"):
-        parts.append(str(rec["format"]))
+        parts.append(format_label(rec))
     if rec.get("mode"):
         parts.append(str(rec["mode"]))
     return " ".join(parts)

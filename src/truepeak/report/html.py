@@ -145,7 +145,7 @@ def _device_section(name: str, records: Sequence[dict], acc: Any) -> str:
             ("compute capability", get("compute_capability")), ("SMs (cores on a CPU)", get("sm_count")),
             ("memory", fmt_size(get("memory_bytes")) if get("memory_bytes") else None),
             ("L2 / last-level cache", fmt_size(get("l2_bytes")) if get("l2_bytes") else None),
-            ("max SM clock", _ghz(get("max_sm_clock_hz"))),
+            ("CPU clock" if dev.get("kind") == "cpu" else "max SM clock", _ghz(get("max_sm_clock_hz"))),
             ("power limit", f"{gpu['power_limit_w']:.0f} W" if isinstance(gpu.get("power_limit_w"), (int, float))
              else None),
             ("driver", gpu.get("driver")), ("GPUs visible", gpu.get("count")),
@@ -179,7 +179,7 @@ def _peaks_section(records: Sequence[dict], acc: Any) -> str:
             sparse = fmt_rate(r["sparse"]) + ("" if r["sparse_published"] else " (2x dense)")
         clock = f"{r['clock_hz'] / 1e6:.0f}" if r["clock_hz"] else DASH
         dense = fmt_rate(r["dense"]) + (" (estimated)" if r["estimated"] else "") if r["dense"] else DASH
-        cells.append([r["format"], r["mode"] or DASH, dense, sparse, fmt_rate(r["measured"]),
+        cells.append([r.get("label") or r["format"], r["mode"] or DASH, dense, sparse, fmt_rate(r["measured"]),
                       fmt_pct(r["pct_dense"], sign=False), clock, fmt_rate(r["at_clock"]),
                       fmt_pct(r["pct_at_clock"], sign=False), r["shape"] or (r["reason"] or DASH)])
         classes.append("" if r["measured"] else "skipped")
@@ -197,7 +197,11 @@ def _peaks_section(records: Sequence[dict], acc: Any) -> str:
                         "the best measured rate.")
     return ("<h3>Spec against measured peaks per format</h3>" + table
             + f'<p class="footer">{_e(UNITS_FOOTER)}. The peak at the measured clock is FLOP/clk/SM x SMs x the '
-              "median SM clock sampled while timing.</p>" + chart)
+              "median SM clock sampled while timing."
+            + (" Best measured of a truepeak peak search: the best of its re-measured shapes (longer budgets), not "
+               "the maximum over every first-pass trial, which noise biases upward." if any(r.get("remeasured")
+                                                                                          for r in rows) else "")
+            + "</p>" + chart)
 
 
 def _intensity(rec: dict) -> float | None:

@@ -122,10 +122,111 @@ def load_results(paths: Sequence[str | os.PathLike[str]], *, dedupe: bool = True
         out.problems += [Problem(name, n, why) for n, why in recs.problems]
         if not list(recs) and not recs.problems:
             out.problems.append(Problem(name, None, "empty file: no records"))
-        kept = latest(recs) if dedupe else list(recs)
+        good = []
+        for i, rec in enumerate(recs):
+            why = malformed(rec)
+            if why is None:
+                good.append(rec)
+            else:
+                line = recs.line_numbers[i] if i < len(recs.line_numbers) else None
+                out.problems.append(Problem(name, line, why if line is not None else f"record {i + 1}: {why}"))
+        kept = latest(good) if dedupe else good
         out.records += kept
         out.sources += [name] * len(kept)
     return out
+
+
+#: Top-level fields and the JSON types a record of the schema may give them (None: JSON null).
+_TOP_TYPES: dict[str, tuple[type | None, ...]] = {
+    "kind": (str,), "status": (str,), "reason": (str, None), "key": (str, None), "workload": (dict, str, None),
+    "backend": (str, None), "format": (str, None), "mode": (str, None), "time_s": (float, None),
+    "measurement": (dict, None), "warnings": (list, None), "correctness": (dict, None), "derived": (dict, None),
+    "env": (dict, None), "run_config": (dict, None), "rotation": (dict, None), "search": (dict, None),
+    "timestamp": (str, None),
+}
+#: Nested fields the renderers read as numbers (besides every ``derived`` field named like one: :func:`_numeric_name`).
+_NUMBERS = {"workload": ("m", "n", "k", "flop", "min_bytes", "intensity", "nbytes", "bytes_moved"),
+            "measurement": ("steady_median_s", "median_s", "q1_s", "q3_s", "iqr_s", "rel_iqr", "steady_rel_iqr",
+                            "n_samples", "burst_gap_s"),
+            "rotation": ("n_sets", "wanted_sets", "l2_bytes")}
+_NUMERIC_SUFFIXES = ("_s", "_per_s", "_hz", "_w", "_bytes", "_c", "_flops")
+
+
+def _numeric_name(name: str) -> bool:
+    return name.startswith("pct_") or name.endswith(_NUMERIC_SUFFIXES)
+
+
+def _kind_of(v: Any) -> str:
+    return "null" if v is None else {bool: "a boolean", int: "a number", float: "a number", str: "a string",
+                                     list: "a list", dict: "an object"}.get(type(v), type(v).__name__)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def malformed(rec: Mapping[str, Any]) -> str | None:
+    """What makes a record of the right schema version unusable, in words, or None when it is usable.
+
+    truepeak writes records with these JSON types (:mod:`truepeak.bench.records`; never NaN or infinity: the writer
+    uses ``allow_nan=False``), so a record that breaks them was edited or written by something else; a report leaves
+    it out and names it rather than failing half-way. Checked: the top-level fields (:data:`_TOP_TYPES`), the
+    numbers the renderers read (:data:`_NUMBERS`, every ``derived`` field named ``pct_*`` or ``*_s``, ``*_per_s``,
+    ``*_hz``, ``*_w``, ``*_bytes``), the ``warnings`` and ``measurement.warning_codes`` / ``warnings`` lists (of
+    strings) and ``measurement.telemetry`` (an object).
+
+    >>> malformed({"kind": "gemm", "status": "ok", "time_s": "fast"})
+    "field 'time_s' is a string, not a number"
+    """
+    for name, types in _TOP_TYPES.items():
+        if name not in rec:
+            if name in ("kind", "status"):
+                return f"field {name!r} is missing"
+            continue
+        v = rec[name]
+        if v is None:
+            if None in types:
+                continue
+            return f"field {name!r} is null"
+        if float in types and not _is_number(v):
+            return f"field {name!r} is {_kind_of(v) if not isinstance(v, float) else repr(v)}, not a number"
+        if float not in types and not isinstance(v, tuple(t for t in types if t is not None)):
+            allowed = " or ".join(_kind_of(t()) if t is not None else "null" for t in types)
+            return f"field {name!r} is {_kind_of(v)}, not {allowed}"
+    if isinstance(rec.get("time_s"), (int, float)) and rec["time_s"] < 0:
+        return f"field 'time_s' is negative ({rec['time_s']!r})"
+    for place, names in _NUMBERS.items():
+        holder = rec.get(place)
+        if isinstance(holder, dict):
+            for n in names:
+                if holder.get(n) is not None and not _is_number(holder[n]):
+                    return f"field '{place}.{n}' is {_kind_of(holder[n])}, not a number"
+                if place == "workload" and holder.get(n) is not None and holder[n] < 0:
+                    return f"field 'workload.{n}' is negative ({holder[n]!r})"
+    env = rec.get("env")
+    if isinstance(env, dict):
+        for n in ("device", "gpu", "env_vars"):
+            if env.get(n) is not None and not isinstance(env[n], dict):
+                return f"field 'env.{n}' is {_kind_of(env[n])}, not an object"
+    derived = rec.get("derived")
+    if isinstance(derived, dict):
+        for n, v in derived.items():
+            if v is not None and _numeric_name(str(n)) and not _is_number(v):
+                return f"field 'derived.{n}' is {_kind_of(v)}, not a number"
+            if isinstance(v, float) and not _is_number(v):
+                return f"field 'derived.{n}' is {v!r}, not a finite number"
+    lists = [("warnings", rec.get("warnings"))]
+    m = rec.get("measurement")
+    if isinstance(m, dict):
+        lists += [("measurement.warning_codes", m.get("warning_codes")), ("measurement.warnings", m.get("warnings"))]
+        if m.get("telemetry") is not None and not isinstance(m["telemetry"], dict):
+            return f"field 'measurement.telemetry' is {_kind_of(m['telemetry'])}, not an object"
+    for name, v in lists:
+        if v is None:
+            continue
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            return f"field {name!r} is {_kind_of(v)}, not a list of strings"
+    return None
 
 
 def records_of(data: Results | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -174,10 +275,22 @@ def device_name(rec: Mapping[str, Any]) -> str:
 
 
 def accelerator_key(rec: Mapping[str, Any]) -> str | None:
-    """The catalog key (``"h200-sxm"``) of the device a record was measured on, when it matched the catalog."""
-    dev = env_of(rec).get("device")
-    if isinstance(dev, dict) and dev.get("matched_catalog") and dev.get("accelerator"):
-        return str(dev["accelerator"])
+    """The catalog key (``"h200-sxm"``) of the device a record was measured on, when it matched the catalog.
+
+    A record with ``env.device`` (``truepeak run``, ``peak``, ``moe bench``) says so itself (``matched_catalog``).
+    One without it (``truepeak comm`` records carry only ``env.gpu``) is matched from its GPU's reported name by the
+    same rule that device detection uses (:func:`truepeak.hardware.lookup.match_device_name`: exact device strings,
+    no substring guesses), so a collective run on an H200 is not reported as "not in the catalog"."""
+    env = env_of(rec)
+    dev = env.get("device")
+    if isinstance(dev, dict):
+        return str(dev["accelerator"]) if dev.get("matched_catalog") and dev.get("accelerator") else None
+    gpu = env.get("gpu")
+    if isinstance(gpu, dict) and isinstance(gpu.get("name"), str) and gpu["name"].strip():
+        from truepeak.hardware.lookup import match_device_name
+
+        acc = match_device_name(gpu["name"])
+        return acc.key if acc is not None else None
     return None
 
 
@@ -203,4 +316,4 @@ def kinds_in(records: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 __all__ = ["UNDERSTOOD_SCHEMAS", "Problem", "Results", "load_results", "latest", "records_of", "field", "number",
-           "env_of", "device_name", "accelerator_key", "label", "kinds_in"]
+           "env_of", "device_name", "accelerator_key", "label", "kinds_in", "malformed"]

@@ -24,7 +24,8 @@ Units on the axes: TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal).
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 #: Colours per format (and a cycle for anything else), so one format has one colour in every chart of a report.
@@ -86,7 +87,8 @@ def peaks_chart(rows: Sequence[Mapping[str, Any]], title: str = "") -> str:
     """Grouped horizontal bars per format.
 
     Args:
-        rows: dicts with ``format`` and, in FLOP/s (None where unknown): ``sparse`` (2:4-sparse spec), ``dense``
+        rows: dicts with ``format`` (or ``label``, shown in its place), ``mode`` (appended to the label when the rows
+            hold more than one) and, in FLOP/s (None where unknown): ``sparse`` (2:4-sparse spec), ``dense``
             (dense spec), ``at_clock`` (dense peak at the measured SM clock), ``measured`` (best measured).
         title: the chart's title.
     """
@@ -109,7 +111,9 @@ def peaks_chart(rows: Sequence[Mapping[str, Any]], title: str = "") -> str:
         if m:
             ax.text(m, i - 1.5 * h, f" {m:.4g}", va="center", fontsize=7, color="#08519c")
     ax.set_yticks(range(n))
-    ax.set_yticklabels([str(r.get("format")) for r in rows])
+    several_modes = len({r.get("mode") for r in rows if r.get("mode")}) > 1
+    ax.set_yticklabels([str(r.get("label") or r.get("format")) + (f" {r['mode']}" if several_modes and r.get("mode")
+                                                                  else "") for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("TFLOPS (TOPS for int8), 1e12 per s")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.5 / max(n, 1) - 0.12), ncol=2, frameon=False)
@@ -131,9 +135,10 @@ def roofline_chart(points: Mapping[str, Sequence[tuple[float, float, str]]], cei
     """
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.6))
-    xs = [p[0] for pts in points.values() for p in pts if p[0] and p[0] > 0]
-    ys = [p[1] for pts in points.values() for p in pts if p[1] and p[1] > 0]
-    peaks = [v for v in ceilings.values() if v]
+    # log axes: only positive finite values place the limits (an absurd value must not make them infinite)
+    xs = [p[0] for pts in points.values() for p in pts if p[0] and 0 < p[0] < 1e100]
+    ys = [p[1] for pts in points.values() for p in pts if p[1] and 0 < p[1] < 1e100]
+    peaks = [v for v in ceilings.values() if v and 0 < v < 1e100]
     lo_x = min(xs + [1.0]) / 2
     hi_x = max(xs + [1.0]) * 2
     if bandwidth and peaks:
@@ -174,6 +179,13 @@ def roofline_chart(points: Mapping[str, Sequence[tuple[float, float, str]]], cei
     return to_svg(fig)
 
 
+def _pct_top(values: Iterable[float], floor: float = 105) -> float:
+    """The top of a percentage axis: ``floor`` (a little above 100 %), or 5 % above the largest value, so a point
+    above 100 % (flagged by its record: a noisy ceiling, operands served from cache) is drawn, never cut off."""
+    top = max((v for v in values if math.isfinite(v)), default=0.0)
+    return max(floor, 1.05 * top)
+
+
 def decode_chart(series: Mapping[str, Sequence[tuple[float, float | None, float | None]]],
                  formats: Mapping[str, str] | None = None, title: str = "") -> str:
     """Efficiency against M at decode shapes: two panels, % of dense peak (log) and % of roofline.
@@ -202,7 +214,7 @@ def decode_chart(series: Mapping[str, Sequence[tuple[float, float | None, float 
         ax.set_xlabel("M (rows = tokens per expert at decode)")
         ax.set_ylabel(what)
     a1.set_yscale("log")
-    a2.set_ylim(0, 105)
+    a2.set_ylim(0, _pct_top(100 * p[2] for pts in series.values() for p in pts if p[2] is not None))
     handles, labels = a2.get_legend_handles_labels()
     if not handles:
         handles, labels = a1.get_legend_handles_labels()
@@ -229,7 +241,7 @@ def moe_chart(series: Mapping[str, Sequence[tuple[float, float]]], title: str = 
                 label=name)
     ax.axhline(100, color="black", lw=0.8, ls=":")
     ax.set_xscale("log", base=2)
-    ax.set_ylim(0, 110)
+    ax.set_ylim(0, _pct_top((100 * p[1] for pts in series.values() for p in pts if p[1] is not None), 110))
     ax.set_xlabel("tokens per expert")
     ax.set_ylabel("% of measured read bandwidth")
     ax.legend(loc="lower left", frameon=False, ncol=2)

@@ -1,6 +1,8 @@
 """The results table of ``truepeak run``, rendered from records (never measures).
 
-One row per record: shape (M x N x K, or the copy size), format, time, TFLOPS, GB/s, % of dense peak, % of roofline,
+One row per record: shape (M x N x K, or the copy size), format (with the fp8/int8 scale layout of
+``workload.scaling`` beside it: ``fp8_e4m3 (per-row)``), mode (only when the records hold more than one: a
+``--mode both`` run), time, TFLOPS, GB/s, % of dense peak, % of roofline,
 bound, % of the peak at the measured SM clock (GPU runs), status and a note (the reason of a skipped or failed case,
 or the measurement's warning codes, and the record's own warnings in full, such as a result above its roofline). The
 time column uses ONE unit chosen from the data (µs, ms or s, from the smallest time; STYLE.md point 4:
@@ -27,6 +29,7 @@ from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate,
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("shape", "shape (MxNxK)"),
     ("format", "format"),
+    ("mode", "mode"),
     ("time", "time"),
     ("rate", "TFLOPS"),
     ("bandwidth", "GB/s"),
@@ -73,6 +76,26 @@ def time_unit(times_s: Iterable[float | None]) -> tuple[str, float]:
     if smallest < 1.0:
         return "ms", 1e-3
     return "s", 1.0
+
+
+#: ``workload.scaling`` -> how the format cell names it (bench/gemm.py FP8_SCALINGS: one fp32 scale per tensor, one
+#: per row of A and per column of B (torch._scaled_mm rowwise), or DeepSeek-V3's 1 x 128 activation / 128 x 128
+#: weight blocks).
+SCALING_LABELS: dict[str, str] = {"tensor": "per-tensor", "row": "per-row", "block128": "block128"}
+
+
+def scaling_of(rec: dict) -> str | None:
+    """The record's fp8/int8 scale layout (``workload.scaling``: ``"tensor"``, ``"row"``, ``"block128"``), or None."""
+    w = rec.get("workload")
+    s = w.get("scaling") if isinstance(w, dict) else None
+    return str(s) if s else None
+
+
+def format_label(rec: dict) -> str:
+    """The format as a table shows it: ``"bf16"``; with a scale layout ``"fp8_e4m3 (per-row)"``; a copy ``"copy"``."""
+    fmt = rec.get("format") or ("copy" if rec.get("kind") == "membw" else DASH)
+    s = scaling_of(rec)
+    return f"{fmt} ({SCALING_LABELS.get(s, s)})" if s else str(fmt)
 
 
 def _shape(rec: dict) -> str:
@@ -135,7 +158,7 @@ def table_rows(records: Sequence[dict]) -> tuple[list[dict[str, str]], dict[str,
     unit, scale = time_unit(r.get("time_s") for r in records if r.get("status") == "ok")
     rows = []
     for rec in records:
-        row = {"shape": _shape(rec), "format": rec.get("format") or ("copy" if rec.get("kind") == "membw" else DASH)}
+        row = {"shape": _shape(rec), "format": format_label(rec), "mode": rec.get("mode") or DASH}
         row.update(_cells(rec, scale) if rec.get("status") == "ok" else dict.fromkeys(NUMERIC | {"bound"}, DASH))
         row.update(status=rec.get("status") or DASH, note=_note(rec))
         rows.append(row)
@@ -146,10 +169,13 @@ def table_rows(records: Sequence[dict]) -> tuple[list[dict[str, str]], dict[str,
 
 
 def columns(meta: dict[str, Any]) -> list[tuple[str, str]]:
-    """The columns to show: the % at clock column only when some record has it; the time header carries its unit."""
+    """The columns to show: the mode column only when the records hold more than one mode (else the footer names it),
+    the % at clock column only when some record has it; the time header carries its unit."""
     out = []
     for cid, header in COLUMNS:
         if cid == "pct_at_clock" and not meta.get("has_clock"):
+            continue
+        if cid == "mode" and len(meta.get("modes") or ()) < 2:
             continue
         if cid == "time":
             header = f"time ({'µs' if meta['time_unit'] == 'us' else meta['time_unit']})"
@@ -211,5 +237,6 @@ def _print(console: Any, records: Sequence[dict], title: str | None, notice: str
         console.print(notice, soft_wrap=True, markup=False)
 
 
-__all__ = ["COLUMNS", "NUMERIC", "check_schema", "interrupted_line", "table_rows", "columns", "build_table", "render_table", "table_text",
+__all__ = ["COLUMNS", "NUMERIC", "SCALING_LABELS", "scaling_of", "format_label", "check_schema", "interrupted_line",
+           "table_rows", "columns", "build_table", "render_table", "table_text",
            "time_unit"]
