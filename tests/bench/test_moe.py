@@ -53,7 +53,7 @@ def test_tokens_per_expert_sets_T():
     assert moe.tokens_for(16, s) == 512          # 16 * 256 / 8 (moe_models.md: batch 512 -> 16 per expert)
     assert moe.tokens_for(1, s) == 32
     assert moe.tokens_for(256, moe.expert_shape("glm-5", ep=8)) == 8192   # T is global: E = 256, not 32
-    with pytest.raises(TruepeakError, match="must be > 0, got 0"):
+    with pytest.raises(TruepeakError, match="must be a finite number > 0, got 0"):
         moe.tokens_for(0, s)
 
 
@@ -138,7 +138,7 @@ def test_run_bench_validates_before_measuring():
         moe.run_bench("deepseek-v3", weights=["int4"])
     with pytest.raises(UnknownNameError, match="unknown backend 'cutlass'"):
         moe.run_bench("deepseek-v3", backends=["cutlass"])
-    with pytest.raises(TruepeakError, match="must be > 0"):
+    with pytest.raises(TruepeakError, match="must be a finite number > 0"):
         moe.run_bench("deepseek-v3", tokens_per_expert=[0])
     with pytest.raises(TruepeakError, match="--ep 5"):
         moe.run_bench("deepseek-v3", ep=5)

@@ -22,10 +22,16 @@ def test_help_teaches_the_terms(capsys):
 
 @pytest.mark.parametrize("args,msg", [
     (["--model", "deepseek-v3", "--ep", "7"], "error: --ep 7 does not divide the 256 experts of deepseek-v3"),
-    (["--model", "deepseek-v3", "--tokens-per-expert", "0"], "error: tokens per expert must be > 0, got 0.0"),
+    (["--model", "deepseek-v3", "--tokens-per-expert", "0"], "error: tokens per expert must be a finite number > 0, got 0.0"),
     (["--model", "deepseek-v3", "--tokens-per-expert", "a"], "error: tokens per expert 'a' is not a number"),
     (["--model", "deepseek-v3", "--weights", "fp5"], "error: unknown --weights 'fp5'"),
     (["--model", "deepseek-v3", "--routing", "zipf"], "error: unknown routing 'zipf'"),
+    # regression: inf went through to round(inf * E / k) and ended in an OverflowError traceback
+    (["--model", "deepseek-v3", "--tokens-per-expert", "1,inf"],
+     "error: tokens per expert must be a finite number > 0, got inf"),
+    # regression: a zero / negative / infinite time budget was not checked
+    (["--model", "deepseek-v3", "--budget", "0"], "error: --budget 0.0 must be a finite number of seconds > 0"),
+    (["--model", "deepseek-v3", "--budget", "inf"], "error: --budget inf must be a finite number of seconds > 0"),
 ])
 def test_bad_input_is_one_line(capsys, args, msg):
     code, _, err = run(capsys, *args)

@@ -103,3 +103,34 @@ def test_measured_says_which_ops_used_measurements(tmp_path):
     d = json.loads(run(*S1, "--measured", str(path), "--json").stdout)
     ar = next(op for op in d["plans"][0]["ops"] if op["name"] == "TP all-reduce after attention")
     assert ar["time_s"] == pytest.approx(20e-6 + 20e-6 * (12288 - 1024) / (65536 - 1024))
+
+
+def test_number_list_is_shared_by_plan_and_bench():
+    # `moe plan --batch` and `moe bench --tokens-per-expert` read their lists with one helper (was two copies).
+    from truepeak.cli import moe_bench
+    from truepeak.cli.moe import number_list
+    from truepeak.errors import TruepeakError
+
+    assert moe_bench.number_list is number_list
+    assert number_list(" 1, 8,,512", "--batch") == [1, 8, 512]
+    assert number_list("0.5,16", "tokens per expert", float, "1,2,4") == [0.5, 16.0]
+    with pytest.raises(TruepeakError, match=r"--batch '1.5' is not a whole number; give e.g. 1,8,64,512"):
+        number_list("1,1.5", "--batch")
+    with pytest.raises(TruepeakError, match=r"no tokens per expert in ','; give e.g. 1,2,4"):
+        number_list(",", "tokens per expert", float, "1,2,4")
+
+
+def test_measured_that_does_not_match_says_why(tmp_path):
+    # Before: "ops timed from measurements: none matched" and nothing else, when a 2-GPU comm run was given to an
+    # 8-GPU plan, or expert curves of the full expert width (N = I_e = 2048) to a TP8 plan (N = 2048 / 8 = 256).
+    recs = [{"kind": "collective", "status": "ok", "mode": "graph", "time_s": 9.8e-6,
+             "workload": {"op": "all_reduce", "bytes": b, "n_ranks": 2}} for b in (8192, 16384)]
+    recs += [{"kind": "moe_experts", "status": "ok", "format": "fp8", "time_s": t, "backend": "triton",
+              "workload": {"tokens_per_expert": tpe, "E_local": 256, "H": 7168, "I": 2048, "routing": "uniform"}}
+             for tpe, t in ((1, 300e-6), (16, 600e-6))]
+    f = tmp_path / "m.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--batch", "512", "--measured", str(f))
+    assert r.exit_code == 0, r.output
+    assert "collectives were measured on 2 GPUs; this plan's run on 8" in r.stdout
+    assert "this plan needs E=256 N=256 fp8_e4m3 uniform" in r.stdout

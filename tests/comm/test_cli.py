@@ -66,6 +66,9 @@ def test_gloo_two_ranks_through_torchrun_correct_and_recorded(capsys, tmp_path):
     (["--nproc-per-node", "1"], "at least 2 ranks"),
     (["--api", "nccl"], "--api nccl calls libnccl and needs --backend nccl"),
     (["--dtype", "fp7"], "unknown collective dtype"),
+    # regression: the error listed broadcast / reduce / send_recv as valid, then refused them
+    (["--ops", "bogus"], "valid ops: all_reduce, all_gather, reduce_scatter, all_to_all (aliases"),
+    (["--rdzv-timeout", "-1"], "--rdzv-timeout -1.0 must be a finite number of seconds > 0"),
 ])
 def test_bad_input_is_one_line(capsys, args, message):
     code, _, err = call(capsys, "comm", "--backend", "gloo", *args)
@@ -157,3 +160,12 @@ def test_fewer_gpus_than_processes(capsys, monkeypatch):
     _fake_gpus(monkeypatch, 4)
     code, _, err = call(capsys, "comm", "--nproc-per-node", "8")
     assert code == 2 and "only 4 GPUs: --nproc-per-node 8" in err
+
+
+def test_out_that_is_a_file_is_one_line(capsys, tmp_path):
+    # regression: --out naming an existing file ended in a FileExistsError traceback from mkdir
+    f = tmp_path / "results.txt"
+    f.write_text("x")
+    code, _, err = call(capsys, "comm", "--backend", "gloo", "--sizes", "1K", "--out", str(f))
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"--out {str(f)!r} is a file, not a folder" in err

@@ -269,12 +269,15 @@ def test_hub_id_without_huggingface_hub(monkeypatch):
 
 
 def test_hub_id_fetch_failure(monkeypatch):
+    import socket
     import types
 
-    def offline(repo_id, filename):
+    def offline(repo_id, filename, **kw):      # not in the cache (local_files_only), then the download fails
         raise OSError("We couldn't connect to 'https://huggingface.co'")
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=offline))
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: types.SimpleNamespace(close=lambda: None))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     with pytest.raises(TruepeakError, match="could not fetch config.json of 'org/model'.*local path"):
         load_model("org/model")
 
@@ -285,7 +288,7 @@ def test_hub_id_fetched(monkeypatch, tmp_path):
     src = Path(__file__).parents[2] / "src/truepeak/moe/presets/qwen3-30b-a3b.json"
     calls = []
 
-    def download(repo_id, filename):
+    def download(repo_id, filename, **kw):     # found in the local cache (local_files_only=True) on the first call
         calls.append((repo_id, filename))
         return str(src)
 

@@ -28,6 +28,7 @@ over all local experts), ``grouped_mm`` (``torch._grouped_mm``, bf16) / ``scaled
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -152,10 +153,10 @@ def tokens_for(tpe: float, shape: ExpertShape) -> int:
     """Tokens T in the layer for a target mean of ``tpe`` tokens per (global) expert: ``T = tpe · E / k``.
 
     Raises:
-        TruepeakError: ``tpe`` <= 0.
+        TruepeakError: ``tpe`` <= 0, not a number or infinite.
     """
-    if not tpe > 0:
-        raise TruepeakError(f"tokens per expert must be > 0, got {tpe}")
+    if not (tpe > 0 and math.isfinite(tpe)):
+        raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tpe}; give e.g. 1,2,4,8,16,32")
     return max(1, round(tpe * shape.E / shape.top_k))
 
 
@@ -437,6 +438,9 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
 
     shape = expert_shape(model, tp, ep)
     parse_routing(routing)
+    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
+        raise TruepeakError(f"--budget {budget_s} must be a finite number of seconds > 0 (timed seconds per point, "
+                            "e.g. 0.2)")
     tpes = [float(t) for t in tokens_per_expert]
     for t in tpes:
         tokens_for(t, shape)

@@ -15,7 +15,8 @@ from truepeak.cli.app import app, fail
 from truepeak.errors import TruepeakError
 
 moe_app = typer.Typer(name="moe", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
-                      help="MoE decode: plan a layout (truepeak moe plan) from a Hugging Face config.")
+                      help="MoE decode: predict a step per layout and batch from a Hugging Face config (truepeak moe "
+                           "plan, no GPU needed); time one layer's routed experts on this GPU (truepeak moe bench).")
 app.add_typer(moe_app, name="moe")
 
 PLAN_HELP = "\n\n".join([
@@ -39,19 +40,52 @@ PLAN_HELP = "\n\n".join([
 ])
 
 
-def _ints(text: str, what: str) -> list[int]:
+def number_list(text: str, what: str, convert=int, example: str = "1,8,64,512") -> list:
+    """The comma-separated numbers of ``text`` (``"1, 8,64"`` → ``[1, 8, 64]``), each read by ``convert`` (``int``
+    or ``float``); empty items are skipped. Shared by ``moe plan --batch`` and ``moe bench --tokens-per-expert``.
+
+    Raises:
+        TruepeakError: an item ``convert`` cannot read (``"--batch '1.5' is not a whole number; give e.g. ..."``), or
+            no item at all; ``what`` names the option, ``example`` shows a good value.
+    """
+    kind = "a whole number" if convert is int else "a number"
     out = []
     for part in str(text).split(","):
         part = part.strip()
         if not part:
             continue
         try:
-            out.append(int(part))
+            out.append(convert(part))
         except ValueError:
-            raise TruepeakError(f"{what} {part!r} is not a whole number; give e.g. 1,8,64,512") from None
+            raise TruepeakError(f"{what} {part!r} is not {kind}; give e.g. {example}") from None
     if not out:
-        raise TruepeakError(f"no {what} in {text!r}; give e.g. 1,8,64,512")
+        raise TruepeakError(f"no {what} in {text!r}; give e.g. {example}")
     return out
+
+
+def _default_layout(mdl, n: int, compare: bool):
+    """``tp<n>`` when the model divides by it; otherwise, with ``--compare``, the first default layout of ``n`` GPUs
+    that fits (the table is what was asked for), and without it an error naming the layouts that fit."""
+    from truepeak.moe.layout import check_layout, default_layouts, parse_layout
+
+    lay = parse_layout(f"tp{n}")
+    try:
+        check_layout(mdl, lay)
+        return lay
+    except TruepeakError as exc:
+        fits = []
+        for cand in default_layouts(n, mdl):
+            try:
+                check_layout(mdl, cand)
+                fits.append(cand)
+            except TruepeakError:
+                pass
+        if not fits:
+            raise
+        if compare:
+            return fits[0]
+        raise TruepeakError(f"{exc}; layouts of {n} GPUs that fit: {', '.join(l.name for l in fits)} (pass one with "
+                            "--layout, or --compare for all of them)") from None
 
 
 def _detect_gpu() -> str | None:
@@ -160,7 +194,33 @@ def render_header(p, measured) -> list[str]:
         used = sorted({n for n in p.measured_ops})
         lines.append(f"measured: {measured.summary()}; ops timed from measurements: "
                      f"{', '.join(used) if used else 'none matched (roofline / defaults used)'}")
+        lines += [f"  {w}" for w in _unmatched(p, measured)]
     return lines
+
+
+def _unmatched(p, measured) -> list[str]:
+    """Why measured collectives / expert curves were not used by plan ``p`` (GPU count, experts, width)."""
+    out = []
+    comm = [op for op in p.ops if op.group == "communication"]
+    if comm and not any(op.measured for op in comm) and (measured.collectives or measured.fits):
+        have = sorted({k[1] for k in (*measured.collectives, *measured.fits)})
+        need = sorted({op.detail.get("ranks") for op in comm if op.detail.get("ranks")})
+        out.append(f"collectives were measured on {', '.join(map(str, have))} GPUs; this plan's run on "
+                   f"{', '.join(map(str, need))}: literature defaults used (measure with truepeak comm "
+                   f"--nproc-per-node {need[-1] if need else p.layout.gpus})")
+    experts = [op for op in p.ops if op.group == "routed_experts"]
+    if experts and not any(op.measured for op in experts) and measured.moe_experts:
+        have = sorted({(k.get("experts"), k.get("width"), k.get("format"), k.get("routing"))
+                       for k, *_ in measured.moe_experts}, key=str)
+        r = p.routing or {}
+        e_local = r.get("num_experts", 0) // max(1, p.layout.ep)
+        width = (experts[0].detail.get("k") if "down" in experts[0].name else
+                 (experts[0].detail.get("n") or 0) // 2)
+        shown = "; ".join(f"E={e} N={n} {f} {rt}" for e, n, f, rt in have[:4]) + (" ..." if len(have) > 4 else "")
+        out.append(f"expert curves measured for {shown}; this plan needs E={e_local} N={width} "
+                   f"{p.formats.weights.name} {r.get('routing')} (or above the largest measured tokens per "
+                   "expert): roofline used")
+    return out
 
 
 def render_tuned(p) -> list[str]:
@@ -216,10 +276,10 @@ def plan_cmd(
     layout: Optional[str] = typer.Option(None, "--layout", "-l", help="Parallel layout, e.g. tp8, tp4pp2, ep8, tp2ep4, dp8ep8; default tp<gpus>."),
     batch: Optional[str] = typer.Option(None, "--batch", "-b", help="Decode batch (sequences decoding together), or a list: 1,8,64,512; default 1."),
     context: int = typer.Option(4096, "--context", "-c", help="Tokens in each sequence's KV cache."),
-    weights: Optional[str] = typer.Option(None, "--weights", "-w", help="Weight format: nvfp4, mxfp4, fp8, bf16 (any truepeak format); default: the checkpoint's (fp8 when its config says so, else bf16)."),
+    weights: Optional[str] = typer.Option(None, "--weights", "-w", help="Weight format: nvfp4, mxfp4, fp8, bf16 (any truepeak format); default: the checkpoint's, from its quantization_config (fp8 for DeepSeek-V3, mxfp4 for a gpt-oss config.json, nvfp4 for a ModelOpt NVFP4 export), else bf16."),
     activations: Optional[str] = typer.Option(None, "--activations", help="GEMM activation format; default: the weight format where the GPU computes in it natively (<= 8 bit), else bf16."),
     kv_cache: Optional[str] = typer.Option(None, "--kv-cache", help="KV-cache format (bf16 default, fp8)."),
-    routing: str = typer.Option("uniform", "--routing", help="Expert routing: uniform, powerlaw:ALPHA (1.01 DeepSeek, 1.2 Qwen3 fits), or a file (per-expert histogram or topk_ids dump)."),
+    routing: str = typer.Option("uniform", "--routing", help="Expert routing: uniform; powerlaw:ALPHA[:random|sorted|balanced] (Zipf by popularity rank, water-filled; steep: at ALPHA≈1 the hottest expert gets every token; aiconfigurator's 1.01 / 1.2 are exponents of another law and do not carry over); or a file: a per-expert histogram, or a topk_ids dump [T, k] (a dump of exactly --batch rows gives the observed values)."),
     compare: bool = typer.Option(False, "--compare", help="[LAYOUTS] What-if table over layouts x batch sizes: --compare tp8,tp4pp2,ep8 or --compare alone for 6 default layouts; batches from --batch when given, else 1,2,8,16,32,64,128,512."),
     measured: Optional[list[str]] = typer.Option(None, "--measured", help="JSON Lines results (truepeak run / comm / moe bench) whose gemm, moe_experts and collective times replace the roofline; repeatable."),
     interconnect: Optional[str] = typer.Option(None, "--interconnect", help="Override the interconnect: nvlink or pcie (default from the catalog)."),
@@ -252,7 +312,7 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
                                 "--compare, e.g. --compare tp8,ep8")
         compare_list = extra[0]
     batch_given = batch is not None
-    batches = _ints(batch, "--batch") if batch_given else [1]
+    batches = number_list(batch, "--batch") if batch_given else [1]
     for b in batches:
         if b < 1:
             raise TruepeakError(f"--batch {b} must be at least 1 (sequences decoding together; a batch of 0 has no "
@@ -272,8 +332,8 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     else:
         if gpus is not None and gpus < 1:
             raise TruepeakError(f"--gpus {gpus} must be at least 1")
-        lay = parse_layout(f"tp{gpus or 1}")
-    w = weights or ("fp8" if (mdl.quant_method or "").lower() == "fp8" else "bf16")
+        lay = _default_layout(mdl, gpus or 1, compare)
+    w = weights or mdl.checkpoint_format or "bf16"
     fmts = resolve_formats(acc, w, activations, kv_cache)
     tables = load_measured(measured) if measured else None
     kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, formats=fmts,
@@ -306,4 +366,5 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     return lines
 
 
-__all__ = ["moe_app", "plan_cmd", "render_plan", "render_compare", "render_tuned", "render_header", "table"]
+__all__ = ["moe_app", "plan_cmd", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",
+           "table"]

@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import fail
+from truepeak.cli.moe import moe_app, number_list
 from truepeak.errors import TruepeakError
 
 HELP = "\n\n".join([
@@ -26,28 +27,13 @@ HELP = "\n\n".join([
     "max(bytes / read bandwidth, FLOP / dense bf16 peak). Routing metadata (sorting tokens by expert, padding) is "
     "computed once outside the timed region, for every backend alike.",
     "Layouts: --tp N divides each expert's width I by N; --ep N keeps E/N contiguous experts and the tokens routed to "
-    "them. Routing: uniform, powerlaw:ALPHA (expert popularity ∝ rank^-ALPHA; 1.2 is 'typical production'), or a file "
-    "of top-k ids (one token per line).",
+    "them. Routing: uniform, powerlaw:ALPHA (expert popularity ∝ rank^-ALPHA, ranks placed on experts at random; "
+    "docs/results/h200/moe uses 1.2), or a file of top-k ids (one token per line).",
     "Examples:",
     "  truepeak moe bench --model deepseek-v3 --weights bf16,fp8 --out moe.jsonl",
     "  truepeak moe bench --model glm-5 --ep 8 --routing powerlaw:1.2 --weights nvfp4 --backends triton",
     "Units: µs; TB/s = 1e12 B/s; TFLOPS = 1e12 FLOP/s (decimal). Needs a CUDA GPU, torch and triton.",
 ])
-
-
-def _floats(text: str) -> list[float]:
-    out = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            out.append(float(part))
-        except ValueError:
-            raise TruepeakError(f"tokens per expert {part!r} is not a number; give e.g. 1,2,4,8,16,32") from None
-    if not out:
-        raise TruepeakError(f"no tokens per expert in {text!r}; give e.g. 1,2,4,8,16,32")
-    return out
 
 
 def _names(text: str) -> list[str]:
@@ -94,7 +80,7 @@ def bench(
     from truepeak.bench import moe
 
     try:
-        tpes = _floats(tokens_per_expert)
+        tpes = number_list(tokens_per_expert, "tokens per expert", float, "1,2,4,8,16,32")
         fmts, bks = _names(weights), _names(backends)
 
         def progress(rec: dict) -> None:
@@ -114,11 +100,6 @@ def bench(
         typer.echo("\n".join(render(records)))
 
 
-try:  # the `truepeak moe` sub-app lives in cli/moe.py (the planner's module)
-    from truepeak.cli.moe import moe_app
-except ImportError:  # pragma: no cover
-    moe_app = None
-if moe_app is not None:
-    moe_app.command("bench", help=HELP)(bench)
+moe_app.command("bench", help=HELP)(bench)    # the `truepeak moe` sub-app lives in cli/moe.py (the planner's)
 
 __all__ = ["bench", "render", "HELP"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import socket
@@ -163,6 +164,9 @@ def preflight(cfg: CommConfig) -> list[str]:
     _check_int("--nnodes", cfg.nnodes, 1)
     _check_int("--iters", cfg.iters, 1)
     _check_int("--warmup", cfg.warmup, 0)
+    timeout = cfg.rdzv_timeout_s
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        raise TruepeakError(f"--rdzv-timeout {timeout} must be a finite number of seconds > 0, e.g. 60")
     if not 0 <= cfg.node_rank < cfg.nnodes:
         raise TruepeakError(f"--node-rank {cfg.node_rank} must be between 0 and --nnodes - 1 = {cfg.nnodes - 1}")
     if cfg.backend not in BACKENDS:
@@ -334,7 +338,12 @@ def run_comm(cfg: CommConfig) -> CommResult:
     else:
         out_dir = Path(cfg.out_dir)
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            what = "is a file, not a folder" if out_dir.is_file() else f"cannot be created ({exc.strerror or exc})"
+            raise TruepeakError(f"--out {str(out_dir)!r} {what}; give a folder for results.jsonl and summary.md"
+                                ) from None
         results = out_dir / "results.jsonl"
         before = _count_lines(results)
         for p in out_dir.glob("error_rank*.txt"):

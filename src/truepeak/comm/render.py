@@ -16,7 +16,12 @@ _US = 1e-6
 
 
 def _gb(x: float | None) -> str:
-    return "-" if x is None else f"{x / GIGA:.2f}"
+    """GB/s with 2 decimals (nccl-tests style), or 3 significant digits below 0.1 GB/s (CPU / gloo small messages
+    would all print 0.00)."""
+    if x is None:
+        return "-"
+    g = x / GIGA
+    return f"{g:.2f}" if g >= 0.1 or g == 0 else f"{g:.3g}"
 
 
 def case_rows(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, list[dict]]:
@@ -87,12 +92,14 @@ def render_tables(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | 
     from rich.table import Table
 
     console = console or Console()
-    console.print(f"truepeak comm: {header_line(records)}")
+    console.print(f"truepeak comm: {header_line(records)}", soft_wrap=True)
     show_algo = bool(algos)
     modes = _modes(records)
-    for op, rows in case_rows(records, algos).items():
-        t = Table(title=f"{op}  (time µs; algbw, busbw GB/s = 1e9 B/s; S = nccl-tests total size)",
-                  title_justify="left")
+    rows_by_op = case_rows(records, algos)
+    if rows_by_op:   # the units once, as a line: a table title wraps to the table's width
+        console.print("time per call in µs; algbw, busbw in GB/s = 1e9 B/s; S = nccl-tests total size", soft_wrap=True)
+    for op, rows in rows_by_op.items():
+        t = Table(title=op, title_justify="left")
         for col in ("S", "count"):
             t.add_column(col, justify="right", no_wrap=True)
         for m in modes:
@@ -110,8 +117,8 @@ def render_tables(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | 
         console.print(t)
     fits = fit_rows(records)
     if fits:
-        t = Table(title="α–β fit: t(S) = α + S·factor/busbw  (least squares on relative error)",
-                  title_justify="left")
+        console.print("α–β fit: t(S) = α + S·factor/busbw (least squares on relative error)", soft_wrap=True)
+        t = Table(title_justify="left")
         for col in ("op", "mode", "α µs", "busbw GB/s", "points", "max resid.", "sizes"):
             t.add_column(col, justify="right" if col not in ("op", "mode") else "left", no_wrap=True)
         skipped = []

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from truepeak.comm.model import MEASURED_OPS, canonical_op, count_for_bytes, dtype_bytes, total_bytes
-from truepeak.errors import TruepeakError
+from truepeak.comm.model import ALIASES, MEASURED_OPS, canonical_op, count_for_bytes, dtype_bytes, total_bytes
+from truepeak.errors import TruepeakError, UnknownNameError, closest
 
 _UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
@@ -85,7 +85,13 @@ def parse_ops(text: str | None) -> list[str]:
     for part in str(text).split(","):
         if not part.strip():
             continue
-        op = canonical_op(part)
+        try:
+            op = canonical_op(part)
+        except UnknownNameError:
+            near = closest(part.strip().lower(), [*MEASURED_OPS, *(a for a, o in ALIASES.items() if o in MEASURED_OPS)])
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise UnknownNameError(f"unknown collective {part.strip()!r} in --ops{hint}; valid ops: "
+                                   f"{', '.join(MEASURED_OPS)} (aliases such as allreduce, ar, ag, rs, a2a)") from None
         if op not in MEASURED_OPS:
             raise TruepeakError(f"truepeak comm measures {', '.join(MEASURED_OPS)}; {op} is not measured "
                                 f"(its busbw factor is 1: see truepeak.comm.model)")

@@ -8,10 +8,12 @@ Public API (stable; ``/work/coord/moe_api.md`` mirrors it):
 - :func:`load_model` ``(spec) -> MoEModel``: ``spec`` is a path to a ``config.json`` (or to a folder holding one), a
   preset name (case-insensitive, :func:`preset_names`), or a Hugging Face hub id ``org/name``.
 - :func:`parse_config` ``(cfg, name, source="") -> MoEModel``: from an already-loaded ``config.json`` dict.
+- :func:`checkpoint_format` ``(quantization_config) -> str | None``: the truepeak weight format of a quantized
+  checkpoint (fp8, mxfp4, nvfp4), the planner's default ``--weights``.
 - :func:`preset_names` ``() -> list[str]``; :data:`SUPPORTED_FAMILIES` (the ``model_type`` values understood).
 - :class:`MoEModel` (frozen): ``name, family, hidden_size, num_layers, vocab_size, tie_word_embeddings, layers,
   experts, dense_intermediate_size, attention, activation, num_mtp_layers, dtype, quant_method, weight_block_size,
-  source``; properties ``num_moe_layers, num_dense_layers, moe_layer_ids, dense_layer_ids``, ``attention_counts``;
+  checkpoint_format, source``; properties ``num_moe_layers, num_dense_layers, moe_layer_ids, dense_layer_ids``, ``attention_counts``;
   methods ``params_total() -> ParamCount``, ``params_active() -> ParamCount`` (per token), ``attention_params(kind)``,
   ``params_per_layer_dense_mlp()``, ``kv_cache_elements(context)``, ``summary()``.
 - :class:`LayerSpec` ``(index, mlp: 'moe'|'dense', attention: 'mla'|'full'|'sliding'|'linear')``.
@@ -294,8 +296,10 @@ class MoEModel:
     :class:`LayerSpec` per decoder layer), ``experts`` (:class:`ExpertSpec`), ``dense_intermediate_size`` (width of
     the dense-layer MLP; None when the family has none, e.g. Mixtral), ``attention`` (:class:`AttentionSpec`),
     ``activation`` (``hidden_act``), ``num_mtp_layers``, ``dtype`` (``torch_dtype``, e.g. 'bfloat16', or None),
-    ``quant_method`` / ``weight_block_size`` (from ``quantization_config``; None when absent), ``source`` (where the
-    config came from).
+    ``quant_method`` / ``weight_block_size`` (from ``quantization_config``; None when absent),
+    ``checkpoint_format`` (the truepeak format of the checkpoint's weights read from ``quantization_config``:
+    :func:`checkpoint_format`; None for an unquantised or unrecognised checkpoint), ``source`` (where the config came
+    from).
     """
 
     name: str
@@ -313,6 +317,7 @@ class MoEModel:
     dtype: str | None = None
     quant_method: str | None = None
     weight_block_size: tuple[int, ...] | None = None
+    checkpoint_format: str | None = None
     source: str = field(default="", compare=False)
 
     # -- layer bookkeeping ------------------------------------------------------------------------------------------
@@ -608,7 +613,26 @@ def parse_config(cfg: dict, name: str, source: str = "") -> MoEModel:
         attention=attention, activation=str(cfg.get("hidden_act") or "silu"),
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
         dtype=cfg.get("torch_dtype") or cfg.get("dtype"), quant_method=q.get("quant_method"),
-        weight_block_size=tuple(wbs) if isinstance(wbs, list) else None, source=source or name)
+        weight_block_size=tuple(wbs) if isinstance(wbs, list) else None, checkpoint_format=checkpoint_format(q),
+        source=source or name)
+
+
+def checkpoint_format(quantization_config: dict | None) -> str | None:
+    """The truepeak format name of a checkpoint's (expert) weights from its ``quantization_config``, or None.
+
+    ``quant_method`` ``"fp8"`` (DeepSeek-V3 / Kimi-K2 block-fp8) → ``"fp8"``; ``"mxfp4"`` (gpt-oss: MoE experts in
+    MXFP4) → ``"mxfp4"``; ``quant_algo`` ``"NVFP4"`` / ``"FP8"`` (NVIDIA ModelOpt exports, e.g. GLM-5 NVFP4:
+    moe_models.md §2) → ``"nvfp4"`` / ``"fp8"``. Anything else (no config, int4 / AWQ / GPTQ schemes that truepeak has
+    no format for) → None: the caller falls back to the unquantised dtype.
+    """
+    q = quantization_config if isinstance(quantization_config, dict) else {}
+    method = str(q.get("quant_method") or "").strip().lower()
+    algo = str(q.get("quant_algo") or "").strip().lower()
+    if method in ("fp8", "mxfp4", "nvfp4"):
+        return method
+    if algo in ("nvfp4", "fp8", "mxfp4"):
+        return algo
+    return None
 
 
 def _moe_layer_ids(cfg: dict, name: str, family: str, n_layers: int) -> frozenset[int]:
@@ -730,6 +754,46 @@ def load_model(spec: str | os.PathLike) -> MoEModel:
                            f"or a Hugging Face id org/name")
 
 
+def _hub_download(hf_hub_download, repo_id: str) -> str:
+    """``config.json`` of ``repo_id``: from the local hub cache if it is there, else downloaded, after a 3-second check
+    that the hub answers at all. Without it, an offline machine spent ~24 s in huggingface_hub's retries and printed a
+    warning per retry before the one-line error.
+
+    Raises:
+        TruepeakError: the hub cannot be reached (the message names the host), or HF_HUB_OFFLINE is set and the file is
+            not in the cache. Other huggingface_hub errors propagate (the caller turns them into one line).
+    """
+    import logging
+    import socket
+    from urllib.parse import urlparse
+
+    hub_log = logging.getLogger("huggingface_hub")
+    level = hub_log.level
+    hub_log.setLevel(logging.ERROR)
+    try:
+        try:
+            return hf_hub_download(repo_id, "config.json", local_files_only=True)
+        except Exception:  # noqa: BLE001  (not cached: fetch it)
+            pass
+        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+            raise TruepeakError(f"config.json of {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE "
+                                "is set; pass a local path to its config.json instead")
+        url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+        host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+        proxied = any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+                                                   "ALL_PROXY", "all_proxy"))
+        try:
+            if not proxied:       # behind a proxy only the proxy is reachable: let huggingface_hub go through it
+                socket.create_connection((host, port), timeout=3).close()
+        except OSError as exc:
+            raise TruepeakError(f"cannot reach the Hugging Face hub at {host}:{port} to fetch {repo_id!r} "
+                                f"({exc.strerror or type(exc).__name__}; offline?); pass a local path to its "
+                                "config.json instead") from None
+        return hf_hub_download(repo_id, "config.json", etag_timeout=10)
+    finally:
+        hub_log.setLevel(level)
+
+
 def _fetch_hub_config(repo_id: str) -> dict:
     """Download ``config.json`` of ``repo_id`` with huggingface_hub (lazily imported)."""
     fix = "pass a local path to its config.json instead"
@@ -739,7 +803,9 @@ def _fetch_hub_config(repo_id: str) -> dict:
         raise TruepeakError(f"fetching {repo_id!r} from the Hugging Face hub needs huggingface_hub, which is not "
                             f"installed (pip install huggingface_hub); or {fix}") from None
     try:
-        local = hf_hub_download(repo_id, "config.json")
+        local = _hub_download(hf_hub_download, repo_id)
+    except TruepeakError:
+        raise
     except Exception as exc:  # noqa: BLE001  (offline, 404, gated repo, bad token: all end the same way)
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TruepeakError(f"could not fetch config.json of {repo_id!r} from the Hugging Face hub "

@@ -182,7 +182,9 @@ def layout_for_gpus(n: int) -> Layout:
 
 def default_layouts(n: int, model=None, limit: int = 6) -> list[Layout]:
     """Up to ``limit`` (6) layouts for ``n`` GPUs that ``model`` accepts, in this order of preference:
-    tp{n}, ep{n}, dp{n}ep{n}, tp{n/2}pp2, tp{n/2}ep2... then tp{n/4}pp4, tp2ep{n/2}, pp{n}.
+    tp{n}, ep{n}, dp{n}ep{n}, tp{n/2}pp2, tp{n/4}pp4, tp{n/3}pp3, tp2ep{n/2}, dp{n/2}ep{n/2}pp2, dp{n} (DP attention,
+    expert TP), pp{n}. (GPU counts like 6 need the pp3 and dp forms: Qwen3-235B's 64 heads and 128 experts do not
+    divide by 6, but tp2pp3 and dp6 fit.)
 
     With ``model`` None no divisibility check is made. Always at least ``tp{n}`` (even if the model rejects it, so the
     caller gets the error message of the plain layout).
@@ -190,12 +192,14 @@ def default_layouts(n: int, model=None, limit: int = 6) -> list[Layout]:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise TruepeakError(f"GPU count {n!r} must be a positive whole number")
     cands = [f"tp{n}", f"ep{n}", f"dp{n}ep{n}"]
-    for p in (2, 4):
+    for p in (2, 4, 3):
         if n % p == 0 and n // p >= 1:
             cands.append(f"tp{n // p}pp{p}")
     if n % 2 == 0 and n >= 4:
         cands.append(f"tp2ep{n // 2}")
         cands.append(f"dp{n // 2}ep{n // 2}pp2")
+    if n > 1:
+        cands.append(f"dp{n}")
     cands.append(f"pp{n}")
     out: list[Layout] = []
     for c in cands:

@@ -13,14 +13,22 @@ Pure Python (``json`` only). Reads the records ``truepeak run`` / ``truepeak com
   ``num_experts`` / ``experts`` / ``E``), hidden (``H`` / ``hidden_size`` / ``hidden``), expert width per GPU
   (``I`` / ``intermediate_size`` / ``N``) and ``format``; ``workload.gemm`` (``"gate_up"`` or ``"down"``) says the
   time is one GEMM's, otherwise it covers the whole expert block (gate+up, activation, down), as ``truepeak moe
-  bench`` (truepeak.bench.moe) records it. Interpolated in tokens per expert as GEMMs are in M.
+  bench`` (truepeak.bench.moe) records it. ``workload.routing`` (``"uniform"``, ``"powerlaw:1.2"``), when given,
+  must equal the plan's routing label: skewed routing activates fewer experts at the same mean tokens per expert, so
+  its curve is faster and must not time a uniform plan (or the reverse). Interpolated in tokens per expert as GEMMs
+  are in M, except below the smallest measured tokens per expert: there the block streams the weights of FEWER
+  experts (at batch 1, DeepSeek-V3 EP8 activates ~2.5 of 32 local experts; at the smallest measured point, 1 token
+  per expert, ~20), so its time is not flat: the smallest point's time is scaled by active experts (the plan's / the
+  point's ``workload.active_experts``) when both are known, else no measurement is used (the roofline is).
 - Several backends (``backend``) of the same workload make separate curves; a lookup takes the FASTEST matching
   curve at that point (what a serving stack would pick) and names its backend. ``mode`` ``burst`` records are used
   only where no other mode exists for that curve.
 - kind ``collective``: ``workload.op``, ``workload.bytes`` (nccl-tests total size S), ``workload.n_ranks``,
-  ``time_s``; interpolated linearly in S (an α–β curve is linear, so piecewise-linear is exact between points);
-  below the smallest S the smallest's time (the latency floor); above the largest, the line through the last two
-  points (the bandwidth regime).
+  ``mode``, ``time_s``; interpolated linearly in S (an α–β curve is linear, so piecewise-linear is exact between
+  points); below the smallest S the smallest's time (the latency floor); above the largest, the line through the last
+  two points (the bandwidth regime). Modes make separate curves and a lookup takes the CUDA-graph curve first (decode
+  runs under CUDA graphs; ``truepeak comm`` measures both, and on 2x H200 a 16 KiB all-reduce takes 9.8 µs replayed
+  from a graph against 24.6 µs eager: docs/results/h200x2/results.jsonl), then eager, then unlabelled.
 - kind ``collective_fit``: ``workload.op``, ``workload.n_ranks``, ``mode``, ``derived.alpha_s`` and
   ``derived.busbw_B_per_s`` (:func:`truepeak.comm.model.models_from_records`); used where no ``collective`` points
   exist. CUDA-graph fits first (decode runs under CUDA graphs), then eager.
@@ -78,6 +86,19 @@ def _canon_format(name) -> str | None:
         return str(name).lower()
 
 
+def _canon_routing(label) -> str | None:
+    """A routing label in one spelling (:func:`truepeak.moe.routing.routing_label`: ``"PowerLaw:1.20"`` and
+    ``"powerlaw:1.2:random"`` → ``"powerlaw:1.2"``), so that a record's and a plan's compare equal; None stays None."""
+    if label is None:
+        return None
+    from truepeak.moe.routing import routing_label
+
+    try:
+        return routing_label(str(label))
+    except TruepeakError:
+        return str(label).strip().lower()
+
+
 def _curve_id(r: dict) -> str:
     """What identifies one measured curve apart from its x value (mode excluded)."""
     w = dict(r.get("workload") or {})
@@ -112,9 +133,11 @@ class MeasuredTables:
 
     Attributes:
         gemm: ``(n, k, format, backend) -> [(m, seconds), ...]`` sorted by m.
-        moe_experts: list of ``(match_keys, [(tokens_per_expert, seconds), ...])``; match_keys a dict of the optional
-            workload keys (experts, hidden, width, format, gemm).
-        collectives: ``(op, n_ranks) -> [(bytes, seconds), ...]`` sorted by bytes.
+        moe_experts: list of ``(match_keys, [(tokens_per_expert, seconds), ...], {tokens_per_expert:
+            active_experts})``; match_keys a dict of the optional workload keys (experts, hidden, width, format, gemm,
+            backend); the last dict holds the points' ``workload.active_experts`` where recorded.
+        collectives: ``(op, n_ranks, mode) -> [(bytes, seconds), ...]`` sorted by bytes (mode ``"graph"``,
+            ``"eager"`` or None when the record has none).
         fits: ``(op, n_ranks, mode) -> CollectiveModel``.
         sources: the files read.
         skipped: lines not used (not JSON, status not ok, missing fields), counted.
@@ -151,18 +174,33 @@ class MeasuredTables:
         return best
 
     def moe_time(self, tokens_per_expert: float, *, experts: int, hidden: int, width: int, fmt: str,
-                 gemm: str | None = None) -> tuple[float, str] | None:
+                 gemm: str | None = None, active_experts: float | None = None, routing: str | None = None
+                 ) -> tuple[float, str] | None:
         """Seconds of the routed-expert block (``gemm`` None) or of one of its GEMMs (``"gate_up"``/``"down"``) at
-        ``tokens_per_expert``, from the first curve whose present keys all match; or None."""
-        want = {"experts": experts, "hidden": hidden, "width": width, "format": _canon_format(fmt), "gemm": gemm}
+        ``tokens_per_expert``, from the fastest curve whose present keys all match (``routing``: the plan's routing
+        label, ``"uniform"`` / ``"powerlaw:1.2"``; a curve measured under other routing activates other numbers of
+        experts at the same tokens per expert and is not used); or None.
+
+        Below a curve's smallest tokens per expert the time is the smallest point's x ``active_experts`` / that
+        point's recorded active experts (weight streaming scales with the experts that receive tokens); without
+        both numbers that curve gives nothing there."""
+        want = {"experts": experts, "hidden": hidden, "width": width, "format": _canon_format(fmt), "gemm": gemm,
+                "routing": _canon_routing(routing)}
         best = None
-        for keys, pts in self.moe_experts:
+        for keys, pts, actives in self.moe_experts:
             if (keys.get("gemm") or None) != gemm:
                 continue
             if any(v is not None and want.get(k) is not None and v != want[k] for k, v in keys.items()
                    if k not in ("gemm", "backend")):
                 continue
-            hit = interpolate(pts, float(tokens_per_expert))
+            hit = interpolate(pts, float(tokens_per_expert), below="none")
+            if hit is None and pts and tokens_per_expert < pts[0][0]:
+                x0, t0 = pts[0]
+                a0 = actives.get(x0)
+                if active_experts is not None and a0:
+                    hit = (t0 * float(active_experts) / a0,
+                           f"below the smallest measured {x0:g} tokens/expert: scaled by active experts "
+                           f"{float(active_experts):.3g} / {a0:.4g}")
             if hit is not None and (best is None or hit[0] < best[0]):
                 t, how = hit
                 what = f"moe_experts{'' if gemm is None else ' ' + gemm}"
@@ -176,12 +214,14 @@ class MeasuredTables:
         from truepeak.comm.model import canonical_op
 
         op = canonical_op(op)
-        pts = self.collectives.get((op, int(n)))
-        hit = interpolate(pts or [], float(nbytes), above="linear")
-        if hit is not None:
-            t, how = hit
-            return t, f"measured: {op} on {n} GPUs ({how} over {len(pts)} sizes)"
-        for mode in ("graph", "eager", None):
+        modes = ("graph", "eager", None)
+        for mode in modes + tuple(sorted({k[2] for k in self.collectives if k[:2] == (op, int(n))} - set(modes))):
+            pts = self.collectives.get((op, int(n), mode))
+            hit = interpolate(pts or [], float(nbytes), above="linear")
+            if hit is not None:
+                t, how = hit
+                return t, f"measured: {op} on {n} GPUs, {mode or 'unlabelled'} ({how} over {len(pts)} sizes)"
+        for mode in modes:
             fit = self.fits.get((op, int(n), mode))
             if fit is not None:
                 return fit.time(nbytes), f"measured fit ({mode or 'unlabelled'}): {op} on {n} GPUs α " \
@@ -195,6 +235,7 @@ class MeasuredTables:
 
         gemm: dict = {}
         moe: dict = {}
+        moe_active: dict = {}
         coll: dict = {}
         fit_records = []
         records = list(records)
@@ -221,13 +262,18 @@ class MeasuredTables:
                     keys = {"experts": _first(w, _EXPERT_KEYS), "hidden": _first(w, _HIDDEN_KEYS),
                             "width": _first(w, _WIDTH_KEYS),
                             "format": _canon_format(r.get("format") or w.get("weights_format") or w.get("format")),
-                            "gemm": w.get("gemm"), "backend": r.get("backend")}
+                            "gemm": w.get("gemm"), "backend": r.get("backend"),
+                            "routing": _canon_routing(w.get("routing"))}
                     keys = {k: (int(v) if k in ("experts", "hidden", "width") and v is not None else v)
                             for k, v in keys.items()}
                     frozen = tuple(sorted(keys.items(), key=lambda kv: kv[0]))
                     moe.setdefault(frozen, []).append((float(w["tokens_per_expert"]), t))
+                    if w.get("active_experts") is not None:
+                        moe_active.setdefault(frozen, []).append((float(w["tokens_per_expert"]),
+                                                                  float(w["active_experts"])))
                 elif kind == "collective":
-                    key = (canonical_op(w["op"]), int(w.get("n_ranks") or w.get("n") or w.get("world_size")))
+                    key = (canonical_op(w["op"]), int(w.get("n_ranks") or w.get("n") or w.get("world_size")),
+                           r.get("mode") or (r.get("measurement") or {}).get("mode") or None)
                     coll.setdefault(key, []).append((float(w["bytes"]), t))
                 else:
                     self.skipped += 1
@@ -236,7 +282,8 @@ class MeasuredTables:
         for key, pts in gemm.items():
             self.gemm[key] = _sorted_unique(self.gemm.get(key, []) + pts)
         for frozen, pts in moe.items():
-            self.moe_experts.append((dict(frozen), _sorted_unique(pts)))
+            actives = dict(_sorted_unique(moe_active.get(frozen, [])))
+            self.moe_experts.append((dict(frozen), _sorted_unique(pts), actives))
         for key, pts in coll.items():
             self.collectives[key] = _sorted_unique(self.collectives.get(key, []) + pts)
         self.fits.update(models_from_records(fit_records))

@@ -82,6 +82,8 @@ def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache:
 
     Raises:
         UnknownNameError: an unknown format name.
+        TruepeakError: int8 activations with <= 8-bit float weights, or <= 8-bit float activations with int8 weights
+            (no tensor-core GEMM mixes them; weight-only int8 with bf16 activations is fine).
         UnsupportedError: the device has no bf16 (or fp16) peak at all, so nothing can be planned on it.
     """
     w = get_format(weights)
@@ -95,6 +97,10 @@ def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache:
     bf16_peak = acc.dense_flops(base)
     if activations:
         a = get_format(activations)
+        if (a.rate == "int8") != (w.rate == "int8") and w.element_bits <= 8 and a.element_bits <= 8:
+            raise TruepeakError(f"--activations {a.name} with --weights {w.name}: tensor cores multiply int8 by int8 "
+                                "and 8-bit floats by 8-bit floats only; give int8 for both (W8A8 int8), bf16 "
+                                "activations (weight-only), or fp8 activations for float weights")
         if not _native(acc, a):
             notes.append(f"{acc.name} has no {a.name} tensor-core path: activations run as {base.name}")
             a = base

@@ -32,7 +32,8 @@ sequence's KV cache; layout rules in :mod:`truepeak.moe.layout`):
       gate+up and down at the busiest GPU's (token, expert) pairs (``RoutingStats.busiest_gpu_pairs`` under EP; all
       T·k pairs under expert TP) and reading the weights of the expected ACTIVE experts on that GPU only
       (``active_experts`` / ``busiest_gpu_active_experts``), width I_e / expert TP. Routing statistics come from
-      :func:`truepeak.moe.routing.routing_stats` (memoised per (T, k, E, routing, ep) for what-if tables).
+      :func:`truepeak.moe.routing.routing_stats` (memoised per (T, k, E, routing, ep) for what-if tables), or the
+      observed values of a topk_ids dump that has exactly T rows (:func:`_observed`).
     - Shared experts and dense MLP layers: [t × H]·[H × 2·I / TP] and [t × I / TP]·[I / TP × H].
     - lm_head [t × H]·[H × V / TP] (vocab-parallel) in bf16 on the last stage.
 - Communication per layer: with attention TP > 1, an all-reduce of t × H × 2 B after attention and one after the MLP
@@ -345,19 +346,50 @@ _STATS_CACHE: dict = {}
 
 def _stats(tokens: int, top_k: int, num_experts: int, routing, ep: int):
     """:func:`truepeak.moe.routing.routing_stats`, memoised for hashable routing specs (a what-if table asks for the
-    same (T, k, E, routing, ep) from several layouts)."""
+    same (T, k, E, routing, ep) from several layouts); :func:`_observed` for a dump of exactly ``tokens`` rows."""
     from truepeak.moe.routing import routing_stats
+
+    def compute():
+        return _observed(tokens, top_k, num_experts, routing, ep) or routing_stats(tokens, top_k, num_experts,
+                                                                                   routing=routing, ep=ep)
 
     try:
         key = (tokens, top_k, num_experts, routing, ep)
         hash(key)
     except TypeError:
-        return routing_stats(tokens, top_k, num_experts, routing=routing, ep=ep)
+        return compute()
     if key not in _STATS_CACHE:
         if len(_STATS_CACHE) > 4096:
             _STATS_CACHE.clear()
-        _STATS_CACHE[key] = routing_stats(tokens, top_k, num_experts, routing=routing, ep=ep)
+        _STATS_CACHE[key] = compute()
     return _STATS_CACHE[key]
+
+
+def _observed(tokens: int, top_k: int, num_experts: int, routing, ep: int):
+    """The OBSERVED statistics (:func:`truepeak.moe.routing.empirical_stats`) when ``routing`` is a topk_ids dump file
+    of exactly ``tokens`` rows (the batch the plan is for), else None.
+
+    A dump is otherwise read as per-expert probabilities and the expected busiest expert is computed from them, which
+    counts the dump's own sampling noise twice: for a uniform 512-token DeepSeek-V3 dump whose busiest expert got 29
+    tokens (and busiest EP8 GPU 536 pairs), the model says 35.2 (553.9). At the dump's own T the observed values are
+    the answer; at other T the probabilities are all there is.
+    """
+    import os
+    from dataclasses import replace
+    from pathlib import Path
+
+    if not isinstance(routing, (str, os.PathLike)):
+        return None
+    from truepeak.moe.routing import empirical_stats, load_topk_ids
+
+    p = Path(routing)
+    if p.suffix.lower() not in (".npy", ".json", ".txt", ".csv") and os.sep not in str(routing):
+        return None
+    rows = load_topk_ids(p)
+    if len(rows) != tokens or not isinstance(rows[0], list) or len(rows[0]) != top_k or top_k == num_experts:
+        return None                      # another T, a histogram, or a malformed file (routing_stats says what)
+    st = empirical_stats(rows, num_experts, ep=ep)
+    return replace(st, routing=f"dump:{p.name}, observed")
 
 
 def _routing_facts(tokens: int, model, layout: Layout, routing) -> dict:
@@ -521,7 +553,8 @@ class _Step:
         e, r = self.m.experts, self.routing
         local = e.num_experts // self.lay.ep
         tpe = r["gpu_pairs"] / local
-        kw = dict(experts=local, hidden=self.H, width=width, fmt=self.f.weights.name)
+        kw = dict(experts=local, hidden=self.H, width=width, fmt=self.f.weights.name,
+                  active_experts=r["gpu_active_experts"], routing=r["routing"])
         whole = self.measured.moe_time(tpe, **kw)
         if whole is not None:
             share = [op.time_s for op in ops]
@@ -738,6 +771,7 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
 
     notes = list(f.notes)
     _flags(notes, lay, ic, batch, ops, step_s)
+    _node_flag(notes, acc, lay, ic)
     dev = device_name or (acc.device_names[0] if acc.device_names else acc.name)
     names = tuned_config_names(model, lay, dev, f.weights.name, f.activations.name)
     return Plan(model.name, acc.name, lay, batch, context, f, ic, why, tuple(ops), step_s, step_s - busy,
@@ -756,6 +790,25 @@ def _flags(notes: list[str], lay: Layout, ic: str, batch: int, ops: list[OpCost]
                      f"({_pct(comm / step_s)}) of the step at batch {batch}; {why}, and vLLM / SGLang disable their "
                      "custom all-reduce for more than two PCIe-only GPUs; prefer TP <= 2 (EP / PP for the rest) on "
                      "PCIe boxes (cases.md C20)")
+
+
+#: GPUs in one NVLink / NVSwitch / XGMI domain of a server baseboard (HGX H100/H200/B200/B300 and A100: 8 GPUs;
+#: MI300X / MI325X / MI355X platforms: 8 OAM modules), unless the catalog names a larger domain (GB200 / GB300 NVL72).
+BASEBOARD_GPUS = 8
+
+
+def _node_flag(notes: list[str], acc, lay: Layout, ic: str) -> None:
+    """Say so when a stage's collectives span more GPUs than one NVLink baseboard holds: the α–β defaults are those
+    of one NVLink domain, and the traffic between boxes (InfiniBand / RoCE) is not modelled."""
+    text = (acc.interconnect.value if acc.interconnect is not None else "") or ""
+    n = lay.stage_gpus
+    if ic != "nvlink" or n <= BASEBOARD_GPUS or "nvl72" in text.lower().replace(" ", ""):
+        return
+    notes.append(f"{n} GPUs per pipeline stage exceed one {acc.name} baseboard ({BASEBOARD_GPUS} GPUs in one "
+                 f"NVLink domain): their collectives cross boxes over InfiniBand / RoCE, which this plan does not "
+                 f"model (it uses single-box NVLink numbers, so communication is optimistic); keep TP / EP within "
+                 f"{BASEBOARD_GPUS} GPUs and use PP across boxes, or pass --measured from a multi-node truepeak comm "
+                 f"run")
 
 
 # ----------------------------------------------------------------------------------------------------------------------

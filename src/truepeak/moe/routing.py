@@ -381,7 +381,8 @@ def load_topk_ids(path: str | os.PathLike) -> list[list[int]]:
     is returned as a single row (callers treat it as a histogram when its length is E)."""
     p = Path(path)
     if not p.is_file():
-        raise TruepeakError(f"routing file {str(p)!r} does not exist; accepted routing: {', '.join(ROUTING_FORMS)}")
+        what = "is a folder, not a file" if p.is_dir() else "does not exist"
+        raise TruepeakError(f"routing file {str(p)!r} {what}; accepted routing: {', '.join(ROUTING_FORMS)}")
     suffix = p.suffix.lower()
     try:
         if suffix == ".npy":
@@ -434,6 +435,36 @@ def _histogram_probs(counts: Sequence, k: int, e: int, where: str) -> list[float
     return _water_fill(vals, k)
 
 
+def _powerlaw_parts(spec: str) -> tuple[float, str] | None:
+    """``(alpha, placement)`` of a ``powerlaw:<alpha>[:placement]`` text (also ``power-law:``, ``zipf:``; placement
+    ``random`` when absent), or None for other text. Raises TruepeakError when alpha is not a number."""
+    s = str(spec).strip().lower()
+    for prefix in ("powerlaw:", "power-law:", "zipf:"):
+        if s.startswith(prefix):
+            value, _, placement = s[len(prefix):].partition(":")
+            try:
+                alpha = float(value)
+            except ValueError:
+                raise TruepeakError(f"routing {spec!r}: alpha {value!r} is not a number; "
+                                    f"e.g. powerlaw:1.2 or powerlaw:1.2:balanced") from None
+            return alpha, placement or "random"
+    return None
+
+
+def routing_label(spec: str) -> str:
+    """The label :func:`parse_routing` gives a text spec, without computing anything: ``"PowerLaw:1.20"`` →
+    ``"powerlaw:1.2"``, ``"powerlaw:1.2:random"`` → ``"powerlaw:1.2"`` (random placement is the default),
+    ``"zipf:0"`` → ``"uniform"``; other text lower-cased and stripped (so two spellings of one routing compare equal,
+    e.g. a measured record's and a plan's). Raises TruepeakError when a power-law alpha is not a number."""
+    parts = _powerlaw_parts(spec)
+    if parts is None:
+        return str(spec).strip().lower()
+    alpha, placement = parts
+    if alpha == 0:
+        return "uniform"
+    return f"powerlaw:{alpha:g}" + ("" if placement == "random" else f":{placement}")
+
+
 def parse_routing(spec, num_experts: int, top_k: int, seed: int = 0, ep: int = 1) -> Routing:
     """Turn a routing spec into a :class:`Routing` (module docstring for the models).
 
@@ -463,20 +494,13 @@ def parse_routing(spec, num_experts: int, top_k: int, seed: int = 0, ep: int = 1
         s = spec.strip().lower()
         if s == "uniform":
             return Routing("uniform", "uniform")
-        for prefix in ("powerlaw:", "power-law:", "zipf:"):
-            if s.startswith(prefix):
-                value, _, placement = s[len(prefix):].partition(":")
-                try:
-                    alpha = float(value)
-                except ValueError:
-                    raise TruepeakError(f"routing {spec!r}: alpha {value!r} is not a number; "
-                                        f"e.g. powerlaw:1.2 or powerlaw:1.2:balanced") from None
-                if alpha == 0:
-                    return Routing("uniform", "uniform")
-                placement = placement or "random"
-                label = f"powerlaw:{alpha:g}" + ("" if placement == "random" else f":{placement}")
-                return Routing("powerlaw", label, alpha=alpha,
-                               probs=tuple(powerlaw_probs(alpha, k, e, seed, placement=placement, ep=ep)))
+        parts = _powerlaw_parts(spec)
+        if parts is not None:
+            alpha, placement = parts
+            if alpha == 0:
+                return Routing("uniform", "uniform")
+            return Routing("powerlaw", routing_label(spec), alpha=alpha,
+                           probs=tuple(powerlaw_probs(alpha, k, e, seed, placement=placement, ep=ep)))
         raise TruepeakError(f"unknown routing {spec!r}; accepted: {', '.join(ROUTING_FORMS)}")
     if isinstance(spec, Sequence) or hasattr(spec, "tolist"):
         seq = spec.tolist() if hasattr(spec, "tolist") else list(spec)

@@ -1,0 +1,32 @@
+"""truepeak comm's text output (truepeak.comm.render): regressions from the new-user review."""
+
+from __future__ import annotations
+
+import io
+
+from truepeak.comm.render import _gb, render_tables
+
+
+def test_small_bandwidths_are_not_all_zero():
+    # gloo on a CPU moves a 1 KiB all_reduce in ~0.7 ms: 1024 B / 0.7e-3 s = 1.46e6 B/s = 0.00146 GB/s, printed as
+    # "0.00" before; nccl-tests-style 2 decimals stay for >= 0.1 GB/s (2x H200 all_reduce busbw 325.2 GB/s).
+    assert _gb(1024 / 0.7e-3) == "0.00146"
+    assert _gb(325.2e9) == "325.20"
+    assert _gb(0.1e9) == "0.10"
+    assert _gb(None) == "-" and _gb(0.0) == "0.00"
+
+
+def test_units_line_is_not_a_wrapped_table_title():
+    # The units were the title of each table and wrapped into two broken lines at the table's width.
+    from rich.console import Console
+
+    rec = {"kind": "collective", "status": "ok", "mode": "eager", "backend": "gloo", "format": "bf16",
+           "time_s": 7e-4, "workload": {"op": "all_reduce", "bytes": 1024, "count": 512, "dtype": "bf16",
+                                        "n_ranks": 2},
+           "derived": {"algbw_B_per_s": 1024 / 7e-4, "busbw_B_per_s": 1024 / 7e-4},
+           "correctness": {"wrong": 0, "checked": 512, "passed": True}, "run_config": {"iters": 2, "warmup": 0}}
+    buf = io.StringIO()
+    render_tables([rec], console=Console(file=buf, width=60))
+    lines = buf.getvalue().splitlines()
+    assert "time per call in µs; algbw, busbw in GB/s = 1e9 B/s; S = nccl-tests total size" in lines
+    assert any(line.strip() == "all_reduce" for line in lines)

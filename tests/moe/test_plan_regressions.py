@@ -1,0 +1,126 @@
+"""Plan regressions found by the new-user review (truepeak.moe.plan); expected values computed by hand."""
+
+from __future__ import annotations
+
+from truepeak.hardware.lookup import get_accelerator
+from truepeak.moe.config import load_model
+from truepeak.moe.plan import plan
+
+
+def test_tp16_on_hgx_h200_says_collectives_cross_boxes():
+    # Bug: 16 GPUs of TP on H200 SXM were planned as one NVLink domain (8x H100 ring numbers) without a word; an HGX
+    # H200 baseboard has 8 GPUs, so 16 span two boxes and their all-reduces go over InfiniBand / RoCE.
+    dsv3, h200 = load_model("deepseek-v3"), get_accelerator("h200")
+    p = plan(dsv3, h200, "tp16", 1, weights="fp8")
+    assert any("16 GPUs per pipeline stage exceed one NVIDIA H200 SXM baseboard (8 GPUs" in n for n in p.notes)
+    # 8 GPUs per stage (tp8pp2: 16 GPUs, two stages of 8) stay inside one box: no note
+    assert not any("baseboard" in n for n in plan(dsv3, h200, "tp8pp2", 1, weights="fp8").notes)
+    # GB200 NVL72: one NVLink domain of 72 GPUs, 16 fit
+    assert not any("baseboard" in n for n in plan(dsv3, get_accelerator("gb200"), "ep16", 1, weights="fp8").notes)
+
+
+def test_int8_activations_with_fp8_weights_are_refused():
+    # Bug: --weights fp8 --activations int8 was planned as an "fp8 GEMM" with int8 activations; no tensor-core
+    # instruction multiplies int8 by fp8.
+    import pytest
+
+    from truepeak.errors import TruepeakError
+    from truepeak.moe.ops import resolve_formats
+
+    h200 = get_accelerator("h200")
+    with pytest.raises(TruepeakError, match="--activations int8 with --weights fp8_e4m3"):
+        resolve_formats(h200, "fp8", "int8")
+    with pytest.raises(TruepeakError, match="--activations fp8_e4m3 with --weights int8"):
+        resolve_formats(h200, "int8", "fp8")
+    # W8A8 int8 and weight-only int8 (bf16 activations) stay: H200 int8 dense peak = fp8's 1978.9 TOPS
+    assert resolve_formats(h200, "int8", "int8").gemm_peak == resolve_formats(h200, "fp8").gemm_peak
+    assert resolve_formats(h200, "int8", "bf16").gemm_compute.name == "bf16"
+
+
+def test_hub_id_offline_fails_fast_in_one_line(monkeypatch):
+    # Bug: with huggingface_hub installed and no network, `--model org/name` spent ~24 s in the hub's retries and
+    # printed a warning per retry before the error. Now: cache first, then a 3-second reachability check.
+    import socket
+    import sys
+    import types
+
+    import pytest
+
+    from truepeak.errors import TruepeakError
+
+    calls = []
+
+    def hf_hub_download(repo_id, filename, **kw):
+        calls.append(kw)
+        if kw.get("local_files_only"):
+            raise FileNotFoundError("not cached")
+        raise AssertionError("must not try the network when the hub is unreachable")
+
+    def unreachable(*a, **k):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=hf_hub_download))
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_ENDPOINT", raising=False)
+    for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(v, raising=False)
+    with pytest.raises(TruepeakError, match=r"cannot reach the Hugging Face hub at huggingface.co:443 to fetch "
+                                            r"'org/model' \(Name or service not known; offline\?\)"):
+        load_model("org/model")
+    assert calls == [{"local_files_only": True}]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(TruepeakError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE is set"):
+        load_model("org/model")
+
+
+def test_six_gpus_get_layouts_that_fit():
+    # Bug: `--gpus 6` (with or without --compare) ended in "tp6 does not fit" and offered nothing: the candidates had
+    # no pp3 and no DP-attention-with-expert-TP form. Qwen3-235B-A22B: 64 heads, 128 experts, I_e 1536, 94 layers:
+    # tp6 (64 % 6), ep6 / dp6ep6 (128 % 6), tp3pp2 (64 % 3), tp2ep3, dp3ep3pp2 (128 % 3) do not divide;
+    # tp2pp3 (64 / 2, 1536 / 2), dp6 (attention TP1, experts TP6: 1536 / 6 = 256) and pp6 do.
+    from truepeak.moe.layout import default_layouts
+
+    q = load_model("qwen3-235b-a22b")
+    assert [lay.name for lay in default_layouts(6, q)] == ["tp2pp3", "dp6", "pp6"]
+    # 8 GPUs keep their six layouts
+    assert [lay.name for lay in default_layouts(8, q)] == ["tp8", "ep8", "dp8ep8", "tp4pp2", "tp2pp4", "tp2ep4"]
+
+
+def test_cli_six_gpus_names_the_layouts_that_fit(capsys):
+    import pytest
+
+    from truepeak.cli.app import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["moe", "plan", "--model", "qwen3-235b-a22b", "--gpu", "h200", "--gpus", "6"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert "layouts of 6 GPUs that fit: tp2pp3, dp6, pp6" in err
+    with pytest.raises(SystemExit) as e:
+        main(["moe", "plan", "--model", "qwen3-235b-a22b", "--gpu", "h200", "--gpus", "6", "--compare", "--batch", "1"])
+    out = capsys.readouterr().out
+    assert e.value.code in (0, None)
+    assert "layout tp2pp3" in out and "dp6 " in out and "what-if" in out
+
+
+def test_routing_folder_is_called_a_folder(tmp_path):
+    # "routing file '/tmp' does not exist" was wrong: it exists, it is a folder.
+    import pytest
+
+    from truepeak.errors import TruepeakError
+    from truepeak.moe.routing import routing_stats
+
+    with pytest.raises(TruepeakError, match="is a folder, not a file; accepted routing: 'uniform'"):
+        routing_stats(8, 8, 256, routing=str(tmp_path) + "/")
+
+
+def test_routing_label_one_spelling():
+    from truepeak.moe.routing import parse_routing, routing_label
+
+    assert routing_label("PowerLaw:1.20") == "powerlaw:1.2"
+    assert routing_label("powerlaw:1.2:random") == "powerlaw:1.2"
+    assert routing_label("zipf:1.2:sorted") == "powerlaw:1.2:sorted"
+    assert routing_label("powerlaw:0") == "uniform" and routing_label(" Uniform ") == "uniform"
+    # the label parse_routing puts on its result
+    assert parse_routing("PowerLaw:1.20:random", 256, 8).label == "powerlaw:1.2"
