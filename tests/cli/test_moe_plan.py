@@ -134,3 +134,60 @@ def test_measured_that_does_not_match_says_why(tmp_path):
     assert r.exit_code == 0, r.output
     assert "collectives were measured on 2 GPUs; this plan's run on 8" in r.stdout
     assert "this plan needs E=256 N=256 fp8_e4m3 uniform" in r.stdout
+
+
+def test_c13_cli_fp8_block_scales_in_header_and_json():
+    # DeepSeek-V3's checkpoint is fp8 with weight_block_size [128, 128]: its default --weights, scales counted
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--json")
+    assert r.exit_code == 0, r.output
+    f = json.loads(r.stdout)["plans"][0]["formats"]
+    assert (f["weights"], f["weight_scaling"], f["activation_scaling"]) == ("fp8_e4m3", "block128", "block128")
+    gu = next(op for op in json.loads(r.stdout)["plans"][0]["ops"] if op["name"] == "routed experts gate+up")
+    # tp8, batch 1: 8 active experts x (512 x 7168 + 4 x 56 x 4) = 8 x 3,670,912 = 29,367,296 B
+    assert gu["weight_bytes"] == pytest.approx(29_367_296)
+    t = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8")
+    assert "weights fp8_e4m3 (1 B/value + fp32 scale per 128x128 block)" in t.stdout
+    assert "activations fp8_e4m3 (fp32 scale per 1x128 group)" in t.stdout
+
+
+def test_cli_fp8_without_block_size_says_per_channel():
+    r = run("--model", "qwen3-30b-a3b", "--gpu", "h200", "--weights", "fp8", "--json")
+    assert r.exit_code == 0, r.output
+    f = json.loads(r.stdout)["plans"][0]["formats"]
+    assert f["weight_scaling"] == "row" and f["activation_scaling"] == "row"
+    assert "assumed per-channel" in f["scaling_note"]
+    t = run("--model", "qwen3-30b-a3b", "--gpu", "h200", "--weights", "fp8")
+    line = next(l for l in t.stdout.splitlines() if "assumed per-channel" in l)
+    assert "one fp32 scale per output row" in line and "per-tensor" in line
+
+
+def test_compare_layout_on_another_gpu_count_warns_one_line_each():
+    # decision (cli/moe.py docstring): warn, do not refuse; tp8 matches --gpus 8 and gets no warning
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--compare", "tp8,tp4,ep16", "--batch", "1",
+            "--json")
+    assert r.exit_code == 0, r.output
+    w = json.loads(r.stdout)["warnings"]
+    assert w == ["--compare layout tp4 uses 4 GPUs, not the 8 of --gpus: its row is planned on 4 GPUs (tokens/s "
+                 "total for 4 GPUs; compare rows per GPU)",
+                 "--compare layout ep16 uses 16 GPUs, not the 8 of --gpus: its row is planned on 16 GPUs (tokens/s "
+                 "total for 16 GPUs; compare rows per GPU)"]
+    t = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--compare", "tp8,tp4", "--batch", "1")
+    assert t.exit_code == 0
+    assert [l for l in t.stderr.splitlines() if l.startswith("warning:")] == ["warning: " + w[0]]
+    assert "warning" not in t.stdout
+
+
+def test_context_above_max_position_embeddings_warns(tmp_path):
+    from importlib import resources
+
+    cfg = json.loads(resources.files("truepeak.moe").joinpath("presets/deepseek-v3.json").read_text())
+    cfg["max_position_embeddings"] = 163840
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    r = run("--model", str(path), "--gpu", "h200", "--gpus", "8", "--context", "200000", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert len(d["warnings"]) == 1 and "200000" in d["warnings"][0] and "163840" in d["warnings"][0]
+    assert d["plans"][0]["context"] == 200000                           # planned anyway
+    t = run("--model", str(path), "--gpu", "h200", "--gpus", "8", "--context", "163840", "--json")
+    assert json.loads(t.stdout)["warnings"] == []

@@ -2,6 +2,16 @@
 
 Thin adapter: parse options → :func:`truepeak.moe.plan.plan` / :func:`truepeak.moe.plan.compare` (which validate) →
 render text or JSON. Other MoE commands (``bench``) register on :data:`moe_app` too.
+
+Warnings (``warning: ...`` on stderr, one line each; also the ``"warnings"`` list of ``--json``) are for input that is
+planned anyway but may not be what the user meant:
+
+- ``--context`` above the model's ``max_position_embeddings`` (:func:`truepeak.moe.plan.context_warning`).
+- a ``--compare`` layout whose GPU count differs from the plan's (``--gpus`` / ``--layout``): one line per such
+  layout. Decision: warn, do not refuse. ``--layout`` vs ``--gpus`` is refused because the one detailed plan must
+  have one GPU count; a what-if row on another GPU count is a legitimate question (is tp4 on 4 GPUs better per GPU
+  than tp8 on 8?), each row is planned on its own layout's GPUs, and the warning says that its tokens/s total is for
+  that many GPUs, so the rows are compared per GPU.
 """
 
 from __future__ import annotations
@@ -181,14 +191,29 @@ def render_plan(p) -> list[str]:
     return lines
 
 
+#: How a Formats scaling reads in the header.
+SCALING_WORDS = {"block128": "fp32 scale per 128x128 block", "row": "fp32 scale per output row",
+                 "tensor": "fp32 scale per tensor"}
+#: The same for activations (block128 = 1 x 128 groups; row = per token).
+ACT_SCALING_WORDS = {"block128": "fp32 scale per 1x128 group", "row": "fp32 scale per token",
+                     "tensor": "fp32 scale per tensor"}
+
+
+def _scaled(scaling: str | None, pre: str = " + ", post: str = "", words: dict = SCALING_WORDS) -> str:
+    return f"{pre}{words[scaling]}{post}" if scaling else ""
+
+
 def render_header(p, measured) -> list[str]:
     f = p.formats
     lines = [f"{p.model} on {p.layout.gpus} x {p.accelerator}; interconnect {p.interconnect} "
              f"({p.interconnect_why})",
-             f"formats: weights {f.weights.name} ({f.weights.bytes_per_value:g} B/value), activations "
-             f"{f.activations.name}, KV cache {f.kv_cache.name}; GEMM peak {f.gemm_peak / 1e12:.1f} TFLOPS dense "
+             f"formats: weights {f.weights.name} ({f.weights.bytes_per_value:g} B/value{_scaled(f.weight_scaling)}), "
+             f"activations {f.activations.name}{_scaled(f.activation_scaling, ' (', ')', ACT_SCALING_WORDS)}, KV cache {f.kv_cache.name}; "
+             f"GEMM peak {f.gemm_peak / 1e12:.1f} TFLOPS dense "
              f"{f.gemm_compute.name}, memory {p.bandwidth / 1e9:.0f} GB/s → ridge {p.ridge:.0f} FLOP/B"]
-    for n in (f.peak_note, *[x for x in f.notes if x != f.peak_note]):
+    for n in (f.peak_note, *[x for x in f.notes if x != f.peak_note], f.scaling_note):
+        if not n:
+            continue
         lines.append(f"  {n}")
     if measured is not None:
         used = sorted({n for n in p.measured_ops})
@@ -275,34 +300,37 @@ def plan_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", "-n", help="Number of GPUs; default: the --layout's product, else 1."),
     layout: Optional[str] = typer.Option(None, "--layout", "-l", help="Parallel layout, e.g. tp8, tp4pp2, ep8, tp2ep4, dp8ep8; default tp<gpus>."),
     batch: Optional[str] = typer.Option(None, "--batch", "-b", help="Decode batch (sequences decoding together), or a list: 1,8,64,512; default 1."),
-    context: int = typer.Option(4096, "--context", "-c", help="Tokens in each sequence's KV cache."),
+    context: int = typer.Option(4096, "--context", "-c", help="Tokens in each sequence's KV cache (a one-line warning when above the config's max_position_embeddings; still planned)."),
     weights: Optional[str] = typer.Option(None, "--weights", "-w", help="Weight format: nvfp4, mxfp4, fp8, bf16 (any truepeak format); default: the checkpoint's, from its quantization_config (fp8 for DeepSeek-V3, mxfp4 for a gpt-oss config.json, nvfp4 for a ModelOpt NVFP4 export), else bf16."),
     activations: Optional[str] = typer.Option(None, "--activations", help="GEMM activation format; default: the weight format where the GPU computes in it natively (<= 8 bit), else bf16."),
     kv_cache: Optional[str] = typer.Option(None, "--kv-cache", help="KV-cache format (bf16 default, fp8)."),
     routing: str = typer.Option("uniform", "--routing", help="Expert routing: uniform; powerlaw:ALPHA[:random|sorted|balanced] (Zipf by popularity rank, water-filled; steep: at ALPHA≈1 the hottest expert gets every token; aiconfigurator's 1.01 / 1.2 are exponents of another law and do not carry over); or a file: a per-expert histogram, or a topk_ids dump [T, k] (a dump of exactly --batch rows gives the observed values)."),
-    compare: bool = typer.Option(False, "--compare", help="[LAYOUTS] What-if table over layouts x batch sizes: --compare tp8,tp4pp2,ep8 or --compare alone for 6 default layouts; batches from --batch when given, else 1,2,8,16,32,64,128,512."),
+    compare: bool = typer.Option(False, "--compare", help="[LAYOUTS] What-if table over layouts x batch sizes: --compare tp8,tp4pp2,ep8 or --compare alone for 6 default layouts; batches from --batch when given, else 1,2,8,16,32,64,128,512. A layout on another GPU count than --gpus is planned on its own GPUs, with a one-line warning."),
     measured: Optional[list[str]] = typer.Option(None, "--measured", help="JSON Lines results (truepeak run / comm / moe bench) whose gemm, moe_experts and collective times replace the roofline; repeatable."),
     interconnect: Optional[str] = typer.Option(None, "--interconnect", help="Override the interconnect: nvlink or pcie (default from the catalog)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (SI units) instead of text."),
 ) -> None:
     try:
-        lines = _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing, compare,
-                      measured, interconnect, as_json)
+        lines, warnings = _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing,
+                                compare, measured, interconnect, as_json)
     except TruepeakError as exc:
         raise fail(str(exc), exc.exit_code) from None
+    for w in warnings:
+        typer.echo(f"warning: {w}", err=True)
     for line in lines:
         typer.echo(line)
 
 
 def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing, compare, measured,
-          interconnect, as_json) -> list[str]:
-    """Validate, plan, render: the lines to print."""
+          interconnect, as_json) -> tuple[list[str], list[str]]:
+    """Validate, plan, render: the lines to print and the warnings (module docstring)."""
     from truepeak.hardware.lookup import get_accelerator
     from truepeak.moe.config import load_model
     from truepeak.moe.layout import parse_layout, parse_layouts
     from truepeak.moe.measured import load_measured
     from truepeak.moe.ops import resolve_formats
-    from truepeak.moe.plan import DEFAULT_COMPARE_BATCHES, compare as compare_fn, default_compare_layouts, plan
+    from truepeak.moe.plan import (DEFAULT_COMPARE_BATCHES, checkpoint_block_size, compare as compare_fn,
+                                   context_warning, default_compare_layouts, plan)
 
     extra = list(ctx.args)
     compare_list = None
@@ -334,7 +362,11 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
             raise TruepeakError(f"--gpus {gpus} must be at least 1")
         lay = _default_layout(mdl, gpus or 1, compare)
     w = weights or mdl.checkpoint_format or "bf16"
-    fmts = resolve_formats(acc, w, activations, kv_cache)
+    fmts = resolve_formats(acc, w, activations, kv_cache, weight_block_size=checkpoint_block_size(mdl, w))
+    warnings = []
+    ctx_warn = context_warning(mdl, context)
+    if ctx_warn:
+        warnings.append(ctx_warn)
     tables = load_measured(measured) if measured else None
     kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, formats=fmts,
               device_name=name if name in acc.device_names else None)
@@ -343,16 +375,17 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     if compare:
         layouts = parse_layouts(compare_list) if compare_list else default_compare_layouts(mdl, lay.gpus)
         cmp_batches = batches if batch_given else list(DEFAULT_COMPARE_BATCHES)
+        warnings += [compare_gpus_warning(l, lay.gpus, gpus is not None) for l in layouts if l.gpus != lay.gpus]
         cells = compare_fn(mdl, acc, layouts, cmp_batches, **kw)
     if as_json:
         doc = {"model": mdl.name, "family": mdl.family, "model_summary": mdl.summary(), "accelerator": acc.name,
-               "plans": [p.to_dict() for p in plans]}
+               "warnings": warnings, "plans": [p.to_dict() for p in plans]}
         if cells is not None:
             doc["compare"] = {"layouts": [l.to_dict() for l in layouts], "batches": cmp_batches,
                               "cells": [c.to_dict() for c in cells]}
         if tables is not None:
             doc["measured"] = {"sources": tables.sources, "summary": tables.summary()}
-        return [json.dumps(doc, indent=2)]
+        return [json.dumps(doc, indent=2)], warnings
     lines = [mdl.summary()] + render_header(plans[0], tables) + [""]
     for p in plans:
         lines += render_plan(p) + [""]
@@ -363,7 +396,14 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     lines.append("Roofline time per op = max(FLOP / dense peak, bytes / memory bandwidth); collectives α + S·factor / "
                  "busbw (nccl-tests); no compute/communication overlap. GB = 1e9 B, GB/s = 1e9 B/s, TFLOPS = 1e12 "
                  "FLOP/s (decimal); peaks are DENSE.")
-    return lines
+    return lines, warnings
+
+
+def compare_gpus_warning(layout, n_gpus: int, gpus_given: bool) -> str:
+    """The one-line warning for a ``--compare`` layout on another GPU count than the plan's (module docstring)."""
+    src = "--gpus" if gpus_given else "the plan above"
+    return (f"--compare layout {layout.name} uses {layout.gpus} GPUs, not the {n_gpus} of {src}: its row is planned "
+            f"on {layout.gpus} GPUs (tokens/s total for {layout.gpus} GPUs; compare rows per GPU)")
 
 
 __all__ = ["moe_app", "plan_cmd", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",

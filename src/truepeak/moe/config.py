@@ -13,7 +13,7 @@ Public API (stable; ``/work/coord/moe_api.md`` mirrors it):
 - :func:`preset_names` ``() -> list[str]``; :data:`SUPPORTED_FAMILIES` (the ``model_type`` values understood).
 - :class:`MoEModel` (frozen): ``name, family, hidden_size, num_layers, vocab_size, tie_word_embeddings, layers,
   experts, dense_intermediate_size, attention, activation, num_mtp_layers, dtype, quant_method, weight_block_size,
-  checkpoint_format, source``; properties ``num_moe_layers, num_dense_layers, moe_layer_ids, dense_layer_ids``, ``attention_counts``;
+  checkpoint_format, source, max_position_embeddings``; properties ``num_moe_layers, num_dense_layers, moe_layer_ids, dense_layer_ids``, ``attention_counts``;
   methods ``params_total() -> ParamCount``, ``params_active() -> ParamCount`` (per token), ``attention_params(kind)``,
   ``params_per_layer_dense_mlp()``, ``kv_cache_elements(context)``, ``summary()``.
 - :class:`LayerSpec` ``(index, mlp: 'moe'|'dense', attention: 'mla'|'full'|'sliding'|'linear')``.
@@ -299,7 +299,8 @@ class MoEModel:
     ``quant_method`` / ``weight_block_size`` (from ``quantization_config``; None when absent),
     ``checkpoint_format`` (the truepeak format of the checkpoint's weights read from ``quantization_config``:
     :func:`checkpoint_format`; None for an unquantised or unrecognised checkpoint), ``source`` (where the config came
-    from).
+    from), ``max_position_embeddings`` (the longest context the config declares; None when absent, as in the bundled
+    presets, which leave it out).
     """
 
     name: str
@@ -319,6 +320,7 @@ class MoEModel:
     weight_block_size: tuple[int, ...] | None = None
     checkpoint_format: str | None = None
     source: str = field(default="", compare=False)
+    max_position_embeddings: int | None = None
 
     # -- layer bookkeeping ------------------------------------------------------------------------------------------
     @property
@@ -614,7 +616,12 @@ def parse_config(cfg: dict, name: str, source: str = "") -> MoEModel:
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
         dtype=cfg.get("torch_dtype") or cfg.get("dtype"), quant_method=q.get("quant_method"),
         weight_block_size=tuple(wbs) if isinstance(wbs, list) else None, checkpoint_format=checkpoint_format(q),
-        source=source or name)
+        source=source or name, max_position_embeddings=_max_positions(cfg.get("max_position_embeddings")))
+
+
+def _max_positions(v: Any) -> int | None:
+    """``max_position_embeddings`` as a positive int, or None (absent or not a positive whole number)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 def checkpoint_format(quantization_config: dict | None) -> str | None:

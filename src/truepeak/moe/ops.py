@@ -12,7 +12,17 @@ GEMM runs at the bf16 rate). A weight format the device cannot compute in (nvfp4
 no fp4 tensor cores; fp8 on Ampere) is dequantised inside the kernel (Marlin-style W4A16 / W8A16): its bytes stay
 those of the stored format, its compute runs at the activation format's peak. Attention over the KV cache, the router
 and lm_head compute at the bf16 peak (FlashAttention / FlashMLA compute in bf16; routers and lm_head are left
-unquantised in NVFP4 / FP8 checkpoints). Collectives carry the bf16 hidden states (2 B per value, as vLLM and SGLang
+unquantised in NVFP4 / FP8 checkpoints).
+
+fp8 / int8 scales (cases.md C13: bytes of block scales are never dropped): every weight and activation byte figure of
+an fp8 / int8 operand includes its fp32 scales, counted by :meth:`truepeak.formats.Format.matrix_bytes`. A checkpoint
+with ``weight_block_size`` [128, 128] (DeepSeek-V3, Kimi-K2, Qwen3-FP8) stores one fp32 scale per 128 x 128 weight
+block, and its serving path (vLLM / SGLang block-fp8, DeepGEMM) quantises activations per 1 x 128 group with one fp32
+scale each (scaling ``"block128"``). fp8 / int8 weights without a block size are assumed per-channel: one fp32 scale
+per output row of each weight, with per-token activation scales (scaling ``"row"``, llm-compressor's FP8_DYNAMIC /
+W8A8 scheme); a per-tensor checkpoint stores 4 B per tensor instead (fewer bytes), and :attr:`Formats.scaling_note`
+says which was assumed. DeepSeek-V3, one layer's 256 routed experts in fp8 block128: 7,516,192,768 + 3,758,096,384 B
+of values + 256·(32·56 + 56·16)·4 = 2,752,512 B of scales. Collectives carry the bf16 hidden states (2 B per value, as vLLM and SGLang
 do; communication.md §4: 6144 × 2 B = 12 KiB per token), whatever the GEMM activation format.
 """
 
@@ -48,6 +58,11 @@ class Formats:
         peak_note: what the GEMM compute peak is on this device, in one sentence.
         notes: what the user must know about the choice (dequantised weights, an activation format the device
             lacks), or empty.
+        weight_scaling: fp32 scale layout of ``weights`` for :meth:`truepeak.formats.Format.matrix_bytes`
+            (``"block128"``, ``"row"``) when they are fp8 / int8, else None (block-scaled formats carry their own).
+        activation_scaling: the same for ``activations`` (1 x 128 groups with ``"block128"``, per token with
+            ``"row"``).
+        scaling_note: which scale granularity was taken and why, in one sentence, or "".
     """
 
     weights: Format
@@ -59,19 +74,68 @@ class Formats:
     dequantised: bool = False
     peak_note: str = ""
     notes: tuple[str, ...] = ()
+    weight_scaling: str | None = None
+    activation_scaling: str | None = None
+    scaling_note: str = ""
+
+    def scaling_of(self, fmt: Format) -> str | None:
+        """The scale layout of operand format ``fmt``: :attr:`weight_scaling` for the plan's weight format,
+        :attr:`activation_scaling` for its activation format, None for anything else (bf16 router / lm_head)."""
+        if fmt is self.weights:
+            return self.weight_scaling
+        if fmt is self.activations:
+            return self.activation_scaling
+        return None
+
+    def weight_bytes(self, fmt: Format, n: int, k: int, count: float = 1) -> float:
+        """Bytes of ``count`` weights of N x K (stored N x K, scales along K) in ``fmt``, scales included:
+        ``count x fmt.matrix_bytes(n, k, scaling, weight=True)`` (``count`` may be an expected, fractional number of
+        active experts). DeepSeek-V3 expert gate+up in fp8 block128: 4096·7168 + 32·56·4 = 29,367,296 B."""
+        if count <= 0:
+            return 0.0
+        return count * fmt.matrix_bytes(n, k, self.scaling_of(fmt) if fmt is self.weights else None, weight=True)
+
+    def activation_bytes(self, fmt: Format, m: float, k: int) -> float:
+        """Bytes of M x K activations in ``fmt`` (scales along K included), for a possibly fractional expected row
+        count M: linear between the :meth:`truepeak.formats.Format.matrix_bytes` of the whole row counts around M
+        (exact for per-row and 1 x 128 scales, which grow by whole rows; 0 rows = 0 B)."""
+        if m <= 0:
+            return 0.0
+        scaling = self.activation_scaling if fmt is self.activations else None
+        lo = int(m)
+        hi = lo if lo == m else lo + 1
+        b_hi = fmt.matrix_bytes(hi, k, scaling)
+        if hi == lo:
+            return float(b_hi)
+        b_lo = fmt.matrix_bytes(lo, k, scaling) if lo else 0
+        return b_lo + (m - lo) * (b_hi - b_lo)
+
+    def weight_values_bytes(self, fmt: Format, count: float, k: int) -> float:
+        """Bytes of ``count`` weight values in ``fmt`` spread over matrices with reduction dimension ``k`` (memory of
+        layers counted by parameters, e.g. attention at K = H): the bytes per value of one [128 x k] weight
+        (:meth:`truepeak.formats.Format.matrix_bytes`, scales included) times ``count``; exact for whole 128-row
+        blocks, and for formats without fp32 scales it is :meth:`truepeak.formats.Format.values_bytes`."""
+        if count <= 0:
+            return 0.0
+        scaling = self.weight_scaling if fmt is self.weights else None
+        if scaling is None:
+            return fmt.values_bytes(count)
+        return count * fmt.matrix_bytes(128, k, scaling, weight=True) / (128 * k)
 
     def to_dict(self) -> dict:
         return {"weights": self.weights.name, "activations": self.activations.name, "kv_cache": self.kv_cache.name,
                 "gemm_compute": self.gemm_compute.name, "gemm_peak_flops": self.gemm_peak,
                 "bf16_peak_flops": self.bf16_peak, "dequantised": self.dequantised, "peak_note": self.peak_note,
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "weight_scaling": self.weight_scaling,
+                "activation_scaling": self.activation_scaling, "scaling_note": self.scaling_note}
 
 
 def _native(acc, fmt: Format) -> bool:
     return acc.has_rate(fmt)
 
 
-def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache: str | None = None) -> Formats:
+def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache: str | None = None, *,
+                    weight_block_size: tuple[int, ...] | None = None) -> Formats:
     """The formats of a plan on ``acc`` (:class:`truepeak.hardware.catalog.Accelerator`) and the peaks they imply.
 
     Args:
@@ -79,6 +143,9 @@ def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache:
         activations: GEMM activation format; default: the weight format when the device computes in it natively and
             it is at most 8 bits wide (W4A4 nvfp4 on Blackwell, W8A8 fp8 on Hopper), else bf16.
         kv_cache: KV-cache format; default bf16 (vLLM's ``--kv-cache-dtype auto`` for a bf16 model).
+        weight_block_size: the checkpoint's ``quantization_config.weight_block_size`` (``(128, 128)`` for
+            DeepSeek-V3), or None: picks the fp32 scale layout of fp8 / int8 weights and activations
+            (:func:`scalings`).
 
     Raises:
         UnknownNameError: an unknown format name.
@@ -124,7 +191,44 @@ def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache:
                      f"{_tf(acc.dense_flops(a))} TFLOPS; weight bytes stay {w.bytes_per_value:g} B per value")
         notes.append(peak_note)
     peak = acc.dense_flops(compute)
-    return Formats(w, a, kv, compute, peak, bf16_peak, dequant, peak_note, tuple(notes))
+    ws, as_, snote = scalings(w, a, weight_block_size)
+    return Formats(w, a, kv, compute, peak, bf16_peak, dequant, peak_note, tuple(notes), ws, as_, snote)
+
+
+def _takes_scales(fmt: Format) -> bool:
+    """fp8 / int8 (8-bit, no block scales of its own): the formats that take fp32 scales (formats.check_scaling)."""
+    return fmt.element_bits == 8 and not fmt.is_block_scaled and fmt.rate in ("fp8", "int8")
+
+
+def scalings(weights: Format, activations: Format, weight_block_size=None) -> tuple[str | None, str | None, str]:
+    """``(weight_scaling, activation_scaling, note)``: the fp32 scale layouts of fp8 / int8 operands (module
+    docstring). ``weight_block_size`` (128, 128) → ``"block128"`` (128 x 128 weight blocks, 1 x 128 activation
+    groups); any other block size is not modelled and raises; None → per-channel weights (``"row"``) and per-token
+    activations, said in the note. Formats without fp32 scales get None.
+
+    Raises:
+        TruepeakError: a ``weight_block_size`` other than [128, 128] with fp8 / int8 weights.
+    """
+    w_s = _takes_scales(weights)
+    a_s = _takes_scales(activations)
+    if not (w_s or a_s):
+        return None, None, ""
+    block = tuple(weight_block_size) if weight_block_size else None
+    if block is not None and w_s:
+        if block != (128, 128):
+            raise TruepeakError(f"weight_block_size {list(block)} is not modelled; fp8 / int8 block scales are "
+                                "counted for [128, 128] blocks only (DeepSeek-V3 style)")
+        note = (f"{weights.name} weights with one fp32 scale per 128 x 128 block (checkpoint weight_block_size "
+                "[128, 128])" + (f", {activations.name} activations with one fp32 scale per 1 x 128 group "
+                                 "(block-fp8 serving path)" if a_s else "") + ": scale bytes counted")
+        return "block128", ("block128" if a_s else None), note
+    parts = []
+    if w_s:
+        parts.append(f"{weights.name} weights assumed per-channel: one fp32 scale per output row (the checkpoint "
+                     "gives no weight_block_size; a per-tensor checkpoint stores 4 B per tensor instead)")
+    if a_s:
+        parts.append(f"{activations.name} activations per-token: one fp32 scale per row")
+    return ("row" if w_s else None), ("row" if a_s else None), "; ".join(parts) + ": scale bytes counted"
 
 
 def _tf(flops: float) -> str:
@@ -197,14 +301,20 @@ def roofline_op(name: str, group: str, calls: int, flop: float, nbytes: float, w
 
 
 def gemm_cost(name: str, group: str, calls: int, m: int, n: int, k: int, weights: Format, activations: Format,
-              peak: float, bandwidth: float, *, batch: int = 1, out: Format = BF16, **detail) -> OpCost:
+              peak: float, bandwidth: float, *, batch: int = 1, out: Format = BF16, formats: Formats | None = None,
+              **detail) -> OpCost:
     """A (batched) GEMM C[M, N] = A[M, K] · W[N, K]ᵀ, ``batch`` independent weights (heads / experts):
     FLOP = 2·M·N·K·batch; bytes = weights N·K·batch in ``weights`` + A M·K·batch in ``activations`` + C M·N·batch
-    in ``out`` (bf16), each element read or written once (block scales included)."""
+    in ``out`` (bf16), each element read or written once (block scales included; with ``formats``, the fp32 scales of
+    fp8 / int8 operands too: :meth:`Formats.weight_bytes`, :meth:`Formats.activation_bytes`)."""
     if m <= 0:
         return OpCost(name, group, calls, 0.0, 0.0, 0.0, 0.0, "memory", "roofline", "no tokens", dict(detail))
-    wb = weights.values_bytes(n * k * batch)
-    nbytes = wb + activations.values_bytes(m * k * batch) + out.values_bytes(m * n * batch)
+    if formats is not None:
+        wb = formats.weight_bytes(weights, n, k, batch)
+        nbytes = wb + batch * formats.activation_bytes(activations, m, k) + out.values_bytes(m * n * batch)
+    else:
+        wb = weights.values_bytes(n * k * batch)
+        nbytes = wb + activations.values_bytes(m * k * batch) + out.values_bytes(m * n * batch)
     shape = f"M={_num(m)} N={n} K={k}" + (f" x {batch}" if batch > 1 else "")
     return roofline_op(name, group, calls, 2.0 * m * n * k * batch, nbytes, wb, peak, bandwidth, shape,
                        m=m, n=n, k=k, batch=batch, **detail)
@@ -237,5 +347,5 @@ def _bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
-__all__ = ["GROUPS", "GROUP_WORDS", "HIDDEN_BYTES", "Formats", "resolve_formats", "OpCost", "roofline_op", "gemm_cost",
+__all__ = ["GROUPS", "GROUP_WORDS", "HIDDEN_BYTES", "Formats", "resolve_formats", "scalings", "OpCost", "roofline_op", "gemm_cost",
            "with_time", "comm_op"]

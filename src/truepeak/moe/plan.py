@@ -47,6 +47,9 @@ sequence's KV cache; layout rules in :mod:`truepeak.moe.layout`):
   and dense MLPs / attention TP, MLA's q_a/kv_a replicated; router, embedding and lm_head in bf16, vocab-parallel)
   plus the KV cache of the sequences the GPU holds (B / dp; MLA's latent cache replicated over attention TP) at
   context C. Activations, CUDA graphs and allocator reserve are not counted (vLLM keeps 10 % free by default).
+  fp8 / int8 weights count their fp32 scales (:mod:`truepeak.moe.ops`: 128 x 128 blocks when the checkpoint has
+  ``weight_block_size`` [128, 128], else one per output row): expert, shared-expert and dense-MLP matrices by their
+  shapes, attention weights by the per-value bytes of a [128 x H] weight.
 """
 
 from __future__ import annotations
@@ -437,7 +440,7 @@ class _Step:
         w = weights or self.f.weights
         a = acts or self.f.activations
         pk = peak if peak is not None else (self.f.gemm_peak if w is self.f.weights else self.f.bf16_peak)
-        op = gemm_cost(name, group, 1, m, n, k, w, a, pk, self.bw, batch=batch, **detail)
+        op = gemm_cost(name, group, 1, m, n, k, w, a, pk, self.bw, batch=batch, formats=self.f, **detail)
         if self.measured is not None and batch == 1 and m > 0 and w.name == a.name:
             hit = self.measured.gemm_time(m, n, k, w.name)
             if hit is not None:
@@ -538,8 +541,8 @@ class _Step:
         detail = dict(tokens_per_expert_mean=r["mean_tokens_per_expert"], busiest_expert=r["busiest_expert_tokens"],
                       pairs=pairs, active_experts=active, m_per_active_expert=m_per)
         for name, n, k in (("routed experts gate+up", 2 * width, H), ("routed experts down", H, width)):
-            wb = w.values_bytes(active * n * k)
-            nbytes = wb + a.values_bytes(pairs * k) + BF16.values_bytes(pairs * n)
+            wb = self.f.weight_bytes(w, n, k, active)                   # fp32 scales included (ops docstring)
+            nbytes = wb + self.f.activation_bytes(a, pairs, k) + BF16.values_bytes(pairs * n)
             shape = f"M≈{m_per:.3g} N={n} K={k} x {active:.4g} active experts"
             ops.append(roofline_op(name, "routed_experts", 1, 2.0 * pairs * n * k, nbytes, wb, self.f.gemm_peak,
                                    self.bw, shape, n=n, k=k, **detail))
@@ -652,6 +655,9 @@ class _Step:
         m, lay, f = self.m, self.lay, self.f
         a, e, H, tp = m.attention, m.experts, self.H, lay.attn_tp
         w = f.weights
+
+        def wv(count: float, k: int = H) -> float:      # weight values of matrices with reduction dim k, scales incl.
+            return f.weight_values_bytes(w, count, k)
         n = m.num_layers
         base, extra = divmod(n, lay.pp)
         sizes = [base + (1 if i >= lay.pp - extra else 0) for i in range(lay.pp)]
@@ -664,28 +670,34 @@ class _Step:
             kv = 0.0
             for layer in m.layers[start:start + size]:
                 if layer.attention == "linear":
-                    parts["attention"] += w.values_bytes(a.linear.params(H) / tp)
+                    parts["attention"] += wv(a.linear.params(H) / tp)
                     la = a.linear
                     kv += f.kv_cache.values_bytes(seqs * la.state_elements() / tp)
                 elif a.kind == "mla":
                     repl = H * ((a.q_lora_rank or 0) + a.kv_lora_rank + a.qk_rope_head_dim)
                     if a.indexer is not None:
                         repl += H * (a.indexer.head_dim + a.indexer.num_heads)
-                    parts["attention"] += w.values_bytes(repl + (a.params(H) - repl) / tp)
+                    parts["attention"] += wv(repl + (a.params(H) - repl) / tp)
                     per_tok = a.kv_elements_per_token()
                     kv += f.kv_cache.values_bytes(seqs * self.C * per_tok)      # latent replicated over TP
                 else:
-                    parts["attention"] += w.values_bytes(a.params(H) / tp)
+                    parts["attention"] += wv(a.params(H) / tp)
                     kvh = max(1, a.num_kv_heads // tp)
                     ctx = min(self.C, a.sliding_window) if layer.attention == "sliding" and a.sliding_window else self.C
                     kv += f.kv_cache.values_bytes(seqs * ctx * 2 * kvh * a.head_dim)
                 if layer.mlp == "moe":
-                    parts["routed_experts"] += w.values_bytes(e.num_experts // lay.ep * e.params_per_expert(H)
-                                                              / lay.moe_tp)
-                    parts["shared_experts"] += w.values_bytes(e.params_shared(H) / tp)
+                    width = e.intermediate_size // lay.moe_tp
+                    bias = e.params_per_expert(H) - 3 * H * e.intermediate_size      # gpt-oss expert biases
+                    parts["routed_experts"] += (f.weight_bytes(w, 2 * width, H, e.num_experts // lay.ep)
+                                                + f.weight_bytes(w, H, width, e.num_experts // lay.ep)
+                                                + w.values_bytes(e.num_experts // lay.ep * bias / lay.moe_tp))
+                    if e.num_shared:
+                        sw = e.num_shared * e.shared_intermediate_size // tp
+                        parts["shared_experts"] += f.weight_bytes(w, 2 * sw, H) + f.weight_bytes(w, H, sw)
                     parts["router"] += BF16.values_bytes(e.num_experts * H)
                 else:
-                    parts["dense_mlp"] += w.values_bytes(3 * H * m.dense_intermediate_size / tp)
+                    dw = m.dense_intermediate_size // tp
+                    parts["dense_mlp"] += f.weight_bytes(w, 2 * dw, H) + f.weight_bytes(w, H, dw)
             start += size
             vocab = BF16.values_bytes(m.vocab_size * H / tp)
             if s == 0:
@@ -716,6 +728,30 @@ def _merge(ops: list[OpCost], n_mb: int) -> list[OpCost]:
         merged.append(OpCost(op.name, op.group, counts[key] * n_mb, op.flop, op.bytes, op.weight_bytes, op.time_s,
                              op.bound, op.source, op.shape, op.detail))
     return merged
+
+
+def checkpoint_block_size(model, weights) -> tuple[int, ...] | None:
+    """The checkpoint's ``weight_block_size`` when the planned ``weights`` format is the checkpoint's own
+    (``model.checkpoint_format``; DeepSeek-V3 fp8 → (128, 128)), else None: block scales belong to the checkpoint that
+    has them, not to another format asked for on the command line."""
+    from truepeak.formats import get_format
+
+    if not model.weight_block_size or not model.checkpoint_format:
+        return None
+    if get_format(weights) is not get_format(model.checkpoint_format):
+        return None
+    return tuple(model.weight_block_size)
+
+
+def context_warning(model, context: int) -> str | None:
+    """One line when ``context`` exceeds the model's ``max_position_embeddings`` (the plan is still made: the KV
+    cache and attention cost grow with C either way, but the model was not trained or configured for it), else None
+    (within range, or a config that does not declare it, like the bundled presets)."""
+    limit = getattr(model, "max_position_embeddings", None)
+    if limit and context > limit:
+        return (f"--context {context} is above {model.name}'s max_position_embeddings {limit}: planned anyway, but "
+                "the model does not serve that context as configured")
+    return None
 
 
 def check_batch(batch) -> int:
@@ -762,7 +798,8 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
     check_layout(model, lay)
     if acc.bandwidth_bytes_per_s is None:
         raise TruepeakError(f"{acc.name} has no memory bandwidth in the catalog; the roofline needs one")
-    f = formats or resolve_formats(acc, weights, activations, kv_cache)
+    f = formats or resolve_formats(acc, weights, activations, kv_cache,
+                                   weight_block_size=checkpoint_block_size(model, weights))
     ic, why = interconnect_of(acc, lay.stage_gpus, interconnect)    # the GPUs that run collectives together
     st = _Step(model, acc, lay, batch, context, f, routing, measured, ic)
     ops, stage_s, trip_s = st.build()
@@ -840,8 +877,9 @@ def compare(model, acc, layouts, batches, **kw) -> list[CompareCell]:
 
     ``layouts``: Layout objects or strings; ``batches``: ints; ``kw``: as :func:`plan` (formats resolved once)."""
     if not kw.get("formats"):
-        kw["formats"] = resolve_formats(acc, kw.pop("weights", "bf16"), kw.pop("activations", None),
-                                        kw.pop("kv_cache", None))
+        w = kw.pop("weights", "bf16")
+        kw["formats"] = resolve_formats(acc, w, kw.pop("activations", None), kw.pop("kv_cache", None),
+                                        weight_block_size=checkpoint_block_size(model, w))
     else:
         for k in ("weights", "activations", "kv_cache"):
             kw.pop(k, None)
@@ -864,4 +902,5 @@ def default_compare_layouts(model, n_gpus: int) -> list[Layout]:
 
 
 __all__ = ["DEFAULT_CONTEXT", "DEFAULT_COMPARE_BATCHES", "MemoryFit", "Plan", "CompareCell", "interconnect_of", "plan",
-           "compare", "default_compare_layouts", "check_batch", "check_context"]
+           "compare", "default_compare_layouts", "check_batch", "check_context", "checkpoint_block_size",
+           "context_warning"]
