@@ -91,3 +91,45 @@ def test_progress_lines_keep_small_rates_readable(capsys, tmp_path, small_cpu_se
     assert code == 0, err
     assert "fp32 cpu remeasure 768x512x384: 0.02 TFLOPS" in err
     assert ": 0.0 TFLOPS" not in err
+
+
+def _table_header(text: str) -> list[str]:
+    """The column names of a rendered rich table (the line under its top border)."""
+    lines = text.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("┏"))
+    return [c.strip() for c in lines[top + 1].strip("┃").split("┃")]
+
+
+def test_cpu_table_drops_columns_with_no_value(capsys, tmp_path, small_cpu_search):
+    """Regression: on a CPU the "SM MHz" and "W" columns (and the peak at clock) were printed empty: a CPU has no NVML
+    clock or power reading. The table keeps only columns with a value in some row."""
+    code, out, err = run_main(capsys, "--device", "cpu", "--budget", "60", "--out", str(tmp_path / "pk"), "-q")
+    assert code == 0, err
+    header = _table_header(out)
+    assert header == ["format", "mode", "best shape MxNxK", "TFLOPS", "% dense", "shapes", "s"]
+    row = next(line for line in out.splitlines() if "768x512x384" in line)
+    assert [c.strip() for c in row.strip("│").split("│")][:3] == ["fp32", "cpu", "768x512x384"]
+
+
+def test_gpu_table_keeps_clock_and_power():
+    """An H200 bf16 burst answer (docs/results/h200/peak: 839.0 TFLOPS at 1980 MHz): 839.0 / 989.4 = 84.8 % of dense;
+    at 1980 MHz the dense peak is 4096 FLOP/clk/SM x 132 SMs x 1.98e9 = 1070.5 TFLOPS, 839.0 / 1070.5 = 78.4 %."""
+    import io
+
+    from truepeak.cli.peak import render_peaks
+
+    at_clock = 4096 * 132 * 1.98e9
+    summary = {"device": "NVIDIA H200", "device_kind": "cuda", "peaks": [
+        {"format": "bf16", "mode": "burst", "status": "ok", "shape": [4096, 4096, 18432], "flop_per_s": 839.0e12,
+         "pct_dense": 839.0e12 / 989.4e12, "peak_at_clock_flop_per_s": at_clock, "pct_at_clock": 839.0e12 / at_clock,
+         "sm_clock_median_hz": 1.98e9, "power_median_w": 699.6, "evaluations": 86, "elapsed_s": 60.2},
+        {"format": "int8", "mode": "burst", "status": "skipped", "reason": "no int8 kernel"}]}
+    buf = io.StringIO()
+    render_peaks(summary, file=buf)
+    text = buf.getvalue()
+    assert _table_header(text) == ["format", "mode", "best shape MxNxK", "TFLOPS", "% dense", "peak @ clock",
+                                   "% @ clock", "SM MHz", "W", "shapes", "s"]
+    row = next(line for line in text.splitlines() if "4096x4096x18432" in line)
+    assert [c.strip() for c in row.strip("│").split("│")] == ["bf16", "burst", "4096x4096x18432", "839.0", "84.8",
+                                                             "1070.5", "78.4", "1980", "700", "86", "60"]
+    assert "skipped: no int8 kernel" in text

@@ -129,3 +129,37 @@ def test_console_errors_would_be_caught(tmp_path):
     log = shoot(bad, tmp_path / "bad.png", 400, 300, tmp_path / "profile")
     found = console_lines(log)
     assert any("boom" in line for line in found) and any("missingFunction" in line for line in found)
+
+
+#: Counts the line boxes of every format cell (``td.fmt``) once the page has loaded and writes them into the DOM,
+#: which ``--dump-dom`` prints.
+LINE_COUNTER = ("<script>window.addEventListener('load',()=>{const out=[];for(const td of "
+                "document.querySelectorAll('td.fmt')){const r=document.createRange();r.selectNodeContents(td);"
+                "out.push(td.textContent+'='+new Set([...r.getClientRects()].map(x=>Math.round(x.top))).size);}"
+                "document.body.setAttribute('data-lines',out.join('|'));});</script>")
+
+
+def format_cell_lines(page_text: str, path: Path, profile: Path, width: int = 500) -> list[tuple[str, int]]:
+    """``(text, lines)`` of every format cell of ``page_text`` laid out by Chromium in a ``width``-px window."""
+    path.write_text(page_text.replace("</body>", LINE_COUNTER + "</body>"), encoding="utf-8")
+    proc = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},800",
+                           "--dump-dom", path.as_uri()], capture_output=True, text=True, timeout=90)
+    m = re.search(r'data-lines="([^"]*)"', proc.stdout)
+    assert m, proc.stderr[-2000:]
+    return [(c.rsplit("=", 1)[0], int(c.rsplit("=", 1)[1])) for c in m.group(1).split("|")]
+
+
+def test_format_labels_stay_on_one_line(tmp_path):
+    """Regression: in a narrow window "fp8_e4m3 (per-tensor)" wrapped at its hyphen ("fp8_e4m3 (per-" / "tensor)").
+    The re-measured records of the committed H200 peak search, laid out 500 px wide: every format cell is one line;
+    the same page without the nowrap rule wraps the fp8 label (so the check can fail)."""
+    peak = load_results([ROOT / "docs" / "results" / "h200" / "peak" / "results.jsonl"])
+    recs = [r for r in peak.records if (r.get("search") or {}).get("phase") == "remeasure"]
+    assert {r["format"] for r in recs} == {"bf16", "fp8_e4m3"} and len(recs) == 12
+    page = html_report(recs)
+    cells = format_cell_lines(page, tmp_path / "page.html", tmp_path / "profile")
+    assert ("fp8_e4m3 (per-tensor)", 1) in cells and ("bf16", 1) in cells
+    assert all(n == 1 for _, n in cells), cells
+    control = format_cell_lines(page.replace("td.fmt { white-space: nowrap; }", ""), tmp_path / "control.html",
+                                tmp_path / "profile2")
+    assert any(text == "fp8_e4m3 (per-tensor)" and n > 1 for text, n in control)

@@ -222,7 +222,7 @@ def test_moe_collective_and_peak_search_records(three):
     assert re.findall(r'data-chart="(\w+)"', page) == ["peaks", "roofline", "moe", "collective"]
     assert "deepseek-v3 ep8 uniform on NVIDIA H200" in page
     assert "triton bf16" in page and "grouped_mm bf16" in page and "all_reduce graph" in page
-    assert "<td>bf16</td><td>burst</td>" in page and "<td>bf16</td><td>sustained</td>" in page
+    assert '<td class="fmt">bf16</td><td>burst</td>' in page and '<td class="fmt">bf16</td><td>sustained</td>' in page
     assert '<td class="num">0.5</td>' in page  # fractional tokens per expert are kept
 
 

@@ -13,14 +13,19 @@ import typer
 from truepeak.cli.app import app
 
 HELP = "\n\n".join([
-    "Compare two results files: match records by kind, workload (M, N, K; tokens per expert; message size), backend, "
-    "format and mode, and print B/A (throughput of B over A = time A / time B) with a verdict per case.",
+    "Compare two results files: match records by what they measured: kind, workload (M, N, K and the fp8 scale "
+    "layout of a GEMM; tokens per expert; message size), backend, format and mode, and print B/A (throughput of B "
+    "over A = time A / time B) with a verdict per case. Files of any command match: a truepeak peak search (several "
+    "records per shape) against a truepeak run. A file with several records of one case is represented by its "
+    "re-measured record (search phase remeasure), else the one with the most samples; the output says how many cases "
+    "were matched and how many were left unmatched on each side.",
     "Verdict (after nvbench's compare): same when |time B / time A - 1| <= the noise, where the noise is the smaller "
     "IQR/median of the two records, at least --min-noise (default 1 %, for run-to-run drift); else faster or slower. "
     "Skipped or failed cases and cases in one file only are listed as such.",
     "Examples:",
     "  truepeak compare before/results.jsonl after/results.jsonl",
     "  truepeak compare a.jsonl b.jsonl --json",
+    "  truepeak compare h200/results.jsonl h200-peak/results.jsonl    (a run's squares against a peak search)",
     "Runs of different devices are compared with a warning at the top.",
 ])
 

@@ -82,30 +82,38 @@ def peak_command(
 
 def render_peaks(summary: dict, file=None) -> None:
     """The answers as a table: format, mode, best shape, median TFLOPS, % of dense, peak at clock and %, clock, power,
-    evaluations; skipped/failed rows say why."""
+    evaluations; skipped/failed rows say why. A column with no value in any row (SM MHz and W on a CPU, which has no
+    NVML clock or power reading; the peak at clock where no clock was sampled) is left out, not printed empty."""
     from rich.console import Console
     from rich.table import Table
 
-    from truepeak.units import fmt_pct, fmt_rate
+    from truepeak.units import DASH, fmt_pct, fmt_rate
 
     console = Console(file=file, highlight=False, soft_wrap=False)
     if not console.is_terminal:  # piped or a file: do not wrap to 80 columns
         console = Console(file=file, width=200, highlight=False, soft_wrap=False)
-    t = Table(title=f"truepeak peak: {summary.get('device')} ({summary.get('device_kind')})")
-    for col in ("format", "mode", "best shape MxNxK", "TFLOPS", "% dense", "peak @ clock", "% @ clock", "SM MHz",
-                "W", "shapes", "s"):
-        t.add_column(col, justify="left" if col in ("format", "mode", "best shape MxNxK") else "right")
+    headers = ("format", "mode", "best shape MxNxK", "TFLOPS", "% dense", "peak @ clock", "% @ clock", "SM MHz", "W",
+               "shapes", "s")
+    rows: list[list[str]] = []
     for p in summary.get("peaks", []):
         if p.get("status") != "ok":
-            t.add_row(p["format"], p["mode"], f"{p['status']}: {p.get('reason', '')}", *["-"] * 8)
+            rows.append([p["format"], p["mode"], f"{p['status']}: {p.get('reason', '')}", *["-"] * 8])
             continue
         shape = "x".join(str(x) for x in p.get("shape") or [])
         clk = p.get("sm_clock_median_hz")
         pw = p.get("power_median_w")
-        t.add_row(p["format"], p["mode"], shape, fmt_rate(p.get("flop_per_s")), fmt_pct(p.get("pct_dense"), False),
-                  fmt_rate(p.get("peak_at_clock_flop_per_s")), fmt_pct(p.get("pct_at_clock"), False),
-                  "-" if clk is None else f"{clk / 1e6:.0f}", "-" if pw is None else f"{pw:.0f}",
-                  str(p.get("evaluations", "-")), f"{p.get('elapsed_s', 0):.0f}")
+        rows.append([p["format"], p["mode"], shape, fmt_rate(p.get("flop_per_s")), fmt_pct(p.get("pct_dense"), False),
+                     fmt_rate(p.get("peak_at_clock_flop_per_s")), fmt_pct(p.get("pct_at_clock"), False),
+                     "-" if clk is None else f"{clk / 1e6:.0f}", "-" if pw is None else f"{pw:.0f}",
+                     str(p.get("evaluations", "-")), f"{p.get('elapsed_s', 0):.0f}"])
+    empty = {"", "-", DASH}
+    keep = [j for j, h in enumerate(headers)
+            if h in ("format", "mode", "best shape MxNxK") or any(r[j] not in empty for r in rows)]
+    t = Table(title=f"truepeak peak: {summary.get('device')} ({summary.get('device_kind')})")
+    for j in keep:
+        t.add_column(headers[j], justify="left" if headers[j] in ("format", "mode", "best shape MxNxK") else "right")
+    for r in rows:
+        t.add_row(*(r[j] for j in keep))
     console.print(t)
     console.print("TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape; % dense = of the DENSE "
                   "spec peak; peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock. burst = an idle gap before "

@@ -1,8 +1,13 @@
 """``truepeak compare A.jsonl B.jsonl``: match the records of two runs and say, case by case, whether B is faster,
 slower, or the same within the measured noise.
 
-Matching: two records are the same case when their kind, workload, backend, format and mode are equal (the record
-key of :func:`truepeak.bench.records.record_key`, recomputed so that files from any command match). Cases left over
+Matching: two records are the same case when they measured the same thing (:func:`match_key`): for a GEMM its kind,
+M, N, K, format, scale layout, mode and backend; for other kinds the workload without its provenance fields, backend,
+format and mode (recomputed with :func:`truepeak.bench.records.record_key`, never the stored ``key``, so that files of
+any command match: a ``truepeak peak`` file keys records by search phase). A side with several records of one case (a
+peak search measures a shape in several phases) is represented by one (:func:`representatives`): an ok record, the
+re-measured one (``search.phase == "remeasure"``) else the one with the most samples; the output says how many cases
+were matched, how many were left on each side and how many records were set aside as repeats. Cases left over
 on both sides are then paired by kind, workload and format alone when that pairing is unambiguous (one candidate on
 each side): this lets a run on another device or with another backend build be compared; such rows are marked
 ``loose`` and name what differs.
@@ -37,6 +42,7 @@ from typing import Any
 from truepeak.bench.records import record_key
 from truepeak.report.export import record_time
 from truepeak.report.load import Results, device_name, label
+from truepeak.report.table import SCALING_LABELS, scaling_of
 from truepeak.units import fmt_pct, fmt_time
 
 #: Floor of the noise threshold (a fraction): run-to-run drift a single run's IQR does not show.
@@ -57,6 +63,7 @@ class Row:
         threshold: the noise threshold used (fraction), or None.
         verdict: one of :data:`VERDICTS`.
         note: what else the reader must know (a loose match and what differs, a skipped side's reason).
+        scaling: the fp8/int8 scale layout (``workload.scaling``: tensor, row, block128), or None.
     """
 
     kind: str
@@ -72,12 +79,15 @@ class Row:
     threshold: float | None
     verdict: str
     note: str = ""
+    scaling: str | None = None
 
 
 @dataclass
 class Comparison:
     """The result of :func:`compare`: ``rows`` in A's order then B-only ones, ``warnings`` (different devices, unusable
-    lines), the device names and files of each side, ``min_noise``, and ``counts`` per verdict."""
+    lines), the device names and files of each side, ``min_noise``, ``counts`` per verdict, and ``matching``: how many
+    cases were matched (``matched``), left on one side (``only_in_a``, ``only_in_b``), the records read per side
+    (``records_a``, ``records_b``) and those set aside as repeats of a case (``set_aside_a``, ``set_aside_b``)."""
 
     rows: list[Row]
     warnings: list[str]
@@ -87,10 +97,12 @@ class Comparison:
     file_b: str
     min_noise: float
     counts: dict[str, int] = field(default_factory=dict)
+    matching: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"file_a": self.file_a, "file_b": self.file_b, "device_a": self.device_a, "device_b": self.device_b,
                 "warnings": self.warnings, "min_noise": self.min_noise, "counts": self.counts,
+                "matching": self.matching,
                 "rows": [asdict(r) for r in self.rows]}
 
 
@@ -113,9 +125,54 @@ def noise(rec: dict) -> float | None:
     return None
 
 
-def _key(rec: dict) -> str:
-    return record_key(str(rec.get("kind")), rec.get("workload"), rec.get("backend"), rec.get("format"),
-                      rec.get("mode"))
+#: Workload fields that say where a record came from, not what was measured (a ``truepeak peak`` search's
+#: ``origin: "peak search (coarse)"`` against a run's ``"square"``; derived byte and FLOP counts; the label).
+PROVENANCE_FIELDS = frozenset({"origin", "label", "flop", "min_bytes", "intensity"})
+
+
+def match_key(rec: dict) -> str:
+    """What two records must share to be the same case: the measured workload. For a GEMM: kind, M, N, K, format,
+    scale layout (``workload.scaling``), mode and backend; for other kinds: kind, the workload without its provenance
+    fields (:data:`PROVENANCE_FIELDS`), backend, format and mode. Never the record's ``key`` or ``search`` fields:
+    a ``truepeak peak`` file keys its records by search phase and evaluation (``...|search:coarse:0``) and writes
+    several records of one shape, which must still match a ``truepeak run`` record of that shape."""
+    w = rec.get("workload")
+    if rec.get("kind") == "gemm" and isinstance(w, dict) and all(d in w for d in ("m", "n", "k")):
+        w = {"m": w["m"], "n": w["n"], "k": w["k"], "scaling": w.get("scaling")}
+    elif isinstance(w, dict):
+        w = {k: v for k, v in w.items() if k not in PROVENANCE_FIELDS}
+    return record_key(str(rec.get("kind")), w, rec.get("backend"), rec.get("format"), rec.get("mode"))
+
+
+_key = match_key
+
+
+def _samples(rec: dict) -> int:
+    m = rec.get("measurement") if isinstance(rec.get("measurement"), dict) else {}
+    n = m.get("n_samples")
+    if isinstance(n, int) and not isinstance(n, bool):
+        return n
+    return len(m["samples_s"]) if isinstance(m.get("samples_s"), list) else 0
+
+
+def _rank(rec: dict) -> tuple[int, int, int]:
+    """Which of several records of one case represents it: an ok record first, then a re-measured one
+    (``search.phase == "remeasure"``: a peak search's top shapes timed again with longer budgets), then the one with
+    the most samples."""
+    search = rec.get("search")
+    remeasured = isinstance(search, dict) and search.get("phase") == "remeasure"
+    return (rec.get("status") == "ok", remeasured, _samples(rec))
+
+
+def representatives(records: list[dict]) -> tuple[list[dict], int]:
+    """One record per :func:`match_key`, in first-seen order: the best by :func:`_rank` (the first on a tie).
+    Returns ``(records, n_set_aside)``."""
+    best: dict[str, dict] = {}
+    for r in records:
+        k = match_key(r)
+        if k not in best or _rank(r) > _rank(best[k]):
+            best[k] = r
+    return list(best.values()), len(records) - len(best)
 
 
 def _loose_key(rec: dict) -> str:
@@ -148,7 +205,8 @@ def _row(a: dict | None, b: dict | None, min_noise: float, note: str = "") -> Ro
     rec = a if a is not None else b
     assert rec is not None
     case = label(rec) + (f" [{rec.get('backend')}]" if rec.get("backend") else "")
-    common = dict(kind=str(rec.get("kind")), case=case, format=rec.get("format"), mode=rec.get("mode"))
+    common = dict(kind=str(rec.get("kind")), case=case, format=rec.get("format"), mode=rec.get("mode"),
+                  scaling=scaling_of(rec))
     if a is None or b is None:
         return Row(**common, time_a_s=None, time_b_s=None, ratio=None, change=None, noise_a=None, noise_b=None,
                    threshold=None, verdict="only in A" if b is None else "only in B", note=note)
@@ -202,13 +260,13 @@ def compare(a: Results, b: Results, *, min_noise: float = MIN_NOISE) -> Comparis
             warnings.append(f"{side}: {len(res.problems)} line(s) not used: "
                             + "; ".join(str(p) for p in res.problems[:3])
                             + (" ..." if len(res.problems) > 3 else ""))
-    b_by_key: dict[str, dict] = {}
-    for r in b.records:
-        b_by_key.setdefault(_key(r), r)
+    recs_a, dup_a = representatives(list(a.records))
+    recs_b, dup_b = representatives(list(b.records))
+    b_by_key: dict[str, dict] = {_key(r): r for r in recs_b}
     used_b: set[int] = set()
     pairs: list[tuple[dict | None, dict | None, str]] = []
     left_a: list[int] = []
-    for r in a.records:
+    for r in recs_a:
         m = b_by_key.get(_key(r))
         if m is not None and id(m) not in used_b:
             used_b.add(id(m))
@@ -217,7 +275,7 @@ def compare(a: Results, b: Results, *, min_noise: float = MIN_NOISE) -> Comparis
             left_a.append(len(pairs))
             pairs.append((r, None, ""))
     # loose pairing of the leftovers: kind + workload + format, only when unambiguous on both sides
-    rest_b = [r for r in b.records if id(r) not in used_b]
+    rest_b = [r for r in recs_b if id(r) not in used_b]
     cand_a: dict[str, list[int]] = {}
     for i in left_a:
         cand_a.setdefault(_loose_key(pairs[i][0]), []).append(i)
@@ -229,11 +287,32 @@ def compare(a: Results, b: Results, *, min_noise: float = MIN_NOISE) -> Comparis
             ra, rb = pairs[idx[0]][0], cand_b[k][0]
             pairs[idx[0]] = (ra, rb, _differs(ra, rb))
             used_b.add(id(rb))
-    pairs += [(None, r, "") for r in b.records if id(r) not in used_b]
+    pairs += [(None, r, "") for r in recs_b if id(r) not in used_b]
     rows = [_row(pa, pb, min_noise, note) for pa, pb, note in pairs]
     counts = {v: sum(1 for r in rows if r.verdict == v) for v in VERDICTS}
+    matched = sum(1 for pa, pb, _ in pairs if pa is not None and pb is not None)
+    matching = {"matched": matched, "only_in_a": sum(1 for _, pb, _ in pairs if pb is None),
+                "only_in_b": sum(1 for pa, _, _ in pairs if pa is None),
+                "records_a": len(a.records), "records_b": len(b.records),
+                "set_aside_a": dup_a, "set_aside_b": dup_b}
     return Comparison(rows, warnings, dev_a, dev_b, a.files[0] if a.files else "A", b.files[0] if b.files else "B",
-                      min_noise, {k: n for k, n in counts.items() if n})
+                      min_noise, {k: n for k, n in counts.items() if n}, matching)
+
+
+def matching_line(c: Comparison) -> str:
+    """How the records were matched, in one line: ``"matched 4 cases; unmatched: 116 only in A, 232 only in B;
+    B: 243 records, 7 set aside as repeats of a case (kept: the re-measured one, else the most samples)"``."""
+    m = c.matching
+    if not m:
+        return ""
+    line = (f"matched {m['matched']} case(s); unmatched: {m['only_in_a']} only in A, {m['only_in_b']} only in B "
+            "(matched on kind, workload (M, N, K and scale layout for a GEMM), format, mode and backend)")
+    for side in ("a", "b"):
+        if m[f"set_aside_{side}"]:
+            line += (f"; {side.upper()}: {m[f'records_{side}']} records, {m[f'set_aside_{side}']} set aside as repeats "
+                     "of a case (kept per case: an ok record, the re-measured one (search.phase remeasure), else the "
+                     "one with the most samples)")
+    return line
 
 
 def compare_text(c: Comparison, *, width: int = 200, all_rows: bool = True) -> str:
@@ -257,11 +336,14 @@ def compare_text(c: Comparison, *, width: int = 200, all_rows: bool = True) -> s
     for r in c.rows:
         if not all_rows and r.verdict == "same":
             continue
-        t.add_row(r.kind, r.case, r.format or "-", r.mode or "-", fmt_time(r.time_a_s), fmt_time(r.time_b_s),
+        fmt = (f"{r.format} ({SCALING_LABELS.get(r.scaling, r.scaling)})" if r.scaling else r.format) or "-"
+        t.add_row(r.kind, r.case, fmt, r.mode or "-", fmt_time(r.time_a_s), fmt_time(r.time_b_s),
                   f"{r.ratio:.3f}" if r.ratio else "-", fmt_pct(r.change) if r.change is not None else "-",
                   fmt_pct(r.threshold) if r.threshold is not None else "-", r.verdict, r.note)
     con.print(t)
     con.print(", ".join(f"{n} {v}" for v, n in c.counts.items()) or "no cases", markup=False, soft_wrap=True)
+    if c.matching:
+        con.print(matching_line(c), markup=False, soft_wrap=True)
     con.print(f"B/A = throughput of B over A (= time A / time B; > 1: B is faster). same: |change| <= noise, where "
               f"noise = max(min(IQR/median of A, of B), {fmt_pct(c.min_noise)}) (nvbench's compare rule, with the "
               "IQR and a run-to-run floor).", markup=False, soft_wrap=True)
@@ -273,5 +355,6 @@ def compare_json(c: Comparison) -> str:
     return json.dumps(c.to_dict(), indent=1, ensure_ascii=False)
 
 
-__all__ = ["MIN_NOISE", "VERDICTS", "Row", "Comparison", "compare", "compare_text", "compare_json", "verdict",
+__all__ = ["MIN_NOISE", "VERDICTS", "PROVENANCE_FIELDS", "match_key", "representatives", "matching_line",
+          "Row", "Comparison", "compare", "compare_text", "compare_json", "verdict",
            "noise"]

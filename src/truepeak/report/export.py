@@ -6,7 +6,8 @@ Two jobs, both rendered from records alone (never measuring):
   two cannot disagree. GEMM and copy records use the table of ``truepeak run`` (:func:`truepeak.report.table.table_rows`);
   ``moe_experts``, ``collective`` and ``collective_fit`` records have their own columns; a kind this truepeak does not
   know gets a plain table of its workload label, backend, format, mode, time, status and every scalar field of its
-  ``derived`` (so a new kind never breaks a report). Numbers are formatted by :mod:`truepeak.units`; a time column uses
+  ``derived`` (so a new kind never breaks a report). Each table's footer states the units that apply to it
+  (:func:`units_footer`: collectives never get the GEMM line about TFLOPS and the dense peak). Numbers are formatted by :mod:`truepeak.units`; a time column uses
   one unit chosen from the data (:func:`truepeak.report.table.time_unit`).
 - :func:`csv_text`: one row per record, for spreadsheets and pandas. SI values as the records hold them (seconds, B/s,
   FLOP/s, fractions; full precision via ``repr``), column names carry the unit (``time_s``, ``flop_per_s``), followed
@@ -186,10 +187,41 @@ def kind_table(kind: str, records: Sequence[dict]) -> KindTable:
     headers = [h.replace("{time}", shown) for h, _, _ in spec]
     rows = [[cell(r, scale) for _, _, cell in spec] for r in records]
     modes = sorted({str(r.get("mode")) for r in records if r.get("mode")})
-    footer = UNITS_FOOTER + (f"; mode: {', '.join(modes)}" if modes else "")
-    if kind == "collective":
-        footer += "; algbw = bytes / time, busbw = algbw x the op's bus factor (nccl-tests' definitions)"
+    footer = units_footer(kind, unit) + (f"; mode: {', '.join(modes)}" if modes else "")
     return KindTable(kind, headers, rows, [n for _, n, _ in spec], footer)
+
+
+#: The units line of each table kind that is not a GEMM/copy table (those state :data:`truepeak.units.UNITS_FOOTER`:
+#: TFLOPS and efficiency against the DENSE peak). Collectives have no FLOP and no peak: their line states nccl-tests'
+#: bandwidths (NVIDIA/nccl-tests doc/PERFORMANCE.md: algbw = S / t, busbw = algbw x the op's bus factor, S the total
+#: size: the whole all_reduce buffer, the gathered output of all_gather, the input of reduce_scatter).
+KIND_FOOTERS: dict[str, str] = {
+    "collective": ("algbw and busbw in GB/s = 1e9 B/s (decimal); size = S, nccl-tests' total size in bytes "
+                   "(KiB/MiB/GiB = 2^10/2^20/2^30 B); time per call in {time}; "
+                   "algbw = S / time, busbw = algbw x the op's bus factor (nccl-tests' definitions)"),
+    "collective_fit": ("α (latency) in µs = 1e-6 s; busbw in GB/s = 1e9 B/s (decimal); sizes = S, nccl-tests' total "
+                       "size in bytes (KiB/MiB/GiB = 2^10/2^20/2^30 B); fit: time = α + S x bus factor / busbw; "
+                       "max rel. residual = the largest |fit - measured| / measured over the points"),
+    "moe_experts": ("TFLOPS = 1e12 FLOP/s (TOPS for int8), GB/s = 1e9 B/s (decimal); % read BW = of the read "
+                    "bandwidth measured in the same run (the memory roofline of streaming the experts' weights)"),
+}
+#: The units line of a kind this truepeak has no table for (its derived fields are shown as the records hold them).
+GENERIC_FOOTER = ("time per call in {time}; the other columns are the records' derived "
+                  "fields as they hold them (SI: FLOP/s, B/s, fractions)")
+
+
+#: A time column's unit as a footer states it.
+TIME_UNITS = {"us": "µs (1e-6 s)", "ms": "ms (1e-3 s)", "s": "s"}
+
+
+def units_footer(kind: str, time_unit: str = "us") -> str:
+    """The units line that applies to a table of ``kind`` (without the mode): GEMM and copy tables
+    :data:`truepeak.units.UNITS_FOOTER` (TFLOPS, efficiency against the DENSE peak), collectives and their fits
+    nccl-tests' algbw/busbw in GB/s, S and µs (:data:`KIND_FOOTERS`), other kinds :data:`GENERIC_FOOTER`; ``time_unit``
+    (``"us"``, ``"ms"``, ``"s"``: the table's time column, :func:`truepeak.report.table.time_unit`) is named in it."""
+    if kind in RUN_KINDS:
+        return UNITS_FOOTER
+    return KIND_FOOTERS.get(kind, GENERIC_FOOTER).replace("{time}", TIME_UNITS.get(time_unit, time_unit))
 
 
 # -- CSV ---------------------------------------------------------------------------------------------------------------
@@ -484,4 +516,4 @@ def report_warnings(records: Sequence[dict], problems: Sequence[Any] = ()) -> li
     return out
 
 
-__all__ = ["KindTable", "peak_rows", "report_warnings", "ReportWarning", "catalog_accelerator", "kind_table", "record_time", "csv_text", "csv_columns", "SPECS", "RUN_KINDS", "CSV_FIXED"]
+__all__ = ["KindTable", "units_footer", "KIND_FOOTERS", "GENERIC_FOOTER", "peak_rows", "report_warnings", "ReportWarning", "catalog_accelerator", "kind_table", "record_time", "csv_text", "csv_columns", "SPECS", "RUN_KINDS", "CSV_FIXED"]

@@ -11,13 +11,18 @@ for it:
 2. Per device: the device and its environment; spec against measured peaks per format (dense and 2:4-sparse
    labelled, the peak at the measured SM clock; :func:`truepeak.report.export.peak_rows`) as a table and a chart; the
    roofline with the measured points of each format (ceilings from the catalog, or from the records where the device
-   is not in the catalog, e.g. a CPU whose memory ceiling is its measured copy); memory bandwidth; efficiency against
-   M in the decode regime.
+   is not in the catalog, e.g. a CPU whose memory ceiling is its measured copy; one series per format and fp8/int8
+   scale layout: ``fp8_e4m3 (per-tensor)``, ``fp8_e4m3 (per-row)``); memory bandwidth; efficiency against M in the
+   decode regime.
 3. MoE expert layer (``moe_experts`` records): % of read bandwidth against tokens per expert, one line per backend.
 4. Collectives (``collective`` records): algbw and busbw against message size; the fitted latency-bandwidth model
    (``collective_fit`` records).
 5. Every record, one table per kind (:func:`truepeak.report.export.kind_table`); a kind this truepeak does not know
    gets a plain table of its fields, so a new kind never breaks the report.
+
+Tables state their own units below them (:func:`truepeak.report.export.units_footer`: TFLOPS and the DENSE peak for
+GEMMs and copies, nccl-tests' algbw/busbw, S and µs for collectives). A format cell (class ``fmt``) never wraps: CSS
+``white-space: nowrap`` keeps ``fp8_e4m3 (per-tensor)`` on one line.
 
 Entry points: :func:`html_report` (records -> HTML text), :func:`write_html` (to a file) and
 :func:`write_html_report` (``results.jsonl`` or a run folder -> ``report.html`` beside it; what ``truepeak run``
@@ -38,6 +43,7 @@ from truepeak.report.export import (RUN_KINDS, catalog_accelerator, kind_table, 
                                     report_warnings)
 from truepeak.report.load import (Results, accelerator_key, device_name, env_of, field, kinds_in, label, load_results,
                                   number)
+from truepeak.report.table import format_label
 from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size
 
 #: Kinds with a section of their own (the rest appear in "All records" only).
@@ -57,6 +63,7 @@ h1 { font-size: 24px; margin: 0 0 4px; } h2 { font-size: 19px; margin: 32px 0 8p
 table { border-collapse: collapse; margin: 8px 0; font-size: 12.5px; }
 th, td { border: 1px solid var(--line); padding: 3px 7px; vertical-align: top; }
 th { background: #f6f8fa; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.fmt { white-space: nowrap; }
 tr.skipped td { color: var(--muted); } tr.failed td { color: var(--bad); }
 .scroll { overflow-x: auto; }
 figure.chart { margin: 10px 0 18px; } figure.chart svg { max-width: 100%; height: auto; display: block; }
@@ -77,15 +84,21 @@ def _e(text: Any) -> str:
     return escape("" if text is None else str(text), quote=True)
 
 
+#: Headers of the columns whose cells stay on one line (class ``fmt``, CSS ``white-space: nowrap``): a format label
+#: such as ``fp8_e4m3 (per-tensor)`` must not wrap at its hyphen or space.
+NOWRAP_HEADERS = frozenset({"format"})
+
+
 def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[bool] | None = None,
            row_classes: Sequence[str] | None = None) -> str:
     numeric = list(numeric) if numeric is not None else [False] * len(headers)
+    classes = ['num' if numeric[j] else 'fmt' if h in NOWRAP_HEADERS else '' for j, h in enumerate(headers)]
     out = ['<div class="scroll"><table><thead><tr>', *(f"<th>{_e(h)}</th>" for h in headers), "</tr></thead><tbody>"]
     for i, row in enumerate(rows):
         cls = f' class="{_e(row_classes[i])}"' if row_classes and row_classes[i] else ""
         out.append(f"<tr{cls}>" + "".join(
-            f'<td class="num">{_e(c)}</td>' if numeric[j] else f"<td>{_e(c)}</td>" for j, c in enumerate(row))
-            + "</tr>")
+            f'<td class="{classes[j]}">{_e(c)}</td>' if classes[j] else f"<td>{_e(c)}</td>"
+            for j, c in enumerate(row)) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)
 
@@ -231,7 +244,9 @@ def _roofline_section(name: str, records: Sequence[dict], acc: Any) -> str:
     ceilings: dict[str, float] = {}
     for r in gemms:
         fmt = str(r.get("format"))
-        points.setdefault(fmt, []).append((_intensity(r), number(r, "flop_per_s"), str(r.get("mode") or "")))
+        # one series per format AND scale layout (fp8_e4m3 (per-tensor) / (per-row) / (block128)): they differ
+        points.setdefault(format_label(r), []).append((_intensity(r), number(r, "flop_per_s"),
+                                                       str(r.get("mode") or "")))
         peak = None
         if acc is not None:
             try:
@@ -267,7 +282,7 @@ def _decode_section(records: Sequence[dict]) -> str:
         if (r.get("kind") != "gemm" or r.get("status") != "ok" or not isinstance(m, int) or m > DECODE_MAX_M
                 or w.get("origin") in ("square", "format probe") or str(w.get("origin", "")).startswith("peak")):
             continue
-        key = f"{r.get('format')} N={w.get('n')} K={w.get('k')}" + (f" {r.get('mode')}" if len(modes) > 1 else "")
+        key = f"{format_label(r)} N={w.get('n')} K={w.get('k')}" + (f" {r.get('mode')}" if len(modes) > 1 else "")
         formats[key] = str(r.get("format"))
         series.setdefault(key, []).append((float(m), number(r, "pct_dense"), number(r, "pct_roofline")))
     series = {k: v for k, v in series.items() if len(v) >= 2}
@@ -410,7 +425,8 @@ def html_report(data: Results | Sequence[dict], *, title: str | None = None) -> 
             + (f" from {_e(', '.join(files))}" if files else "")
             + f"; rendered by truepeak {_e(truepeak.__version__)} at "
             + _e(_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")) + ". "
-            + _e(UNITS_FOOTER) + ".</p>",
+            + _e(UNITS_FOOTER if any(r.get("kind") in RUN_KINDS for r in records) else
+                 "GB/s = 1e9 B/s, TFLOPS = 1e12 FLOP/s (decimal); each table states its units below it") + ".</p>",
             _warnings_section(records, problems)]
     for name, recs in groups.items():
         run = [r for r in recs if r.get("kind") in RUN_KINDS]
@@ -476,4 +492,4 @@ def write_run_report(out_dir: str | os.PathLike[str], warn: Any = None) -> Path 
         return None
 
 
-__all__ = ["html_report", "write_html", "write_html_report", "write_run_report", "CSS", "SECTION_KINDS", "DECODE_MAX_M"]
+__all__ = ["NOWRAP_HEADERS", "html_report", "write_html", "write_html_report", "write_run_report", "CSS", "SECTION_KINDS", "DECODE_MAX_M"]

@@ -46,6 +46,34 @@ def colour(name: str | None, index: int = 0) -> str:
     return _CYCLE[index % len(_CYCLE)]
 
 
+def base_format(name: str) -> str:
+    """The format of a series label: ``"fp8_e4m3 (per-row)"`` -> ``"fp8_e4m3"`` (a label without a scale layout is
+    its own format)."""
+    return name.split(" (", 1)[0]
+
+
+def series_colours(names: Sequence[str]) -> dict[str, str]:
+    """One distinct colour per series label, in order: a format's own colour (:data:`FORMAT_COLOURS`) for the first
+    series of that format (``"fp8_e4m3 (per-tensor)"`` gets fp8_e4m3's red), and the next colour of the cycle that no
+    other series or format of the chart uses for a second scale layout of the same format (``"fp8_e4m3 (per-row)"``,
+    ``"fp8_e4m3 (block128)"``), so the scale layouts are told apart."""
+    bases = {base_format(n) for n in names}
+    taken = {FORMAT_COLOURS[b] for b in bases if b in FORMAT_COLOURS}
+    out: dict[str, str] = {}
+    seen: set[str] = set()
+    spare = [c for c in _CYCLE + ("#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173") if c not in taken]
+    for i, n in enumerate(names):
+        b = base_format(n)
+        if b not in seen and b in FORMAT_COLOURS:
+            out[n] = FORMAT_COLOURS[b]
+        elif spare:
+            out[n] = spare.pop(0)
+        else:
+            out[n] = colour(n, i)
+        seen.add(b)
+    return out
+
+
 def _pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend, with the report's style; raises MissingDependencyError with the install
     command when matplotlib is missing."""
@@ -127,8 +155,11 @@ def roofline_chart(points: Mapping[str, Sequence[tuple[float, float, str]]], cei
     """A log-log roofline.
 
     Args:
-        points: per format, measured ``(intensity FLOP/B, FLOP/s, mode)``.
-        ceilings: per format, the dense peak in FLOP/s (a horizontal compute ceiling each).
+        points: per series, measured ``(intensity FLOP/B, FLOP/s, mode)``; a series is a format with its scale
+            layout where records have one (``"fp8_e4m3 (per-tensor)"``, ``"fp8_e4m3 (per-row)"``: one legend entry and
+            colour each, :func:`series_colours`), else the format (``"bf16"``).
+        ceilings: per format, the dense peak in FLOP/s (a horizontal compute ceiling each; the scale layouts of a
+            format share it).
         bandwidth: the memory ceiling in B/s (the slanted line), or None.
         title: chart title.
         bandwidth_label: what the memory ceiling is (``"HBM 4800 GB/s (catalog)"``).
@@ -155,13 +186,14 @@ def roofline_chart(points: Mapping[str, Sequence[tuple[float, float, str]]], cei
         c = colour(fmts[0], i)
         ax.plot([max(ridge, lo_x), hi_x], [peak / 1e12] * 2, color=c, lw=1.2, ls="--")
         ax.text(hi_x, peak / 1e12, f" {', '.join(fmts)} dense {peak / 1e12:.4g}", va="center", fontsize=7, color=c)
-    for i, (fmt, pts) in enumerate(points.items()):
+    point_colours = series_colours(list(points))
+    for fmt, pts in points.items():
         by_mode: dict[str, list[tuple[float, float]]] = {}
         for x, y, mode in pts:
             if x and y and x > 0 and y > 0:
                 by_mode.setdefault(mode or "", []).append((x, y / 1e12))
         for mode, xy in by_mode.items():
-            ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=18, color=colour(fmt, i),
+            ax.scatter([p[0] for p in xy], [p[1] for p in xy], s=18, color=point_colours[fmt],
                        marker=_MODE_MARKERS.get(mode, "o"), zorder=3,
                        label=f"{fmt} measured" + (f" ({mode})" if len(by_mode) > 1 or mode not in ("sustained", "")
                                                   else ""))
@@ -285,5 +317,5 @@ def collective_chart(series: Mapping[str, Sequence[tuple[float, float | None, fl
     return to_svg(fig)
 
 
-__all__ = ["FORMAT_COLOURS", "colour", "to_svg", "peaks_chart", "roofline_chart", "decode_chart", "moe_chart",
+__all__ = ["FORMAT_COLOURS", "colour", "base_format", "series_colours", "to_svg", "peaks_chart", "roofline_chart", "decode_chart", "moe_chart",
            "collective_chart"]
