@@ -69,6 +69,8 @@ def test_gloo_two_ranks_through_torchrun_correct_and_recorded(capsys, tmp_path):
     # regression: the error listed broadcast / reduce / send_recv as valid, then refused them
     (["--ops", "bogus"], "valid ops: all_reduce, all_gather, reduce_scatter, all_to_all (aliases"),
     (["--rdzv-timeout", "-1"], "--rdzv-timeout -1.0 must be a finite number of seconds > 0"),
+    # regression: 100000 gloo workers were started at once (a fork storm) before anything failed
+    (["--nproc-per-node", "100000"], "--nproc-per-node 100000 with --backend gloo starts that many CPU processes"),
 ])
 def test_bad_input_is_one_line(capsys, args, message):
     code, _, err = call(capsys, "comm", "--backend", "gloo", *args)
@@ -169,3 +171,10 @@ def test_out_that_is_a_file_is_one_line(capsys, tmp_path):
     code, _, err = call(capsys, "comm", "--backend", "gloo", "--sizes", "1K", "--out", str(f))
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert f"--out {str(f)!r} is a file, not a folder" in err
+
+
+def test_sizes_help_shows_the_colon_form_not_an_emoji(capsys):
+    """Regression: rich read ':END:' in 'START:END:FACTOR' as the :end: emoji code and printed START🔚FACTOR."""
+    code, out, _ = call(capsys, "comm", "--help")
+    assert code == 0
+    assert "START:END[:FACTOR]" in " ".join(out.split()) and "\U0001f51a" not in out

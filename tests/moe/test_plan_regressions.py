@@ -124,3 +124,20 @@ def test_routing_label_one_spelling():
     assert routing_label("powerlaw:0") == "uniform" and routing_label(" Uniform ") == "uniform"
     # the label parse_routing puts on its result
     assert parse_routing("PowerLaw:1.20:random", 256, 8).label == "powerlaw:1.2"
+
+
+def test_huge_batch_is_a_one_line_error_not_an_overflow():
+    """Regression: --batch 99999999999999999999 raised OverflowError from the busiest-expert binomial (routing.py
+    _binom_window); 1e10 ran for minutes. Batches above MAX_BATCH = 1e7 sequences are refused, 1e7 itself plans."""
+    import pytest
+
+    from truepeak.errors import TruepeakError
+    from truepeak.moe.plan import MAX_BATCH
+
+    model, acc = load_model("deepseek-v3"), get_accelerator("h200")
+    assert MAX_BATCH == 10_000_000
+    with pytest.raises(TruepeakError, match="batch 99999999999999999999 is above the 10,000,000 sequences"):
+        plan(model, acc, "tp8", 99999999999999999999)
+    p = plan(model, acc, "tp8", MAX_BATCH)
+    # T·k/E = 1e7 · 8 / 256 = 312500 tokens per expert on average
+    assert p.routing["mean_tokens_per_expert"] == 312500 and p.batch == MAX_BATCH

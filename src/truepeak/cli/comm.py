@@ -41,8 +41,8 @@ def comm(
                                                  "default: every visible GPU (nccl) or 2 (gloo)."),
     ops: Optional[str] = typer.Option(None, "--ops", help="Comma list: all_reduce, all_gather, reduce_scatter, "
                                       "all_to_all (aliases allreduce, ag, rs, a2a...). Default: all four."),
-    sizes: str = typer.Option("1K:1G", "--sizes", help="Message sizes S: START:END (powers of two, K = 1024 B), "
-                              "START:END:FACTOR, or a list like 12K,96K,768K."),
+    sizes: str = typer.Option("1K:1G", "--sizes", help="Message sizes S: START:END[:FACTOR] (K = 1024 B; FACTOR "
+                              "2 when left out, as nccl-tests -f 2), or a list like 12K,96K,768K."),
     dtype: str = typer.Option("bf16", "--dtype",
                               help="Element type: bf16, fp16, fp32, fp64, int8, uint8, int32, int64."),
     iters: int = typer.Option(20, "--iters", help="Timed calls per case (nccl-tests -n)."),

@@ -218,6 +218,12 @@ def preflight(cfg: CommConfig) -> list[str]:
             raise UnsupportedError(f"torch {torch.__version__} was built without gloo")
         if world < 2:
             raise UnsupportedError("a collective needs at least 2 ranks; give --nproc-per-node 2 or more")
+        cores = max(2, os.cpu_count() or 1)
+        if cfg.nproc_per_node > cores:
+            # torchrun starts every worker at once: 100000 gloo workers exhaust the machine before any error
+            raise TruepeakError(f"--nproc-per-node {cfg.nproc_per_node} with --backend gloo starts that many CPU "
+                                f"processes on a machine with {cores} cores; give 2 to {cores} (more would time the "
+                                "scheduler, not gloo)")
     _, notes = plan_cases(cfg.ops, cfg.sizes, world, cfg.dtype)
     if cfg.nnodes > 1 and cfg.node_rank > 0:
         wait_for_endpoint(_endpoint(cfg), cfg.rdzv_timeout_s)

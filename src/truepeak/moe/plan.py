@@ -754,11 +754,20 @@ def context_warning(model, context: int) -> str | None:
     return None
 
 
+MAX_BATCH = 10_000_000
+"""Largest decode batch :func:`plan` accepts. Real decode batches are thousands of sequences; the routing statistics
+(busiest expert: a binomial pmf over a window of ~20 standard deviations) stay sub-second up to 1e8 tokens and overflow
+(OverflowError) or run for minutes at 1e10 and above, so the bound is a clear error instead."""
+
+
 def check_batch(batch) -> int:
-    """``batch`` if it is a whole number >= 1; else TruepeakError saying a decode batch is at least one sequence."""
+    """``batch`` if it is a whole number in 1..:data:`MAX_BATCH`; else TruepeakError naming the accepted range."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise TruepeakError(f"batch {batch!r} must be a whole number >= 1 (sequences decoding together; a batch of 0 "
                             "has no step to plan)")
+    if batch > MAX_BATCH:
+        raise TruepeakError(f"batch {batch} is above the {MAX_BATCH:,} sequences truepeak plans (decode batches are "
+                            "thousands at most); give 1 to 10000000")
     return batch
 
 
