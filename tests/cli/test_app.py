@@ -78,3 +78,17 @@ def test_unquoted_name_with_spaces_says_to_quote_it(capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "must be quoted" in err and "(H200)" in err
+
+
+@pytest.mark.parametrize(("args", "needle", "see"), [
+    (["run", "--mode", ""], "an empty value '' after --mode", "truepeak run --help"),
+    (["comm", "--ops", " "], "an empty value ' ' after --ops", "truepeak comm --help"),
+    (["moe", "plan", "--model", "glm-5", "--layout="], "--layout was given an empty value", "truepeak moe --help"),
+    (["report", ""], "an empty value '' as an argument", "truepeak report --help"),
+])
+def test_empty_values_are_refused_in_one_line(capsys, args, needle, see):
+    # A blank value used to mean "the default" for some options (run --mode, comm --ops: the whole 1K:1G sweep) and
+    # a file named "" for others; now every command refuses it the same way.
+    code, out, err = call(capsys, *args)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and needle in err and see in err, err

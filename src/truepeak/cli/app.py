@@ -74,6 +74,28 @@ def invoked_argv(ctx: Any) -> list[str] | None:
     return list(argv) if argv is not None else None
 
 
+#: Options whose command says more about an empty value than the generic rule (``--out``: where results go instead).
+_OWN_EMPTY_MESSAGE = frozenset({"--out", "-o"})
+
+
+def _empty_value(args: list[str]) -> str | None:
+    """Why the command line is refused before parsing, or None: an empty or blank value (``--mode ""``,
+    ``--ops=``, ``report ""``). No truepeak option means anything by an empty value, and click would pass it on as
+    "not given" for some options and as a file name or format for others; one rule for all commands instead."""
+    for i, a in enumerate(args):
+        if a.startswith("--") and "=" in a and not a.split("=", 1)[1].strip():
+            if a.split("=", 1)[0] in _OWN_EMPTY_MESSAGE:
+                continue
+            return f"{a.split('=', 1)[0]} was given an empty value; give one"
+        if not a.strip():
+            prev = args[i - 1] if i else ""
+            if prev in _OWN_EMPTY_MESSAGE:
+                continue
+            where = f"after {prev}" if prev.startswith("-") else "as an argument"
+            return f"an empty value {a!r} {where}; give a value"
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app and exit with its status.
 
@@ -89,6 +111,10 @@ def main(argv: list[str] | None = None) -> None:
     """
     args = list(sys.argv[1:] if argv is None else argv)
     command = typer.main.get_command(app)
+    empty = _empty_value(args)
+    if empty is not None:
+        typer.echo(f"error: {empty}{_usage_hint(UsageError(''), command, args)}", err=True)
+        sys.exit(2)
     try:
         rv = command.main(args=args, prog_name="truepeak", standalone_mode=False,
                           obj={"argv": ["truepeak", *args]})
