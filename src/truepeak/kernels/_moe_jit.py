@@ -122,20 +122,30 @@ def _acc_tile(acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, x_ptr, rows, row_ok, strid
 
 
 @triton.jit
-def gate_up_kernel(x_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
-                   num_blocks, num_slots, top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we,
-                   stride_wn,
-                   WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr):
+def _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, ROW_DIV, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr):
+    """This program's tile: the expert of its BLOCK_M-slot block, the slots (padded ones masked), the input row of
+    each slot (slot // ROW_DIV: ROW_DIV = top_k reads token rows, 1 reads slot rows) and the BLOCK_N output columns."""
     pid = tl.program_id(0)
     pid_m = pid % num_blocks
     pid_n = pid // num_blocks
     e = tl.load(bexp_ptr + pid_m).to(tl.int64)
     slots = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
     row_ok = slots < num_slots
-    rows = tl.where(row_ok, slots // top_k, 0).to(tl.int64)
+    rows = tl.where(row_ok, slots // ROW_DIV, 0).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return e, slots, row_ok, rows, offs_n
+
+
+@triton.jit
+def gate_up_kernel(x_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
+                   num_blocks, num_slots, top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we,
+                   stride_wn,
+                   WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  INTERP: tl.constexpr,
+                  PREFETCH: tl.constexpr):
+    e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
+                                                          BLOCK_M, BLOCK_N)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     g = _acc_tile(g, w_ptr, ws_ptr, wgs_ptr, e, offs_n, x_ptr, rows, row_ok, stride_x, 2 * I, H,
@@ -152,14 +162,8 @@ def down_kernel(a_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, to
                 WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr):
-    pid = tl.program_id(0)
-    pid_m = pid % num_blocks
-    pid_n = pid // num_blocks
-    e = tl.load(bexp_ptr + pid_m).to(tl.int64)
-    slots = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
-    row_ok = slots < num_slots
-    rows = tl.where(row_ok, slots, 0).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
+                                                          BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc = _acc_tile(acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, a_ptr, rows, row_ok, stride_a, H, I,
                     stride_we, stride_wn, WFMT, BLOCK_M, BLOCK_K, INTERP, PREFETCH)
