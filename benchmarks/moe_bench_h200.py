@@ -1,8 +1,9 @@
 """MoE expert layer at decode on the H200 (issue #5): all backends x formats, printing a compact table.
 
-Usage: PYTHONPATH=src python3 benchmarks/moe_bench_h200.py OUT_DIR [--quick]
+Usage: PYTHONPATH=src python3 benchmarks/moe_bench_h200.py OUT_DIR [--quick] [--routing uniform|powerlaw:1.2]
   --quick: DeepSeek-V3 E=256, uniform only (the first device check). Without it: DeepSeek-V3 and GLM-5, E=256 and
-  EP8-local, uniform and powerlaw:1.2, bf16/fp8/nvfp4/mxfp4, all backends.
+  EP8-local, uniform and powerlaw:1.2, bf16/fp8/nvfp4/mxfp4, all backends. --routing keeps one routing (to split
+  the sweep over two device calls).
 Writes OUT_DIR/moe_experts.jsonl and OUT_DIR/moe_pct_read_bw.png.
 """
 import os
@@ -26,7 +27,10 @@ if quick:
     fmts = ("bf16", "fp8", "nvfp4", "mxfp4")
 else:
     # most important first: the records are appended as they finish, so a time limit keeps what ran
-    cases = [(m, ep, r) for r in ("uniform", "powerlaw:1.2") for ep in (1, 8) for m in ("deepseek-v3", "glm-5")]
+    routings = ("uniform", "powerlaw:1.2")
+    if "--routing" in sys.argv:
+        routings = (sys.argv[sys.argv.index("--routing") + 1],)
+    cases = [(m, ep, r) for r in routings for ep in (1, 8) for m in ("deepseek-v3", "glm-5")]
     tpes = (1, 4, 8, 16, 32, 64, 256)
     fmts = ("bf16", "fp8", "nvfp4", "mxfp4")
 budget = float(os.environ.get("MOE_BUDGET_S", "0.08"))
@@ -54,9 +58,12 @@ for model, ep, routing in cases:
     records += moe.run_bench(model, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts, backends=backends,
                              out_path=path, budget_s=budget, warmup_s=0.03, read_bw=bw, progress=show, env=env)
     print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
-try:
-    moe.plot_records([r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == 256
-                      and r["workload"]["routing"] == "uniform"], os.path.join(out, "moe_pct_read_bw.png"))
-except Exception as exc:
-    print("plot failed:", exc)
+for e_local, name in ((256, "moe_pct_read_bw.png"), (32, "moe_pct_read_bw_ep8.png")):
+    sel = [r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == e_local
+           and r["workload"]["routing"] == "uniform"]
+    if sel:
+        try:
+            moe.plot_records(sel, os.path.join(out, name))
+        except Exception as exc:
+            print("plot failed:", exc)
 print(f"total {time.time() - t0:.0f} s")

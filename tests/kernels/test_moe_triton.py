@@ -48,14 +48,52 @@ def test_c17_config_follows_tokens_per_expert_not_batch():
 
 
 def test_c14_config_shrinks_stages_to_fit_shared_memory():
-    # 128 tokens x 2 x 64 weight rows x 128 K, bf16: per stage 2*64*128*2 + 128*128*2 = 65,536 B; 3 stages 196,608 B
+    # 256 tokens per expert: 128 tokens x 2 x 128 weight rows x 64 K, bf16: per stage 2*128*64*2 + 128*64*2 = 49,152 B
     big = mt.choose_config(256, "bf16", True)
-    assert big.num_stages == 3 and big.smem_bytes("bf16", True) == 196_608
+    assert (big.block_m, big.block_n, big.block_k, big.num_stages) == (128, 128, 64, 3)
+    assert big.smem_bytes("bf16", True) == 147_456
     assert mt.choose_config(256, "bf16", True, smem_limit=232_448).num_stages == 3   # sm_90 / sm_100 (C14)
-    fitted = mt.choose_config(256, "bf16", True, smem_limit=101_376)                 # sm_120 (C14): 1 stage
-    assert fitted.num_stages == 1 and fitted.smem_bytes("bf16", True) == 65_536
-    with pytest.raises(UnsupportedError, match="65,536 B of shared memory per block; the device allows 60,000 B"):
-        mt.choose_config(256, "bf16", True, smem_limit=60_000)
+    fitted = mt.choose_config(256, "bf16", True, smem_limit=101_376)                 # sm_120 (C14): 2 stages
+    assert fitted.num_stages == 2 and fitted.smem_bytes("bf16", True) == 98_304
+    with pytest.raises(UnsupportedError, match="49,152 B of shared memory per block; the device allows 40,000 B"):
+        mt.choose_config(256, "bf16", True, smem_limit=40_000)
+
+
+def test_smem_estimate_bounds_what_triton_allocates_on_sm90():
+    """choose_config's estimate against the compiler: each kernel compiled for sm_90 on the CPU (Triton's bundled
+    ptxas; no GPU needed); the estimate must not be below Triton's allocation (equal for bf16)."""
+    triton = pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from truepeak.kernels import _moe_jit
+
+    def shared(cfg, wfmt):
+        fid = {"bf16": 0, "fp8": 1, "nvfp4": 3, "mxfp4": 4}[wfmt]
+        w = {"bf16": "*bf16", "fp8": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8"}[wfmt]
+        sc = {"bf16": "*fp32", "fp8": "*fp32", "nvfp4": "*fp8e4nv", "mxfp4": "*u8"}[wfmt]
+        act = "*bf16" if wfmt == "bf16" else "*fp16"
+        fn = _moe_jit.gate_up_kernel
+        sig = {"x_ptr": act, "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32", "out_ptr": act, "sorted_ptr": "*i32",
+               "bexp_ptr": "*i32", "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "I": "constexpr",
+               "H": "constexpr", "stride_x": "i32", "stride_out": "i32", "stride_we": "i32", "stride_wn": "i32"}
+        consts = {"I": 2048, "H": 7168, "WFMT": fid, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+                  "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist}
+        sig.update({k: "constexpr" for k in consts})
+        # what the JIT assumes for 16-byte aligned pointers and strides (as for real expert tensors)
+        attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
+                 if t.startswith("*") or n.startswith("stride")}
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                           target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+        return k.metadata.shared
+
+    for tpe, wfmt in ((1, "bf16"), (16, "bf16"), (1, "fp8"), (1, "nvfp4"), (16, "mxfp4")):
+        cfg = mt.choose_config(tpe, wfmt, True, k_dim=7168)
+        est, got = cfg.smem_bytes(wfmt, True), shared(cfg, wfmt)
+        assert est >= got, (tpe, wfmt, est, got)
+        if wfmt == "bf16":
+            assert est == got
 
 
 def test_choose_config_block_k_divides_k_and_bad_format():
@@ -93,7 +131,7 @@ for routing, rows in routings.items():
         tw = torch.rand(T, k)
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
         bk = 64 if wfmt in ("nvfp4", "mxfp4") else 32
-        cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"))
+        cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=(routing == "all_in_one"))
         fused = mt.FusedMoE(x, w1, w2, ids, tw, config=cfg)
         y = fused()
         err = float((y.float() - ref).abs().max() / ref.abs().max())
@@ -145,3 +183,56 @@ def test_expert_weight_bytes_c13():
                          torch.zeros(1, 7168, 128, dtype=torch.float8_e4m3fn), torch.ones(1))
     assert w.shape == (1, 7168, 2048)
     assert w.nbytes_per_expert() == 8_257_536 + 4
+
+
+def test_kernel_nibble_order_hand_example_and_round_trip():
+    # elements [1, 2, 3, 4] (codes), chunk 4: standard bytes [1 | 2<<4, 3 | 4<<4] = [0x21, 0x43];
+    # kernel order: byte j = element j | element 2+j << 4 = [1 | 3<<4, 2 | 4<<4] = [0x31, 0x42]
+    std = torch.tensor([[0x21, 0x43]], dtype=torch.uint8)
+    assert mt.to_kernel_nibble_order(std, 4).tolist() == [[0x31, 0x42]]
+    assert mt.from_kernel_nibble_order(torch.tensor([[0x31, 0x42]], dtype=torch.uint8), 4).tolist() == [[0x21, 0x43]]
+    g = torch.Generator().manual_seed(0)
+    b = torch.randint(0, 256, (3, 5, 128), dtype=torch.uint8, generator=g)
+    for chunk in (64, 128, 256):
+        assert torch.equal(mt.from_kernel_nibble_order(mt.to_kernel_nibble_order(b, chunk), chunk), b)
+    with pytest.raises(TruepeakError, match="chunks of 96"):
+        mt.to_kernel_nibble_order(b, 96)
+
+
+def test_fp4_block_k_and_weights_in_kernel_order_dequantize_unchanged():
+    # DeepSeek-V3 H 7168 = 28 * 256, I 2048 = 8 * 256; gpt-oss H = I = 2880 = 45 * 64; 720 (gpt-oss TP4) has no step
+    assert (mt.fp4_block_k(7168), mt.fp4_block_k(2048), mt.fp4_block_k(2880), mt.fp4_block_k(384)) == (128, 128, 64,
+                                                                                                        128)
+    with pytest.raises(UnsupportedError, match="K=720"):
+        mt.fp4_block_k(720)
+    for wfmt in ("nvfp4", "mxfp4"):
+        w = mt.quantize_experts(torch.randn(2, 8, 512), wfmt)
+        k = w.in_kernel_order()
+        assert k.nibble_chunk == 128 and not torch.equal(k.data, w.data)
+        assert torch.equal(k.dequantize(), w.dequantize())
+        assert k.in_kernel_order() is k and k.nbytes_per_expert() == w.nbytes_per_expert()
+
+
+@pytest.mark.gpu
+def test_gpu_fp4_decode_asm_is_exact_for_every_byte():
+    """The inline-PTX e2m1 decode against the e2m1 table for all 256 bytes: low nibble -> lo, high -> hi, x 2^-14."""
+    import triton
+    import triton.language as tl
+
+    from truepeak.kernels import quant
+    from truepeak.kernels._moe_jit import _fp4_pair_asm
+
+    @triton.jit
+    def decode(b_ptr, lo_ptr, hi_ptr, N: tl.constexpr):
+        offs = tl.arange(0, N)
+        lo, hi = _fp4_pair_asm(tl.load(b_ptr + offs))
+        tl.store(lo_ptr + offs, lo)
+        tl.store(hi_ptr + offs, hi)
+
+    b = torch.arange(256, dtype=torch.uint8, device="cuda")
+    lo = torch.empty(256, dtype=torch.float16, device="cuda")
+    hi = torch.empty_like(lo)
+    decode[(1,)](b, lo, hi, N=256, num_warps=1)
+    want_lo = quant.e2m1_decode(b.cpu() & 15) * 2.0 ** -14
+    want_hi = quant.e2m1_decode(b.cpu() >> 4) * 2.0 ** -14
+    assert torch.equal(lo.cpu().float(), want_lo) and torch.equal(hi.cpu().float(), want_hi)

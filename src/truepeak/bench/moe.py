@@ -176,7 +176,7 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0) -> t
     dequantises only the experts it checks.
     """
     torch = require("torch", "building MoE weights")
-    from truepeak.kernels.moe_triton import ExpertWeights, check_wfmt
+    from truepeak.kernels.moe_triton import ExpertWeights, check_wfmt, fp4_block_k
 
     check_wfmt(wfmt)
     g = torch.Generator(device=device).manual_seed(seed)
@@ -202,11 +202,12 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0) -> t
                 raise UnsupportedError(f"nvfp4 needs K a multiple of 16, got K={k}")
             s = (torch.rand(e, n, k // 16, device=device, generator=g) * 200 + 100).to(torch.float8_e4m3fn)
             gs = torch.full((e,), 0.05 / (6 * 300), device=device)
-            return ExpertWeights(wfmt, packed, s, gs)
+            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=fp4_block_k(k))
         if k % 32:
             raise UnsupportedError(f"mxfp4 needs K a multiple of 32, got K={k}")
         s = torch.randint(119, 122, (e, n, k // 32), device=device, generator=g, dtype=torch.uint8)
-        return ExpertWeights(wfmt, packed, s)
+        # random codes: labelled as already in the kernel's nibble order (the reference reorders them back)
+        return ExpertWeights(wfmt, packed, s, nibble_chunk=fp4_block_k(k))
 
     return one(2 * shape.I, shape.H), one(shape.H, shape.I)
 
@@ -412,7 +413,7 @@ def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16
 
     def sub(w: Any) -> Any:
         return ExpertWeights(w.wfmt, w.data[sel], None if w.scale is None else w.scale[sel],
-                             None if w.global_scale is None else w.global_scale[sel]).dequantize()
+                             None if w.global_scale is None else w.global_scale[sel], w.nibble_chunk).dequantize()
 
     remap = torch.full((w1.shape[0] + 1,), -1, dtype=torch.int64, device=x.device)
     remap[sel] = torch.arange(len(used), device=x.device)

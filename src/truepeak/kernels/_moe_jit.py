@@ -17,43 +17,115 @@ def _fp4_to_f16(c):
 @triton.jit
 def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn,
               WFMT: tl.constexpr, BLOCK_K: tl.constexpr):
-    """The stored weight tile of K step ``k0``: (packed bytes [BN, BK/2], scales [BN, BK/16 or BK/32]) for fp4,
-    (values [BN, BK], values) otherwise. Only loads: the caller may issue it one step ahead (register prefetch)."""
+    """The stored weight tile of K step ``k0``: (packed bytes [BN, BK/2], scales of the low nibbles, scales of the
+    high nibbles [BN, BK/2/G]) for fp4 in the kernel's nibble order (low nibbles = the step's first BK/2 elements,
+    high = its last BK/2; G = 16 for nvfp4, 32 for mxfp4), (values [BN, BK], values, values) otherwise. Only loads:
+    the caller may issue it one step ahead (register prefetch)."""
     if WFMT >= 3:
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
         b = tl.load(w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_b[None, :],
                     mask=offs_n[:, None] < N, other=0)
+        G: tl.constexpr = 16 if WFMT == 3 else 32
+        offs_s = k0 // G + tl.arange(0, BLOCK_K // 2 // G)
+        s_row = ws_ptr + (e * N + offs_n[:, None]) * (K // G)
         if WFMT == 3:
-            offs_s = k0 // 16 + tl.arange(0, BLOCK_K // 16)
-            s8 = tl.load(ws_ptr + (e * N + offs_n[:, None]) * (K // 16) + offs_s[None, :],
-                         mask=offs_n[:, None] < N, other=0.0)
+            s_lo = tl.load(s_row + offs_s[None, :], mask=offs_n[:, None] < N, other=0.0)
+            s_hi = tl.load(s_row + BLOCK_K // 2 // G + offs_s[None, :], mask=offs_n[:, None] < N, other=0.0)
         else:
-            offs_s = k0 // 32 + tl.arange(0, BLOCK_K // 32)
-            s8 = tl.load(ws_ptr + (e * N + offs_n[:, None]) * (K // 32) + offs_s[None, :],
-                         mask=offs_n[:, None] < N, other=127)
-        return b, s8
+            s_lo = tl.load(s_row + offs_s[None, :], mask=offs_n[:, None] < N, other=127)
+            s_hi = tl.load(s_row + BLOCK_K // 2 // G + offs_s[None, :], mask=offs_n[:, None] < N, other=127)
+        return b, s_lo, s_hi
     else:
         offs_k = k0 + tl.arange(0, BLOCK_K)
         w = tl.load(w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_k[None, :],
                     mask=offs_n[:, None] < N, other=0.0)
-        return w, w
+        return w, w, w
 
 
 @triton.jit
-def _fp4_values(b, s8, gscale, WFMT: tl.constexpr, BLOCK_K: tl.constexpr):
-    """(lo, hi) fp16 [BN, BK/2]: even / odd K elements times their block scale."""
+def _fp4_pair_asm(b):
+    """(lo, hi) fp16 tensors of b's shape: the e2m1 values of the low / high nibble of each byte times 2^-14, decoded
+    four bytes per 32-bit register with shifts and masks (the Marlin / vLLM e2m1 -> fp16 trick: the nibble at the top
+    of a 16-bit lane keeps its sign bit in place and its exponent/mantissa bits shifted right by 3)."""
+    return tl.inline_asm_elementwise(
+        asm="""
+        {
+        .reg .b32 t0, t1, u0, u1;
+        prmt.b32 t0, $4, 0, 0x1404;
+        prmt.b32 t1, $4, 0, 0x3424;
+        shl.b32 u0, t0, 4;
+        shl.b32 u1, t1, 4;
+        and.b32 $0, u0, 0x80008000;
+        shr.b32 u0, u0, 3;
+        and.b32 u0, u0, 0x0E000E00;
+        or.b32 $0, $0, u0;
+        and.b32 $1, u1, 0x80008000;
+        shr.b32 u1, u1, 3;
+        and.b32 u1, u1, 0x0E000E00;
+        or.b32 $1, $1, u1;
+        and.b32 $2, t0, 0x80008000;
+        shr.b32 u0, t0, 3;
+        and.b32 u0, u0, 0x0E000E00;
+        or.b32 $2, $2, u0;
+        and.b32 $3, t1, 0x80008000;
+        shr.b32 u1, t1, 3;
+        and.b32 u1, u1, 0x0E000E00;
+        or.b32 $3, $3, u1;
+        }
+        """,
+        constraints="=r,=r,=r,=r,r",
+        args=[b],
+        dtype=(tl.float16, tl.float16),
+        is_pure=True,
+        pack=4,
+    )
+
+
+@triton.jit
+def _fp4_scale(s8, gscale, WFMT: tl.constexpr):
+    """fp16 block scales times ``gscale`` (2^6 times nvfp4's per-expert scale, or 2^6): e4m3 (nvfp4) or
+    2^(e8m0 - 127) (mxfp4). With the decode's 2^-14 the product is 2^-8 too small; the accumulator is multiplied by
+    2^8 once after the K loop. The split keeps the fp16 scale finite for e4m3 (448 * 64 < 65504) and for e8m0
+    exponents -30..9 (blocks whose largest magnitude is below 2^12). (``gscale`` is a runtime scalar on purpose: with
+    it Triton decodes in the loaded layout and moves the fp16 tile to the MMA through shared memory, which the
+    compiled code shows to be fewer instructions than decoding in the MMA's register layout.)"""
     if WFMT == 3:
-        # one e4m3 scale per 16 values = per 8 packed bytes, broadcast over the 8 bytes
-        s = (s8.to(tl.float32) * (gscale * 16384.0)).to(tl.float16)
-        GROUP: tl.constexpr = 8
+        return (s8.to(tl.float32) * gscale).to(tl.float16)
     else:
-        s = tl.exp2(s8.to(tl.float32) - 113.0).to(tl.float16)  # 2^(s - 127) * 2^14
-        GROUP: tl.constexpr = 16
+        # e8m0 s -> 2^(s - 127): s is the exponent field of an fp32 (s = 0, 2^-127, becomes 0; 255, NaN, inf)
+        return ((s8.to(tl.int32) << 23).to(tl.float32, bitcast=True) * gscale).to(tl.float16)
+
+
+@triton.jit
+def _fp4_scale_const(s8, WFMT: tl.constexpr):
+    """As _fp4_scale with gscale = 2^6 as a constant (the per-expert nvfp4 scale then goes to the epilogue): with no
+    runtime scalar in the chain Triton decodes in the MMA operand's register layout (HOIST)."""
+    if WFMT == 3:
+        return (s8.to(tl.float32) * 64.0).to(tl.float16)
+    else:
+        return ((s8.to(tl.int32) << 23).to(tl.float32, bitcast=True) * 64.0).to(tl.float16)
+
+
+@triton.jit
+def _fp4_values(b, s_lo, s_hi, gscale, WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr,
+                HOIST: tl.constexpr):
+    """(lo, hi) fp16 [BN, BK/2]: the step's first / last BK/2 elements (low / high nibbles) times their block scale,
+    one scale per G consecutive bytes (G = 16 nvfp4, 32 mxfp4)."""
+    G: tl.constexpr = 16 if WFMT == 3 else 32
     BN: tl.constexpr = b.shape[0]
-    lo = tl.reshape(tl.reshape(_fp4_to_f16(b & 15), (BN, BLOCK_K // 2 // GROUP, GROUP)) * s[:, :, None],
-                    (BN, BLOCK_K // 2))
-    hi = tl.reshape(tl.reshape(_fp4_to_f16(b >> 4), (BN, BLOCK_K // 2 // GROUP, GROUP)) * s[:, :, None],
-                    (BN, BLOCK_K // 2))
+    if INTERP:  # the CPU interpreter cannot run PTX: the same decode with tensor ops
+        lo = _fp4_to_f16(b & 15)
+        hi = _fp4_to_f16(b >> 4)
+    else:
+        lo, hi = _fp4_pair_asm(b)
+    if HOIST:
+        sl = _fp4_scale_const(s_lo, WFMT)
+        sh = _fp4_scale_const(s_hi, WFMT)
+    else:
+        sl = _fp4_scale(s_lo, gscale, WFMT)
+        sh = _fp4_scale(s_hi, gscale, WFMT)
+    lo = tl.reshape(tl.reshape(lo, (BN, BLOCK_K // 2 // G, G)) * sl[:, :, None], (BN, BLOCK_K // 2))
+    hi = tl.reshape(tl.reshape(hi, (BN, BLOCK_K // 2 // G, G)) * sh[:, :, None], (BN, BLOCK_K // 2))
     return lo, hi
 
 
@@ -67,58 +139,105 @@ def _dot(a, b, acc, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _step(acc, raw0, raw1, k0, gscale, ws_ptr, e, offs_n, x_ptr, rows, row_ok, stride_x, N: tl.constexpr,
-          K: tl.constexpr, WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
-    """acc += W tile (raw0, raw1 of K step k0) @ X[rows, k0:k0+BK]^T."""
+def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT: tl.constexpr, BLOCK_K: tl.constexpr):
+    """The activations of K step k0 as MMA B operands: (X[rows, k0:k0+BK]^T, same) [BK, BM] for bf16/fp8 weights,
+    (first half, second half) [BK/2, BM] for fp4 (matching the low / high nibbles of the kernel's nibble order)."""
     if WFMT >= 3:
-        w_lo, w_hi = _fp4_values(raw0, raw1, gscale, WFMT, BLOCK_K)
-        offs_e = k0 + 2 * tl.arange(0, BLOCK_K // 2)
-        xe = tl.load(x_ptr + rows[None, :] * stride_x + offs_e[:, None], mask=row_ok[None, :], other=0.0)
-        xo = tl.load(x_ptr + rows[None, :] * stride_x + offs_e[:, None] + 1, mask=row_ok[None, :], other=0.0)
-        acc = _dot(w_lo, xe.to(tl.float16), acc, INTERP)
-        acc = _dot(w_hi, xo.to(tl.float16), acc, INTERP)
+        offs_h = k0 + tl.arange(0, BLOCK_K // 2)
+        x_lo = tl.load(x_ptr + rows[None, :] * stride_x + offs_h[:, None], mask=row_ok[None, :], other=0.0)
+        x_hi = tl.load(x_ptr + rows[None, :] * stride_x + offs_h[:, None] + BLOCK_K // 2, mask=row_ok[None, :],
+                       other=0.0)
+        return x_lo, x_hi
     else:
-        w = raw0.to(tl.bfloat16)
         offs_k = k0 + tl.arange(0, BLOCK_K)
         x = tl.load(x_ptr + rows[None, :] * stride_x + offs_k[:, None], mask=row_ok[None, :], other=0.0)
+        return x, x
+
+
+@triton.jit
+def _mma(acc, raw0, raw1, raw2, x0, x1, k0, gscale, ws_ptr, e, offs_n, N: tl.constexpr, K: tl.constexpr,
+         WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr):
+    """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0, x1 from _x_tiles). X is bf16 for bf16
+    weights, fp16 otherwise (dequantised weights are fp16)."""
+    if WFMT >= 3:
+        w_lo, w_hi = _fp4_values(raw0, raw1, raw2, gscale, WFMT, BLOCK_K, INTERP, HOIST)
+        acc = _dot(w_lo, x0.to(tl.float16), acc, INTERP)
+        acc = _dot(w_hi, x1.to(tl.float16), acc, INTERP)
+    else:
+        if WFMT == 0:
+            w = raw0
+        else:
+            w = raw0.to(tl.float16)  # e4m3 -> fp16 is one cvt per 2 values on sm_90 (-> bf16 goes through fp32)
         if WFMT == 2:
             # 128 x 128 block scales: one fp32 scale per (row block, K block) of this K step
             s = tl.load(ws_ptr + (e * (N // 128) + offs_n // 128) * (K // 128) + k0 // 128)
-            acc += _dot(w, x.to(tl.bfloat16), tl.zeros_like(acc), INTERP) * s[:, None]
+            acc += _dot(w, x0.to(w.dtype), tl.zeros_like(acc), INTERP) * s[:, None]
         else:
-            acc = _dot(w, x.to(tl.bfloat16), acc, INTERP)
+            acc = _dot(w, x0.to(w.dtype), acc, INTERP)
     return acc
 
 
 @triton.jit
-def _acc_tile(acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, x_ptr, rows, row_ok, stride_x, N: tl.constexpr,
-              K: tl.constexpr, stride_we, stride_wn, WFMT: tl.constexpr, BLOCK_M: tl.constexpr,
-              BLOCK_K: tl.constexpr, INTERP: tl.constexpr, PREFETCH: tl.constexpr):
-    """acc[BLOCK_N, BLOCK_M] += W_e[offs_n, :] @ X[rows, :]^T over all of K.
-
-    PREFETCH: issue the next K step's weight loads before converting and multiplying the current one (register
-    double buffering), for formats whose loads Triton's pipeliner does not overlap (dequantised in registers)."""
-    gscale = 1.0
-    if WFMT == 3:
-        gscale = tl.load(wgs_ptr + e)
-    if PREFETCH:
-        r0, r1 = _load_raw(w_ptr, ws_ptr, e, offs_n, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
-        for k0 in range(0, K, BLOCK_K):
-            k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
-            n0, n1 = _load_raw(w_ptr, ws_ptr, e, offs_n, k_next, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
-            acc = _step(acc, r0, r1, k0, gscale, ws_ptr, e, offs_n, x_ptr, rows, row_ok, stride_x, N, K, WFMT,
-                        BLOCK_K, INTERP)
-            r0 = n0
-            r1 = n1
-    else:
-        for k0 in range(0, K, BLOCK_K):
-            r0, r1 = _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
-            acc = _step(acc, r0, r1, k0, gscale, ws_ptr, e, offs_n, x_ptr, rows, row_ok, stride_x, N, K, WFMT,
-                        BLOCK_K, INTERP)
+def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, HOIST: tl.constexpr):
+    """Scales applied once after the K loop: fp8 per-channel scales; fp4's 2^8 (see _fp4_scale) and, with HOIST, the
+    per-expert scale (gscale / 2^6)."""
     if WFMT == 1:
         s = tl.load(ws_ptr + e * N + offs_n, mask=offs_n < N, other=0.0)
         acc = acc * s[:, None]
+    if WFMT >= 3:
+        if HOIST:
+            acc = acc * (gscale * 4.0)  # gscale = per-expert scale * 2^6
+        else:
+            acc = acc * 256.0
     return acc
+
+
+@triton.jit
+def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, rows, row_ok, stride_x,
+               N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
+               INTERP: tl.constexpr, PREFETCH: tl.constexpr, TWO: tl.constexpr, HOIST: tl.constexpr):
+    """acc_a[BN, BM] += W_e[offs_a, :] @ X[rows, :]^T over all of K and, if TWO, acc_b likewise with rows offs_b of
+    W_e (the up projection's rows beside the gate's): one K loop, so each activation tile is loaded once for both.
+
+    PREFETCH: issue the next K step's weight loads before converting and multiplying the current one (register
+    double buffering) instead of Triton's shared-memory pipelining."""
+    gscale = 1.0
+    if WFMT >= 3:
+        gscale = tl.load(wgs_ptr + e) * 64.0  # nvfp4: the per-expert scale; mxfp4: ones
+    if PREFETCH:
+        a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
+        b0, b1, b2 = a0, a1, a2
+        if TWO:
+            b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
+        for k0 in range(0, K, BLOCK_K):
+            k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
+            na0, na1, na2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k_next, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
+            nb0, nb1, nb2 = na0, na1, na2
+            if TWO:
+                nb0, nb1, nb2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k_next, N, K, stride_we, stride_wn, WFMT,
+                                          BLOCK_K)
+            x0, x1 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT, BLOCK_K)
+            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, gscale, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
+                             HOIST)
+            if TWO:
+                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, gscale, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
+                             HOIST)
+            a0, a1, a2 = na0, na1, na2
+            b0, b1, b2 = nb0, nb1, nb2
+    else:
+        for k0 in range(0, K, BLOCK_K):
+            a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
+            x0, x1 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT, BLOCK_K)
+            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, gscale, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
+                             HOIST)
+            if TWO:
+                b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
+                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, gscale, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
+                             HOIST)
+    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, HOIST)
+    if TWO:
+        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, HOIST)
+    return acc_a, acc_b
 
 
 @triton.jit
@@ -143,15 +262,13 @@ def gate_up_kernel(x_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
                    stride_wn,
                    WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr):
+                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
                                                           BLOCK_M, BLOCK_N)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    g = _acc_tile(g, w_ptr, ws_ptr, wgs_ptr, e, offs_n, x_ptr, rows, row_ok, stride_x, 2 * I, H,
-                  stride_we, stride_wn, WFMT, BLOCK_M, BLOCK_K, INTERP, PREFETCH)
-    u = _acc_tile(u, w_ptr, ws_ptr, wgs_ptr, e, offs_n + I, x_ptr, rows, row_ok, stride_x, 2 * I, H,
-                  stride_we, stride_wn, WFMT, BLOCK_M, BLOCK_K, INTERP, PREFETCH)
+    g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, 2 * I, H,
+                      stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST)
     h = g / (1.0 + tl.exp(-g)) * u
     optr = out_ptr + slots[None, :].to(tl.int64) * stride_out + offs_n[:, None]
     tl.store(optr, h.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < I))
@@ -161,12 +278,13 @@ def down_kernel(a_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, to
                 num_blocks, num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn,
                 WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr):
+                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
                                                           BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    acc = _acc_tile(acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, a_ptr, rows, row_ok, stride_a, H, I,
-                    stride_we, stride_wn, WFMT, BLOCK_M, BLOCK_K, INTERP, PREFETCH)
+    acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, H,
+                              I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
+                              HOIST)
     wt = tl.load(topw_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * wt[None, :]
     optr = out_ptr + rows[None, :] * stride_out + offs_n[:, None]

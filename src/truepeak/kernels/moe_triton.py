@@ -62,7 +62,9 @@ class KernelConfig:
 
     ``block_m`` tokens (the MMA's N), ``block_n`` weight rows (output features), ``block_k`` reduction elements per
     step (for fp4: unpacked elements, so ``block_k // 2`` bytes per row). ``prefetch``: load the next K step's weights
-    into registers before converting the current one (for dequantised formats).
+    into registers before converting the current one (for dequantised formats). ``hoist`` (fp4): let Triton decode in
+    the MMA operand's register layout, straight from shared memory, instead of decoding in the loaded layout and
+    moving the fp16 tile to the MMA through shared memory (more instructions, less shared memory and no barrier).
     """
 
     block_m: int
@@ -71,15 +73,20 @@ class KernelConfig:
     num_warps: int = 4
     num_stages: int = 4
     prefetch: bool = False
+    hoist: bool = False
 
     def smem_bytes(self, wfmt: str, gated: bool) -> int:
-        """Shared memory one program needs for its software pipeline: ``num_stages`` x (weight tile(s) + activation
-        tile) bytes. Weight tile bytes per element: 2 (bf16), 1 (fp8), 0.5 (fp4) plus scales; the activation tile is
-        bf16. An upper estimate of what Triton allocates (it may keep register-fed operands out of shared memory)."""
+        """Shared memory one program needs, estimated: ``num_stages`` x (weight tile(s) + activation tile) bytes,
+        plus, for fp4 decoded in the loaded layout (``hoist`` off), one fp16 weight tile on its way to the MMA.
+        Weight bytes per element: 2 (bf16), 1 (fp8), 0.5 (fp4) plus scales; activations 2. The gate/up kernel
+        streams two weight tiles per step. Equal to what Triton 3.6 allocates for bf16 and an upper bound for the
+        others in the configurations compiled for sm_90 (tests/kernels/test_moe_triton.py); :class:`FusedMoE` checks
+        the compiler's own figure before launching."""
         wbytes = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}[wfmt]
         tiles = 2 if gated else 1
         per_stage = tiles * self.block_n * self.block_k * wbytes + self.block_m * self.block_k * 2
-        return int(math.ceil(self.num_stages * per_stage))
+        staging = self.block_n * self.block_k * 2 if wfmt in ("nvfp4", "mxfp4") and not self.hoist else 0
+        return int(math.ceil(self.num_stages * per_stage + staging))
 
 
 def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: Any = None,
@@ -99,32 +106,34 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     """
     check_wfmt(wfmt)
     t = max(float(tokens_per_expert), 1.0)
-    if t <= 4:
-        bm = 16
-    elif t <= 10:
-        bm = 32
-    elif t <= 20:
-        bm = 64
-    else:
-        bm = 128 if t > 40 else 64
     fp4 = wfmt in ("nvfp4", "mxfp4")
+    fp8 = wfmt in ("fp8", "fp8_block")
+    # Every choice below was measured on the H200 (benchmarks/moe_tune_h200.py, DeepSeek-V3 E = 256 uniform;
+    # docs/results/h200/moe/README.md); a device with a different balance may prefer others.
+    bm = 16 if t <= 4 else 32 if t <= 10 else 64 if t <= 40 else 128
     bn = 64 if gated else 128
-    bk = 256 if fp4 else 128
-    warps = 8 if (bm > 64 or fp4) else 4
-    stages = 4 if bm <= 64 else 3
-    prefetch = False
-    if fp4 and bm <= 32:
-        # measured on the H200 (docs/results/h200/moe/README.md): for fp4 with 16/32-row blocks, prefetching the next
-        # K step into registers with 2 stages and 4 warps beat Triton's own pipelining (18.0 vs 14.6 % of the read
-        # bandwidth at 1 token per expert, 14.4 vs 12.4 % at 8); at 64 rows it was a little slower, at 128 rows 2x.
-        warps, stages, prefetch = 4, 2, True
-    if k_dim is not None:  # the largest power-of-two step <= bk that divides K (the kernels do not mask K)
-        while bk > (32 if fp4 else 16) and k_dim % bk:
+    bk, warps, stages, prefetch, hoist = 128, 4, 4 if bm <= 64 else 3, False, False
+    if bm == 128:  # 256 tokens per expert: 17.2 ms vs 18.4 ms with 64 x 128 tiles
+        bn, bk = 128, 64
+    if fp8:  # w8a16: smaller token blocks and fewer stages keep more programs per SM (84 vs 71 % at 8 tok/expert)
+        bm = 16 if t <= 10 else 32 if t <= 20 else bm
+        stages = 2 if bm == 32 else 3
+        warps = 8 if bm == 128 else 4
+    if fp4:  # w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
+        bk, stages = 128, 3
+        if bm <= 32:
+            hoist = True  # decode in the MMA layout: 40.6 vs 34.7 % at 1 tok/expert (nvfp4)
+        else:  # 64-row blocks for every larger count (128 spills registers), 8 warps on 128 weight rows
+            bm, bn, warps = 64, 128, 8
+    if k_dim is not None and fp4:
+        bk = fp4_block_k(k_dim)  # also the weights' nibble-order chunk (see to_kernel_nibble_order)
+    elif k_dim is not None:  # the largest power-of-two step <= bk that divides K (the kernels do not mask K)
+        while bk > 16 and k_dim % bk:
             bk //= 2
         if k_dim % bk:
             raise UnsupportedError(f"K={k_dim} is not a multiple of {bk}: the MoE kernel needs K in whole steps of "
-                                   f"{'32 (fp4: 16 bytes)' if fp4 else '16'} elements")
-    cfg = KernelConfig(bm, bn, bk, warps, stages, prefetch)
+                                   f"16 elements")
+    cfg = KernelConfig(bm, bn, bk, warps, stages, prefetch, hoist)
     if smem_limit is None:
         return cfg
     from truepeak.hardware.limits import check_shared_memory
@@ -138,7 +147,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
             if cfg.num_stages <= 1:
                 raise
             cfg = KernelConfig(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages - 1,
-                               cfg.prefetch)
+                               cfg.prefetch, cfg.hoist)
 
 
 def check_wfmt(wfmt: str) -> str:
@@ -226,16 +235,87 @@ def _interpreting() -> bool:
 
 
 # -- weights -----------------------------------------------------------------------------------------------------------
+def fp4_block_k(k_dim: int) -> int:
+    """The K step of the fp4 kernels for a GEMM of reduction size ``k_dim`` (elements): 128 or 64, whichever divides
+    K, preferring 128 (measured faster than 256 on the H200: fewer registers, more programs per SM).
+    It is also the chunk of :func:`to_kernel_nibble_order`, so it depends on K only (not on tokens per expert):
+    weights are repacked once, at load time.
+
+    Raises:
+        UnsupportedError: K is not a multiple of 64 (a 64-element step holds one mxfp4 scale block per half).
+    """
+    for bk in (128, 64):
+        if k_dim % bk == 0:
+            return bk
+    raise UnsupportedError(f"K={k_dim} is not a multiple of 64: the fp4 MoE kernel needs K in whole steps of 64 "
+                           f"elements (32 bytes)")
+
+
+def to_kernel_nibble_order(packed: Any, chunk: int) -> Any:
+    """Repack fp4 bytes ``[..., K//2]`` from the standard order (element 2i in the low nibble of byte i, 2i+1 in the
+    high: :func:`truepeak.kernels.quant.pack_nibbles`) to the kernel's order: within each chunk of ``chunk``
+    consecutive elements, byte j holds element j in its low nibble and element ``chunk/2 + j`` in its high nibble.
+
+    Why: the kernel decodes the low and high nibbles of a [BN, chunk/2] byte tile into two fp16 tiles that are two
+    MMAs against two *contiguous* halves of the activations, so no interleave and no strided activation load is
+    needed (serving kernels such as Marlin repack weights offline for the same reason). The block scales keep their
+    standard layout (a half chunk is a whole number of 16/32-element blocks). Example: chunk 4, elements
+    ``[a, b, c, d]`` → bytes ``[a | c<<4, b | d<<4]`` (standard: ``[a | b<<4, c | d<<4]``).
+
+    Raises:
+        TruepeakError: K not a multiple of ``chunk`` or ``chunk`` odd.
+    """
+    from truepeak.kernels import quant
+
+    codes = quant.unpack_nibbles(packed)
+    k = codes.shape[-1]
+    if chunk <= 0 or chunk % 2 or k % chunk:
+        raise TruepeakError(f"cannot repack K={k} in chunks of {chunk} elements (need an even chunk dividing K)")
+    c = codes.reshape(*codes.shape[:-1], k // chunk, 2, chunk // 2)
+    return (c[..., 0, :] | (c[..., 1, :] << 4)).reshape(packed.shape).contiguous()
+
+
+def from_kernel_nibble_order(packed: Any, chunk: int) -> Any:
+    """Inverse of :func:`to_kernel_nibble_order`: kernel-order bytes back to the standard order."""
+    torch = require("torch", "repacking fp4 weights")
+    from truepeak.kernels import quant
+
+    n = packed.shape[-1] * 2
+    if chunk <= 0 or chunk % 2 or n % chunk:
+        raise TruepeakError(f"cannot repack K={n} in chunks of {chunk} elements (need an even chunk dividing K)")
+    b = packed.reshape(*packed.shape[:-1], n // chunk, chunk // 2)
+    codes = torch.stack((b & 0xF, b >> 4), dim=-2).reshape(*packed.shape[:-1], n)
+    return quant.pack_nibbles(codes)
+
+
 @dataclass
 class ExpertWeights:
     """One projection's expert weights in a kernel format: ``data`` ``[E, N, K]`` (``[E, N, K//2]`` uint8 for fp4),
     ``scale`` (None for bf16; fp32 ``[E, N]`` for fp8; fp32 ``[E, N//128, K//128]`` for fp8_block; e4m3
-    ``[E, N, K//16]`` for nvfp4; uint8 ``[E, N, K//32]`` for mxfp4), ``global_scale`` (fp32 ``[E]``, nvfp4 only)."""
+    ``[E, N, K//16]`` for nvfp4; uint8 ``[E, N, K//32]`` for mxfp4), ``global_scale`` (fp32 ``[E]``, nvfp4 only),
+    ``nibble_chunk`` (fp4 only: 0 = the standard nibble order, c > 0 = :func:`to_kernel_nibble_order` with chunk c;
+    the kernels need c = :func:`fp4_block_k` of K and repack otherwise)."""
 
     wfmt: str
     data: Any
     scale: Any = None
     global_scale: Any = None
+    nibble_chunk: int = 0
+
+    def in_kernel_order(self, chunk: int | None = None) -> "ExpertWeights":
+        """These weights with fp4 bytes in the kernel's nibble order with ``chunk`` (default :func:`fp4_block_k` of
+        K; the kernel's ``block_k``): self when already so, or when not fp4; otherwise a repacked copy."""
+        if self.wfmt not in ("nvfp4", "mxfp4"):
+            return self
+        chunk = chunk or fp4_block_k(self.shape[2])
+        if self.nibble_chunk == chunk:
+            return self
+        return ExpertWeights(self.wfmt, to_kernel_nibble_order(self.standard_bytes(), chunk), self.scale,
+                             self.global_scale, chunk)
+
+    def standard_bytes(self) -> Any:
+        """fp4 bytes in the standard nibble order (the stored bytes when ``nibble_chunk`` is 0)."""
+        return self.data if not self.nibble_chunk else from_kernel_nibble_order(self.data, self.nibble_chunk)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -263,8 +343,8 @@ class ExpertWeights:
         if self.wfmt == "fp8_block":
             return quant.dequantize_fp8(self.data, self.scale, "block128")
         if self.wfmt == "nvfp4":
-            return quant.dequantize_nvfp4(self.data, self.scale, self.global_scale[:, None, None])
-        return quant.dequantize_mxfp4(self.data, self.scale)
+            return quant.dequantize_nvfp4(self.standard_bytes(), self.scale, self.global_scale[:, None, None])
+        return quant.dequantize_mxfp4(self.standard_bytes(), self.scale)
 
 
 def quantize_experts(w: Any, wfmt: str) -> ExpertWeights:
@@ -342,41 +422,93 @@ class FusedMoE:
                 raise UnsupportedError(f"K={kd} is not a multiple of block_k={cfg.block_k}")
         if self.cfg1.block_m != self.cfg2.block_m:
             raise TruepeakError("both kernels must share block_m")
-        self.x, self.w1, self.w2 = x, w1, w2
+        fp4 = w1.wfmt in ("nvfp4", "mxfp4")
+        if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
+            raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
+                                   f"{self.cfg1.block_k} and {self.cfg2.block_k}")
+        # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
+        self.x, self.w1, self.w2 = x, w1.in_kernel_order(self.cfg1.block_k), w2.in_kernel_order(self.cfg2.block_k)
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
-        self.inter = torch.empty(self.T * self.k, self.I, dtype=x.dtype, device=dev)
+        # Dequantised weights are fp16 in registers (e4m3 and e2m1 convert to fp16 in one step, to bf16 not), so the
+        # activations are fp16 for them: x is cast once per call (T x H elements, part of the timed unit) and the
+        # intermediate is stored in fp16. bf16 weights keep bf16 activations.
+        self.act_dtype = torch.bfloat16 if w1.wfmt == "bf16" else torch.float16
+        self.xin = x if x.dtype == self.act_dtype else torch.empty(x.shape, dtype=self.act_dtype, device=dev)
+        self.inter = torch.empty(self.T * self.k, self.I, dtype=self.act_dtype, device=dev)
         self.partial = torch.zeros(self.T * self.k, self.H, dtype=x.dtype, device=dev)
         self.out = torch.empty(self.T, self.H, dtype=x.dtype, device=dev)
         self.wfmt = _WFMT_ID[w1.wfmt]
         self._dummy = torch.zeros(1, dtype=torch.float32, device=dev)
+        self._ones = torch.ones(self.E, dtype=torch.float32, device=dev)  # per-expert scale of formats without one
+        if dev.type == "cuda" and not _interpreting() and self.align.num_blocks:
+            self._fit_shared_memory()
 
     def _args(self, w: ExpertWeights) -> tuple[Any, Any, Any]:
         return w.data, (w.scale if w.scale is not None else self._dummy), (
-            w.global_scale if w.global_scale is not None else self._dummy)
+            w.global_scale if w.global_scale is not None else self._ones)
+
+    def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
+        """Launch kernel 1 (gate/up) or 2 (down) with ``cfg``; with ``warmup`` only compile it (Triton's
+        ``JITFunction.warmup``) and return the compiled kernel, whose ``metadata.shared`` is the shared memory it
+        needs."""
+        gate_up, down = _kernels()
+        a = self.align
+        kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, num_warps=cfg.num_warps,
+                  num_stages=cfg.num_stages)
+        if which == 1:
+            d, s, g = self._args(self.w1)
+            grid = (a.num_blocks * (self.I // cfg.block_n + (self.I % cfg.block_n > 0)),)
+            args = (self.xin, d, s, g, self.inter, a.sorted_slots, a.block_expert, a.num_blocks, a.num_slots, self.k,
+                    self.I, self.H, self.xin.stride(0), self.inter.stride(0), d.stride(0), d.stride(1))
+            kernel = gate_up
+        else:
+            d, s, g = self._args(self.w2)
+            grid = (a.num_blocks * (self.H // cfg.block_n + (self.H % cfg.block_n > 0)),)
+            args = (self.inter, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw, a.num_blocks,
+                    a.num_slots, self.H, self.I, self.inter.stride(0), self.partial.stride(0), d.stride(0),
+                    d.stride(1))
+            kernel = down
+        if warmup:
+            return kernel.warmup(*args, grid=grid, **kw)
+        return kernel[grid](*args, **kw)
+
+    def _fit_shared_memory(self) -> None:
+        """Case C14 with the compiler's own figure: compile each kernel and drop pipeline stages until the shared
+        memory Triton allocates fits the device's per-block limit (``sharedMemPerBlockOptin``: 232,448 B on sm_90,
+        101,376 B on sm_120). :func:`choose_config`'s estimate is a first guess; this is the check."""
+        torch = require("torch", "running the MoE kernel")
+        limit = int(getattr(torch.cuda.get_device_properties(self.x.device), "shared_memory_per_block_optin", 0))
+        if not limit:
+            return
+        for which in (1, 2):
+            cfg = self.cfg1 if which == 1 else self.cfg2
+            while True:
+                need = int(self._launch(which, cfg, warmup=True).metadata.shared)
+                if need <= limit:
+                    break
+                if cfg.num_stages <= 1:
+                    raise UnsupportedError(f"MoE kernel {which} ({cfg.block_n}x{cfg.block_m}x{cfg.block_k}, 1 stage) "
+                                           f"needs {need:,} B of shared memory; this device allows {limit:,} B")
+                import dataclasses
+
+                cfg = dataclasses.replace(cfg, num_stages=cfg.num_stages - 1)
+            if which == 1:
+                self.cfg1 = cfg
+            else:
+                self.cfg2 = cfg
 
     def __call__(self) -> Any:
-        gate_up, down = _kernels()
         a = self.align
         if a.num_blocks == 0:
             self.out.zero_()
             return self.out
-        c1, c2 = self.cfg1, self.cfg2
-        d, s, g = self._args(self.w1)
-        grid1 = (a.num_blocks * (self.I // c1.block_n + (self.I % c1.block_n > 0)),)
-        gate_up[grid1](self.x, d, s, g, self.inter, a.sorted_slots, a.block_expert,
-                       a.num_blocks, a.num_slots, self.k, self.I, self.H, self.x.stride(0), self.inter.stride(0),
-                       d.stride(0), d.stride(1), WFMT=self.wfmt, BLOCK_M=c1.block_m, BLOCK_N=c1.block_n,
-                       BLOCK_K=c1.block_k, INTERP=_interpreting(), PREFETCH=c1.prefetch, num_warps=c1.num_warps,
-                       num_stages=c1.num_stages)
-        d, s, g = self._args(self.w2)
-        grid2 = (a.num_blocks * (self.H // c2.block_n + (self.H % c2.block_n > 0)),)
-        down[grid2](self.inter, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw,
-                    a.num_blocks, a.num_slots, self.H, self.I, self.inter.stride(0), self.partial.stride(0),
-                    d.stride(0), d.stride(1), WFMT=self.wfmt, BLOCK_M=c2.block_m, BLOCK_N=c2.block_n,
-                    BLOCK_K=c2.block_k, INTERP=_interpreting(), PREFETCH=c2.prefetch, num_warps=c2.num_warps,
-                    num_stages=c2.num_stages)
+        if self.xin is not self.x:
+            self.xin.copy_(self.x)
+        self._launch(1, self.cfg1)
+        self._launch(2, self.cfg2)
         # combine: the k rows of each token (rows of slots routed elsewhere stay zero from construction)
         require("torch", "running the MoE kernel").sum(self.partial.view(self.T, self.k, self.H), dim=1,
                                                          out=self.out)

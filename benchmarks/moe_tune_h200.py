@@ -1,0 +1,90 @@
+"""Tune truepeak's MoE Triton kernel on the H200: time KernelConfig variants of every weight format at the tokens per
+expert where the defaults miss issue #5's targets, on DeepSeek-V3's expert shapes with all 256 experts on the GPU and
+uniform top-8 routing.
+
+Each (format, tokens per expert) point builds the weights, routing and float32 reference once, then for each variant
+checks the output against the reference and times the whole unit from a CUDA graph (sustained, median), as
+``truepeak moe bench`` does. Prints one line per variant and writes OUT_DIR/tune.jsonl (one JSON object per variant:
+format, tokens per expert, overrides, the resolved configs, time, % of the read bandwidth measured at the start).
+
+Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py OUT_DIR [FORMAT ...]
+Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds.
+"""
+import dataclasses
+import json
+import os
+import sys
+import time
+
+import torch
+
+from truepeak.bench import moe
+from truepeak.bench.cuda_timer import time_cuda
+from truepeak.kernels.moe_triton import FusedMoE
+
+out = sys.argv[1]
+formats = sys.argv[2:] or ["nvfp4", "mxfp4", "fp8", "bf16"]
+os.makedirs(out, exist_ok=True)
+deadline = float(os.environ.get("TUNE_DEADLINE_S", "420"))
+t0 = time.time()
+bw = moe.measure_read_bandwidth()
+print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=True)
+
+B128 = {"prefetch": False, "block_k": 128}
+FP4 = [{**B128, "num_stages": 3}, {**B128, "num_stages": 3, "hoist": True}, {**B128, "num_stages": 2, "hoist": True},
+       {**B128, "num_stages": 4, "hoist": True}, {**B128, "num_stages": 3, "hoist": True, "block_n": 32}]
+FP4_BIG = [{**B128, "num_stages": 3, "num_warps": 8, "block_n": 128},
+           {**B128, "num_stages": 3, "num_warps": 8, "block_n": 128, "hoist": True},
+           {**B128, "num_stages": 3, "block_m": 32, "hoist": True}, {**B128, "num_stages": 3, "hoist": True}]
+FP8 = [{"num_stages": 3}, {"num_stages": 2}, {"block_m": 16, "num_stages": 3}, {"block_m": 32, "num_stages": 3},
+       {"block_m": 32, "num_stages": 2}, {"block_n": 32, "num_stages": 3}]
+GRID = {
+    "nvfp4": {1: FP4, 8: FP4, 16: FP4_BIG, 32: FP4_BIG},
+    "mxfp4": {1: FP4[:3], 8: FP4[:3], 32: FP4_BIG[:2]},
+    "fp8": {8: FP8, 16: FP8, 32: FP8 + [{"block_m": 64, "num_stages": 3}]},
+    "bf16": {32: [{}, {"block_m": 32}, {"block_n": 32}, {"num_warps": 8}]},
+}
+shape = moe.expert_shape("deepseek-v3")
+path = os.path.join(out, "tune.jsonl")
+with open(path, "a") as f:
+    for fmt in formats:
+        if time.time() - t0 > deadline:
+            break
+        w1, w2 = moe.make_weights(shape, fmt, "cuda", seed=0)
+        # fp4 weights repacked once for a 128-element K step (FusedMoE would otherwise repack per variant)
+        w128 = (w1.in_kernel_order(128), w2.in_kernel_order(128)) if fmt in ("nvfp4", "mxfp4") else (w1, w2)
+        for tpe, variants in GRID[fmt].items():
+            if time.time() - t0 > deadline:
+                print(f"deadline: {fmt} tpe {tpe} and later not run", flush=True)
+                break
+            T = moe.tokens_for(tpe, shape)
+            ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
+            topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(0)), 1).cuda()
+            x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16,
+                            generator=torch.Generator(device="cuda").manual_seed(0)) * 2 - 1)
+            counts = torch.bincount(ids[ids >= 0], minlength=shape.E_local).tolist()
+            nbytes = moe.active_bytes(w1, w2, counts)
+            ref = moe.reference_rows(x, w1, w2, ids, topw)
+            for v in variants:
+                row = {"format": fmt, "tokens_per_expert": tpe, "tune": v, "T": T, "bytes": nbytes}
+                try:
+                    a, b = w128 if v.get("block_k") == 128 else (w1, w2)
+                    fn = FusedMoE(x, a, b, ids, topw, tokens_per_expert=tpe, tune=v or None)
+                    row["cfg1"], row["cfg2"] = dataclasses.asdict(fn.cfg1), dataclasses.asdict(fn.cfg2)
+                    err = float((fn()[:ref.shape[0]].float() - ref).abs().max() / ref.abs().max())
+                    row["max_rel_error"] = err
+                    m = time_cuda(lambda _i: fn(), n_sets=1, warmup_s=0.02, budget_s=0.05, graph=True,
+                                  min_samples=5, telemetry=False)
+                    row["time_s"] = m.steady_median_s
+                    row["pct_read_bandwidth"] = nbytes / m.steady_median_s / bw
+                    print(f"{fmt:6s} tpe {tpe:4d} {json.dumps(v):62s} {m.steady_median_s * 1e6:9.1f} us "
+                          f"{100 * row['pct_read_bandwidth']:6.1f} %bw err {err:.1e}", flush=True)
+                except Exception as exc:  # noqa: BLE001 - a failed variant is data
+                    row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                    print(f"{fmt:6s} tpe {tpe:4d} {json.dumps(v):62s} FAILED {row['error']}", flush=True)
+                fn = None
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+        del w1, w2, w128
+        torch.cuda.empty_cache()
+print(f"total {time.time() - t0:.0f} s", flush=True)
