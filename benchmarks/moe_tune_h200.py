@@ -7,7 +7,8 @@ checks the output against the reference and times the whole unit from a CUDA gra
 ``truepeak moe bench`` does. Prints one line per variant and writes OUT_DIR/tune.jsonl (one JSON object per variant:
 format, tokens per expert, overrides, the resolved configs, time, % of the read bandwidth measured at the start).
 
-Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py OUT_DIR [FORMAT ...]
+Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py OUT_DIR [FORMAT ...]  (FORMAT: a key of GRID; fp8a8 = fp8
+weights with fp8 activations, fp8 = fp8 weights with fp16 activations)
 Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds.
 """
 import dataclasses
@@ -23,36 +24,30 @@ from truepeak.bench.cuda_timer import time_cuda
 from truepeak.kernels.moe_triton import FusedMoE
 
 out = sys.argv[1]
-formats = sys.argv[2:] or ["nvfp4", "mxfp4", "fp8", "bf16"]
 os.makedirs(out, exist_ok=True)
 deadline = float(os.environ.get("TUNE_DEADLINE_S", "420"))
 t0 = time.time()
 bw = moe.measure_read_bandwidth()
 print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=True)
 
-B128 = {"prefetch": False, "block_k": 128}
-FP4 = [{**B128, "num_stages": 3}, {**B128, "num_stages": 3, "hoist": True}, {**B128, "num_stages": 2, "hoist": True},
-       {**B128, "num_stages": 4, "hoist": True}, {**B128, "num_stages": 3, "hoist": True, "block_n": 32}]
-FP4_BIG = [{**B128, "num_stages": 3, "num_warps": 8, "block_n": 128},
-           {**B128, "num_stages": 3, "num_warps": 8, "block_n": 128, "hoist": True},
-           {**B128, "num_stages": 3, "block_m": 32, "hoist": True}, {**B128, "num_stages": 3, "hoist": True}]
-FP8 = [{"num_stages": 3}, {"num_stages": 2}, {"block_m": 16, "num_stages": 3}, {"block_m": 32, "num_stages": 3},
-       {"block_m": 32, "num_stages": 2}, {"block_n": 32, "num_stages": 3}]
+# "fp8" is w8a16 (activations="fp16"); "fp8a8" the same weights with fp8 activations (w8a8, the default)
+A8 = [{}, {"block_k": 256, "num_stages": 3}, {"num_stages": 3}, {"block_n": 128, "num_stages": 3}, {"num_warps": 8}]
 GRID = {
-    "nvfp4": {1: FP4, 8: FP4, 16: FP4_BIG, 32: FP4_BIG},
-    "mxfp4": {1: FP4[:3], 8: FP4[:3], 32: FP4_BIG[:2]},
-    "fp8": {8: FP8, 16: FP8, 32: FP8 + [{"block_m": 64, "num_stages": 3}]},
-    "bf16": {32: [{}, {"block_m": 32}, {"block_n": 32}, {"num_warps": 8}]},
+    "fp8a8": {1: A8, 8: A8 + [{"block_m": 16}], 16: A8 + [{"block_m": 32}], 32: A8, 64: A8[:3], 256: A8[:3]},
+    "bf16": {64: [{}, {"block_n": 64, "block_k": 128}, {"block_m": 64}, {"block_m": 64, "num_warps": 8}],
+             256: [{}, {"block_n": 64, "block_k": 128}]},
 }
+formats = sys.argv[2:] or list(GRID)
 shape = moe.expert_shape("deepseek-v3")
 path = os.path.join(out, "tune.jsonl")
 with open(path, "a") as f:
     for fmt in formats:
         if time.time() - t0 > deadline:
             break
-        w1, w2 = moe.make_weights(shape, fmt, "cuda", seed=0)
+        wfmt, acts = ("fp8", "fp8") if fmt == "fp8a8" else (fmt, "fp16" if fmt.startswith("fp8") else None)
+        w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0)
         # fp4 weights repacked once for a 128-element K step (FusedMoE would otherwise repack per variant)
-        w128 = (w1.in_kernel_order(128), w2.in_kernel_order(128)) if fmt in ("nvfp4", "mxfp4") else (w1, w2)
+        w128 = (w1.in_kernel_order(128), w2.in_kernel_order(128)) if wfmt in ("nvfp4", "mxfp4") else (w1, w2)
         for tpe, variants in GRID[fmt].items():
             if time.time() - t0 > deadline:
                 print(f"deadline: {fmt} tpe {tpe} and later not run", flush=True)
@@ -69,7 +64,7 @@ with open(path, "a") as f:
                 row = {"format": fmt, "tokens_per_expert": tpe, "tune": v, "T": T, "bytes": nbytes}
                 try:
                     a, b = w128 if v.get("block_k") == 128 else (w1, w2)
-                    fn = FusedMoE(x, a, b, ids, topw, tokens_per_expert=tpe, tune=v or None)
+                    fn = FusedMoE(x, a, b, ids, topw, tokens_per_expert=tpe, tune=v or None, activations=acts)
                     row["cfg1"], row["cfg2"] = dataclasses.asdict(fn.cfg1), dataclasses.asdict(fn.cfg2)
                     err = float((fn()[:ref.shape[0]].float() - ref).abs().max() / ref.abs().max())
                     row["max_rel_error"] = err

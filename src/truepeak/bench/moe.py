@@ -22,7 +22,8 @@ run (:func:`measure_read_bandwidth`, a Triton read-only reduction over 4 GiB) an
 Backends: ``per_expert`` (two matmuls per active expert, replayed from a CUDA graph), ``bmm`` (padded batched matmul
 over all local experts), ``grouped_mm`` (``torch._grouped_mm``, bf16) / ``scaled_grouped_mm``
 (``torch._scaled_grouped_mm``, fp8 w8a8 with per-row activation and per-channel weight scales), and ``triton``
-(truepeak's kernel, :mod:`truepeak.kernels.moe_triton`; fp8 there is w8a16). A combination a backend cannot run is a
+(truepeak's kernel, :mod:`truepeak.kernels.moe_triton`; fp8 there is w8a8 with per-row e4m3 activations, as
+the torch fp8 backend; fp4 is w4a16). A combination a backend cannot run is a
 ``skipped`` record with the reason; an error or out-of-memory is a ``failed`` record and the sweep goes on.
 """
 
@@ -516,6 +517,10 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         if tune:
                             rec_kw["workload"] = {**wl, "triton_tune": tune}
                         fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune)
+                        # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)
+                        acts = getattr(fn, "activations", None) or (
+                            "fp8 e4m3, per-row scale" if wfmt.startswith("fp8") else "bf16")
+                        rec_kw["workload"] = {**rec_kw["workload"], "activations": acts}
                         out = fn()
                         err = _error(out[:ref.shape[0]], ref)
                         tol = 2e-2 if wfmt == "bf16" else 8e-2  # fp8 w8a8 rounds activations too (e4m3 step 1/16)

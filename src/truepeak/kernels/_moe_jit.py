@@ -131,9 +131,14 @@ def _fp4_values(b, s_lo, s_hi, gscale, WFMT: tl.constexpr, BLOCK_K: tl.constexpr
 
 @triton.jit
 def _dot(a, b, acc, INTERP: tl.constexpr):
-    # Triton 3.6's CPU interpreter computes bf16 dots wrongly (garbage); it gets fp32 operands there.
+    # Triton 3.6's CPU interpreter computes bf16 dots wrongly (garbage); it gets fp32 operands there (fp8 through
+    # fp16: the interpreter's direct fp8 -> fp32 cast was seen to differ from torch's on e4m3 values).
     if INTERP:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+        if a.dtype.is_fp8():
+            a = a.to(tl.float16)
+        if b.dtype.is_fp8():
+            b = b.to(tl.float16)
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
     else:
         return tl.dot(a, b, acc)
 
@@ -156,15 +161,16 @@ def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT: tl.constexpr, BLOCK_K: tl.
 
 @triton.jit
 def _mma(acc, raw0, raw1, raw2, x0, x1, k0, gscale, ws_ptr, e, offs_n, N: tl.constexpr, K: tl.constexpr,
-         WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr):
+         WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr):
     """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0, x1 from _x_tiles). X is bf16 for bf16
-    weights, fp16 otherwise (dequantised weights are fp16)."""
+    weights, e4m3 for fp8 weights with ACT8 (w8a8: an fp8 x fp8 MMA, no conversion), fp16 otherwise (dequantised
+    weights are fp16)."""
     if WFMT >= 3:
         w_lo, w_hi = _fp4_values(raw0, raw1, raw2, gscale, WFMT, BLOCK_K, INTERP, HOIST)
         acc = _dot(w_lo, x0.to(tl.float16), acc, INTERP)
         acc = _dot(w_hi, x1.to(tl.float16), acc, INTERP)
     else:
-        if WFMT == 0:
+        if WFMT == 0 or ACT8:
             w = raw0
         else:
             w = raw0.to(tl.float16)  # e4m3 -> fp16 is one cvt per 2 values on sm_90 (-> bf16 goes through fp32)
@@ -178,9 +184,13 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, k0, gscale, ws_ptr, e, offs_n, N: tl.con
 
 
 @triton.jit
-def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, HOIST: tl.constexpr):
-    """Scales applied once after the K loop: fp8 per-channel scales; fp4's 2^8 (see _fp4_scale) and, with HOIST, the
-    per-expert scale (gscale / 2^6)."""
+def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, HOIST: tl.constexpr,
+              ACT8: tl.constexpr, xs_ptr, rows, row_ok):
+    """Scales applied once after the K loop: fp8 per-channel scales; with ACT8 the per-row activation scales; fp4's
+    2^8 (see _fp4_scale) and, with HOIST, the per-expert scale (gscale / 2^6)."""
+    if ACT8:
+        sx = tl.load(xs_ptr + rows, mask=row_ok, other=0.0)
+        acc = acc * sx[None, :]
     if WFMT == 1:
         s = tl.load(ws_ptr + e * N + offs_n, mask=offs_n < N, other=0.0)
         acc = acc * s[:, None]
@@ -195,7 +205,8 @@ def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexp
 @triton.jit
 def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, rows, row_ok, stride_x,
                N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
-               INTERP: tl.constexpr, PREFETCH: tl.constexpr, TWO: tl.constexpr, HOIST: tl.constexpr):
+               INTERP: tl.constexpr, PREFETCH: tl.constexpr, TWO: tl.constexpr, HOIST: tl.constexpr,
+               ACT8: tl.constexpr, xs_ptr):
     """acc_a[BN, BM] += W_e[offs_a, :] @ X[rows, :]^T over all of K and, if TWO, acc_b likewise with rows offs_b of
     W_e (the up projection's rows beside the gate's): one K loop, so each activation tile is loaded once for both.
 
@@ -218,10 +229,10 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
                                           BLOCK_K)
             x0, x1 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT, BLOCK_K)
             acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, gscale, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST)
+                             HOIST, ACT8)
             if TWO:
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, gscale, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST)
+                             HOIST, ACT8)
             a0, a1, a2 = na0, na1, na2
             b0, b1, b2 = nb0, nb1, nb2
     else:
@@ -229,14 +240,14 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
             a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
             x0, x1 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT, BLOCK_K)
             acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, gscale, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST)
+                             HOIST, ACT8)
             if TWO:
                 b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, gscale, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST)
-    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, HOIST)
+                             HOIST, ACT8)
+    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, HOIST, ACT8, xs_ptr, rows, row_ok)
     if TWO:
-        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, HOIST)
+        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, HOIST, ACT8, xs_ptr, rows, row_ok)
     return acc_a, acc_b
 
 
@@ -257,38 +268,68 @@ def _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, ROW_DIV, B
 
 
 @triton.jit
-def gate_up_kernel(x_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
+def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
                    num_blocks, num_slots, top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we,
                    stride_wn,
                    WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False):
+                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
                                                           BLOCK_M, BLOCK_N)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, 2 * I, H,
-                      stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST)
+                      stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST,
+                      ACT8, xs_ptr)
     h = g / (1.0 + tl.exp(-g)) * u
     optr = out_ptr + slots[None, :].to(tl.int64) * stride_out + offs_n[:, None]
     tl.store(optr, h.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < I))
 
 @triton.jit
-def down_kernel(a_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
+def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
                 num_blocks, num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn,
                 WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False):
+                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
                                                           BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, H,
                               I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
-                              HOIST)
+                              HOIST, ACT8, xs_ptr)
     wt = tl.load(topw_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * wt[None, :]
     optr = out_ptr + rows[None, :] * stride_out + offs_n[:, None]
     tl.store(optr, acc.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < H))
+
+
+@triton.jit
+def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, n_cols: tl.constexpr, BLOCK: tl.constexpr,
+                      INTERP: tl.constexpr = False):
+    """Dynamic per-row e4m3 quantisation (program r = row r): s[r] = max(max|x[r, :]|, 1e-12) / 448 (fp32) and
+    q[r, :] = x[r, :] / s[r] rounded to e4m3 (448 = e4m3's largest finite value: OCP OFP8 spec). The same scales as
+    the bench's torch w8a8 backend."""
+    r = tl.program_id(0).to(tl.int64)
+    amax = tl.zeros((BLOCK,), dtype=tl.float32)
+    for c0 in range(0, n_cols, BLOCK):
+        offs = c0 + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
+        amax = tl.maximum(amax, tl.abs(v))
+    scale = tl.maximum(tl.max(amax), 1e-12) / 448.0
+    for c0 in range(0, n_cols, BLOCK):
+        offs = c0 + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
+        # clamped: v / scale can round just above 448 for the row's largest element
+        qv = tl.minimum(tl.maximum(v / scale, -448.0), 448.0)
+        if INTERP:  # Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64): round here
+            a = tl.abs(qv)
+            step = tl.exp2(tl.maximum(tl.floor(tl.log2(tl.maximum(a, 1e-30))), -6.0) - 3.0)  # e4m3: 3 mantissa bits
+            t = a / step
+            rn = tl.floor(t + 0.5)
+            rn = tl.where((rn - t == 0.5) & (rn % 2 == 1), rn - 1.0, rn)  # ties to even, as the hardware's cvt.rn
+            qv = tl.where(qv < 0, -1.0, 1.0) * rn * step
+        tl.store(q_ptr + r * stride_q + offs, qv.to(q_ptr.dtype.element_ty), mask=offs < n_cols)
+    tl.store(s_ptr + r, scale)
 
 
 @triton.jit

@@ -75,22 +75,23 @@ class KernelConfig:
     prefetch: bool = False
     hoist: bool = False
 
-    def smem_bytes(self, wfmt: str, gated: bool) -> int:
+    def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:
         """Shared memory one program needs, estimated: ``num_stages`` x (weight tile(s) + activation tile) bytes,
         plus, for fp4 decoded in the loaded layout (``hoist`` off), one fp16 weight tile on its way to the MMA.
-        Weight bytes per element: 2 (bf16), 1 (fp8), 0.5 (fp4) plus scales; activations 2. The gate/up kernel
+        Weight bytes per element: 2 (bf16), 1 (fp8), 0.5 (fp4) plus scales; activations 2 (1 for fp8 ``w8a8``). The
+        gate/up kernel
         streams two weight tiles per step. Equal to what Triton 3.6 allocates for bf16 and an upper bound for the
         others in the configurations compiled for sm_90 (tests/kernels/test_moe_triton.py); :class:`FusedMoE` checks
         the compiler's own figure before launching."""
         wbytes = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}[wfmt]
         tiles = 2 if gated else 1
-        per_stage = tiles * self.block_n * self.block_k * wbytes + self.block_m * self.block_k * 2
+        per_stage = tiles * self.block_n * self.block_k * wbytes + self.block_m * self.block_k * (1 if w8a8 else 2)
         staging = self.block_n * self.block_k * 2 if wfmt in ("nvfp4", "mxfp4") and not self.hoist else 0
         return int(math.ceil(self.num_stages * per_stage + staging))
 
 
 def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: Any = None,
-                  k_dim: int | None = None) -> KernelConfig:
+                  k_dim: int | None = None, w8a8: bool = False) -> KernelConfig:
     """Pick the tile configuration from the mean tokens per expert (case C17: a decode batch is many small GEMMs of
     ~tokens-per-expert rows each, so the batch size says nothing about the tile), then check its shared memory.
 
@@ -98,7 +99,8 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     expert for E = 256, k = 8: ../shared/data/moe_models.md §5.2), so weights are streamed once up to ~32 tokens per
     expert. Stages are dropped until the config fits ``smem_limit`` (anything
     :func:`truepeak.hardware.limits.check_shared_memory` takes: an Accelerator, DeviceInfo, name or bytes; None skips).
-    ``k_dim`` (the GEMM's K) shrinks ``block_k`` to a divisor of K.
+    ``k_dim`` (the GEMM's K) shrinks ``block_k`` to a divisor of K. ``w8a8``: fp8 weights with fp8 activations (an
+    fp8 MMA fed straight from shared memory, tiled like bf16) rather than w8a16 (weights converted in registers).
 
     Raises:
         UnknownNameError: an unknown ``wfmt``.
@@ -113,9 +115,13 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     bm = 16 if t <= 4 else 32 if t <= 10 else 64 if t <= 40 else 128
     bn = 64 if gated else 128
     bk, warps, stages, prefetch, hoist = 128, 4, 4 if bm <= 64 else 3, False, False
-    if bm == 128:  # 256 tokens per expert: 17.2 ms vs 18.4 ms with 64 x 128 tiles
-        bn, bk = 128, 64
-    if fp8:  # w8a16: smaller token blocks and fewer stages keep more programs per SM (84 vs 71 % at 8 tok/expert)
+    if bm == 128:  # 256 tokens per expert: 17.2 ms vs 18.4 ms with 64 x 128 tiles; 8 warps hold the accumulators
+        bn, bk, warps = 128, 64, 8
+    if fp8 and w8a8:  # fp8 MMA from shared memory: 99.4 % at 1 tok/expert with 256-element steps, 93.5 % at 8
+        stages = 3
+        if t <= 4 or bm == 128:
+            bk = 256
+    if fp8 and not w8a8:  # w8a16: smaller token blocks and fewer stages keep more programs per SM (84 vs 71 % at 8 tok/expert)
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         stages = 2 if bm == 32 else 3
         warps = 8 if bm == 128 else 4
@@ -140,7 +146,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
 
     while True:
         try:
-            check_shared_memory(smem_limit, cfg.smem_bytes(wfmt, gated),
+            check_shared_memory(smem_limit, cfg.smem_bytes(wfmt, gated, w8a8 and wfmt in ("fp8", "fp8_block")),
                                 f"MoE kernel tile {cfg.block_n}x{cfg.block_m}x{cfg.block_k}, {cfg.num_stages} stages")
             return cfg
         except UnsupportedError:
@@ -399,19 +405,27 @@ class FusedMoE:
         config: override both kernels' configuration (tests).
         smem_limit: device or bytes for :func:`choose_config`'s shared-memory check (C14).
         tune: KernelConfig field overrides applied to both kernels (e.g. ``{"prefetch": True, "num_stages": 1}``).
+        activations: for fp8 weights, ``"fp8"`` (default: w8a8, activations quantised per row to e4m3 with scale
+            max|row| / 448 by :func:`quant_rows_kernel` inside the call, then fp8 x fp8 MMAs) or ``"fp16"`` (w8a16:
+            weights converted to fp16 in registers). Other formats take only None.
+
+    Raises:
+        TruepeakError: shapes that do not fit, formats that differ, ``activations`` not allowed for the format.
+        UnsupportedError: K not a multiple of the K step; a configuration that cannot fit the device's shared memory.
     """
 
     def __init__(self, x: Any, w1: ExpertWeights, w2: ExpertWeights, topk_ids: Any, topk_weights: Any,
                  tokens_per_expert: float | None = None, config: KernelConfig | None = None, smem_limit: Any = None,
-                 tune: dict | None = None):
+                 tune: dict | None = None, activations: str | None = None):
         torch = require("torch", "running the MoE kernel")
         self.E, self.I, self.H = _check_shapes(x, w1, w2)
         self.T, self.k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
         if tokens_per_expert is None:
             valid = (topk_ids >= 0) & (topk_ids < self.E)
             tokens_per_expert = float(valid.sum().item()) / max(1, int(torch.unique(topk_ids[valid]).numel()))
-        self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H)
-        self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I)
+        w8a8 = w1.wfmt in ("fp8", "fp8_block") and activations != "fp16"
+        self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8)
+        self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8)
         if tune:  # overrides of KernelConfig fields for both kernels (benchmark-side tuning)
             import dataclasses
 
@@ -434,9 +448,24 @@ class FusedMoE:
         # Dequantised weights are fp16 in registers (e4m3 and e2m1 convert to fp16 in one step, to bf16 not), so the
         # activations are fp16 for them: x is cast once per call (T x H elements, part of the timed unit) and the
         # intermediate is stored in fp16. bf16 weights keep bf16 activations.
+        fp8 = w1.wfmt in ("fp8", "fp8_block")
+        if activations is not None and not (fp8 and activations in ("fp8", "fp16")):
+            raise TruepeakError(f"activations={activations!r} is not available for {w1.wfmt} weights; fp8 weights take "
+                                "'fp8' (w8a8) or 'fp16' (w8a16), other formats only the default")
+        self.act8 = fp8 and activations != "fp16"
         self.act_dtype = torch.bfloat16 if w1.wfmt == "bf16" else torch.float16
-        self.xin = x if x.dtype == self.act_dtype else torch.empty(x.shape, dtype=self.act_dtype, device=dev)
-        self.inter = torch.empty(self.T * self.k, self.I, dtype=self.act_dtype, device=dev)
+        self.activations = ("fp8 e4m3, per-row scale" if self.act8 else
+                            "bf16" if w1.wfmt == "bf16" else "fp16")
+        self.xin = x if x.dtype == self.act_dtype or self.act8 else torch.empty(x.shape, dtype=self.act_dtype,
+                                                                                    device=dev)
+        n_slots = self.T * self.k
+        # w8a8: the intermediate stays bf16 (no fp16 range limit) until it is quantised per row for the down GEMM
+        self.inter = torch.empty(n_slots, self.I, dtype=x.dtype if self.act8 else self.act_dtype, device=dev)
+        if self.act8:
+            self.xq = torch.empty(self.T, self.H, dtype=torch.float8_e4m3fn, device=dev)
+            self.xs = torch.empty(self.T, dtype=torch.float32, device=dev)
+            self.interq = torch.empty(n_slots, self.I, dtype=torch.float8_e4m3fn, device=dev)
+            self.inters = torch.empty(n_slots, dtype=torch.float32, device=dev)
         self.partial = torch.zeros(self.T * self.k, self.H, dtype=x.dtype, device=dev)
         self.out = torch.empty(self.T, self.H, dtype=x.dtype, device=dev)
         self.wfmt = _WFMT_ID[w1.wfmt]
@@ -456,24 +485,35 @@ class FusedMoE:
         gate_up, down = _kernels()
         a = self.align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, num_warps=cfg.num_warps,
-                  num_stages=cfg.num_stages)
+                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self.act8,
+                  num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if which == 1:
             d, s, g = self._args(self.w1)
+            xa, xs = (self.xq, self.xs) if self.act8 else (self.xin, self._dummy)
             grid = (a.num_blocks * (self.I // cfg.block_n + (self.I % cfg.block_n > 0)),)
-            args = (self.xin, d, s, g, self.inter, a.sorted_slots, a.block_expert, a.num_blocks, a.num_slots, self.k,
-                    self.I, self.H, self.xin.stride(0), self.inter.stride(0), d.stride(0), d.stride(1))
+            args = (xa, xs, d, s, g, self.inter, a.sorted_slots, a.block_expert, a.num_blocks, a.num_slots, self.k,
+                    self.I, self.H, xa.stride(0), self.inter.stride(0), d.stride(0), d.stride(1))
             kernel = gate_up
         else:
             d, s, g = self._args(self.w2)
+            xa, xs = (self.interq, self.inters) if self.act8 else (self.inter, self._dummy)
             grid = (a.num_blocks * (self.H // cfg.block_n + (self.H % cfg.block_n > 0)),)
-            args = (self.inter, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw, a.num_blocks,
-                    a.num_slots, self.H, self.I, self.inter.stride(0), self.partial.stride(0), d.stride(0),
-                    d.stride(1))
+            args = (xa, xs, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw, a.num_blocks,
+                    a.num_slots, self.H, self.I, xa.stride(0), self.partial.stride(0), d.stride(0), d.stride(1))
             kernel = down
         if warmup:
             return kernel.warmup(*args, grid=grid, **kw)
         return kernel[grid](*args, **kw)
+
+    @staticmethod
+    def _quant_rows(src: Any, q: Any, scales: Any) -> None:
+        """Per-row e4m3 quantisation of ``src [R, C]`` into ``q`` and ``scales [R]`` (one program per row)."""
+        from truepeak.kernels._moe_jit import quant_rows_kernel
+
+        rows, cols = src.shape
+        block = min(8192, 1 << max(4, (cols - 1).bit_length()))
+        quant_rows_kernel[(rows,)](src, q, scales, src.stride(0), q.stride(0), n_cols=cols, BLOCK=block,
+                                   INTERP=_interpreting(), num_warps=4)
 
     def _fit_shared_memory(self) -> None:
         """Case C14 with the compiler's own figure: compile each kernel and drop pipeline stages until the shared
@@ -505,9 +545,13 @@ class FusedMoE:
         if a.num_blocks == 0:
             self.out.zero_()
             return self.out
-        if self.xin is not self.x:
+        if self.act8:
+            self._quant_rows(self.x, self.xq, self.xs)
+        elif self.xin is not self.x:
             self.xin.copy_(self.x)
         self._launch(1, self.cfg1)
+        if self.act8:
+            self._quant_rows(self.inter, self.interq, self.inters)
         self._launch(2, self.cfg2)
         # combine: the k rows of each token (rows of slots routed elsewhere stay zero from construction)
         require("torch", "running the MoE kernel").sum(self.partial.view(self.T, self.k, self.H), dim=1,
