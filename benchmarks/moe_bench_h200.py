@@ -1,9 +1,10 @@
 """MoE expert layer at decode on the H200 (issue #5): all backends x formats, printing a compact table.
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_bench_h200.py OUT_DIR [--quick] [--routing uniform|powerlaw:1.2]
+                                                         [--weights bf16,fp8,nvfp4,mxfp4]
   --quick: DeepSeek-V3 E=256, uniform only (the first device check). Without it: DeepSeek-V3 and GLM-5, E=256 and
   EP8-local, uniform and powerlaw:1.2, bf16/fp8/nvfp4/mxfp4, all backends. --routing keeps one routing (to split
-  the sweep over two device calls).
+  the sweep over two device calls); --weights keeps those formats.
 Writes OUT_DIR/moe_experts.jsonl and OUT_DIR/moe_pct_read_bw.png.
 """
 import os
@@ -33,6 +34,8 @@ else:
     cases = [(m, ep, r) for r in routings for ep in (1, 8) for m in ("deepseek-v3", "glm-5")]
     tpes = (1, 4, 8, 16, 32, 64, 256)
     fmts = ("bf16", "fp8", "nvfp4", "mxfp4")
+if "--weights" in sys.argv:
+    fmts = tuple(sys.argv[sys.argv.index("--weights") + 1].split(","))
 budget = float(os.environ.get("MOE_BUDGET_S", "0.08"))
 
 

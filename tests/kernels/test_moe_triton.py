@@ -195,6 +195,19 @@ def test_quant_rows_matches_torch_e4m3_in_interpreter(interpreted):
     assert r["scale_err"] < 1e-6 and r["mismatches"] == 0
 
 
+def test_fp8_block_steps_never_span_two_scale_blocks():
+    # w8a8 picks 256-element K steps for per-channel fp8 at <= 4 tokens per expert; 128 x 128 block scales change
+    # every 128 elements of K, so fp8_block keeps 128 (a 256 step once applied one block's scale to two blocks)
+    assert mt.choose_config(1, "fp8", True, k_dim=7168, w8a8=True).block_k == 256
+    assert mt.choose_config(1, "fp8_block", True, k_dim=7168, w8a8=True).block_k == 128
+    assert 128 % mt.choose_config(256, "fp8_block", False, k_dim=2048, w8a8=True).block_k == 0
+    w = mt.quantize_experts(torch.zeros(2, 512, 256), "fp8_block")
+    w2 = mt.quantize_experts(torch.zeros(2, 256, 256), "fp8_block")
+    with pytest.raises(UnsupportedError, match="block_k dividing 128"):
+        mt.FusedMoE(torch.zeros(3, 256).bfloat16(), w, w2, torch.zeros(3, 1, dtype=torch.long), torch.ones(3, 1),
+                    config=mt.KernelConfig(16, 64, 256))
+
+
 def test_fused_moe_activations_argument():
     w = mt.quantize_experts(torch.zeros(2, 64, 32), "bf16")
     w2 = mt.quantize_experts(torch.zeros(2, 32, 32), "bf16")

@@ -117,10 +117,12 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     bk, warps, stages, prefetch, hoist = 128, 4, 4 if bm <= 64 else 3, False, False
     if bm == 128:  # 256 tokens per expert: 17.2 ms vs 18.4 ms with 64 x 128 tiles; 8 warps hold the accumulators
         bn, bk, warps = 128, 64, 8
-    if fp8 and w8a8:  # fp8 MMA from shared memory: 99.4 % at 1 tok/expert with 256-element steps, 93.5 % at 8
+    if fp8 and w8a8:  # fp8 MMA from shared memory, partial sums promoted to fp32 every 128 products
         stages = 3
-        if t <= 4 or bm == 128:
+        if t <= 4 and wfmt == "fp8":  # fp8_block: one 128 x 128 scale per K step, so 128 at most
             bk = 256
+        if bm == 128:  # 128 x 128 tiles, 128-element steps (the promoted accumulators spill a little, still faster)
+            bk = 128
     if fp8 and not w8a8:  # w8a16: smaller token blocks and fewer stages keep more programs per SM (84 vs 71 % at 8 tok/expert)
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         stages = 2 if bm == 32 else 3
@@ -437,6 +439,9 @@ class FusedMoE:
         if self.cfg1.block_m != self.cfg2.block_m:
             raise TruepeakError("both kernels must share block_m")
         fp4 = w1.wfmt in ("nvfp4", "mxfp4")
+        if w1.wfmt == "fp8_block" and (128 % self.cfg1.block_k or 128 % self.cfg2.block_k):
+            raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
+                                   f"{self.cfg1.block_k} and {self.cfg2.block_k}")
         if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
             raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
