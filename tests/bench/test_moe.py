@@ -183,3 +183,8 @@ def test_gpu_sweep_writes_records_and_survives_a_failure(tmp_path, monkeypatch):
     assert status[("nvfp4", "per_expert")] == "skipped" and status[("nvfp4", "triton")] == "ok"
     ok = [r for r in recs if r["status"] == "ok"]
     assert all(r["kind"] == "moe_experts" and 0 < r["derived"]["pct_read_bandwidth"] for r in ok)
+
+
+def test_bad_fp8_activations_named_before_any_measurement():
+    with pytest.raises(TruepeakError, match="--fp8-activations 'int8': expected fp8 .w8a8. or fp16 .w8a16."):
+        moe.run_bench("deepseek-v3", weights=["fp8"], fp8_activations="int8")

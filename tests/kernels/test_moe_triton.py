@@ -62,32 +62,11 @@ def test_c14_config_shrinks_stages_to_fit_shared_memory():
 def test_smem_estimate_bounds_what_triton_allocates_on_sm90():
     """choose_config's estimate against the compiler: each kernel compiled for sm_90 on the CPU (Triton's bundled
     ptxas; no GPU needed); the estimate must not be below Triton's allocation (equal for bf16)."""
-    triton = pytest.importorskip("triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    from truepeak.kernels import _moe_jit
+    pytest.importorskip("triton")
+    from truepeak.kernels.moe_inspect import compile_gate_up
 
     def shared(cfg, wfmt, w8a8=False):
-        fid = {"bf16": 0, "fp8": 1, "nvfp4": 3, "mxfp4": 4}[wfmt]
-        w = {"bf16": "*bf16", "fp8": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8"}[wfmt]
-        sc = {"bf16": "*fp32", "fp8": "*fp32", "nvfp4": "*fp8e4nv", "mxfp4": "*u8"}[wfmt]
-        act = "*bf16" if wfmt == "bf16" else "*fp16"
-        fn = _moe_jit.gate_up_kernel
-        sig = {"x_ptr": "*fp8e4nv" if w8a8 else act, "xs_ptr": "*fp32", "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32", "out_ptr": act, "sorted_ptr": "*i32",
-               "bexp_ptr": "*i32", "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "I": "constexpr",
-               "H": "constexpr", "stride_x": "i32", "stride_out": "i32", "stride_we": "i32", "stride_wn": "i32"}
-        consts = {"I": 2048, "H": 7168, "WFMT": fid, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
-                  "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist,
-                  "ACT8": w8a8}
-        sig.update({k: "constexpr" for k in consts})
-        # what the JIT assumes for 16-byte aligned pointers and strides (as for real expert tensors)
-        attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
-                 if t.startswith("*") or n.startswith("stride")}
-        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
-                           target=GPUTarget("cuda", 90, 32),
-                           options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
-        return k.metadata.shared
+        return compile_gate_up(cfg, wfmt, w8a8).metadata.shared
 
     for tpe, wfmt, w8a8 in ((1, "bf16", False), (16, "bf16", False), (1, "fp8", False), (1, "fp8", True),
                             (64, "fp8", True), (1, "nvfp4", False), (16, "mxfp4", False)):
@@ -260,25 +239,28 @@ def test_fp4_block_k_and_weights_in_kernel_order_dequantize_unchanged():
 
 
 @pytest.mark.gpu
-def test_gpu_fp4_decode_asm_is_exact_for_every_byte():
-    """The inline-PTX e2m1 decode against the e2m1 table for all 256 bytes: low nibble -> lo, high -> hi, x 2^-14."""
+@pytest.mark.parametrize("variant", ["_fp4_pair_asm", "_fp4_pair_asm2"])
+def test_gpu_fp4_decode_asm_is_exact_for_every_byte(variant):
+    """The inline-PTX e2m1 decodes (4 and 2 bytes per invocation) against the e2m1 table for all 256 bytes: low
+    nibble -> lo, high nibble -> hi, times 2^-14."""
     import triton
     import triton.language as tl
 
-    from truepeak.kernels import quant
-    from truepeak.kernels._moe_jit import _fp4_pair_asm
+    from truepeak.kernels import _moe_jit, quant
+
+    fn = getattr(_moe_jit, variant)
 
     @triton.jit
-    def decode(b_ptr, lo_ptr, hi_ptr, N: tl.constexpr):
+    def decode(b_ptr, lo_ptr, hi_ptr, N: tl.constexpr, F: tl.constexpr):
         offs = tl.arange(0, N)
-        lo, hi = _fp4_pair_asm(tl.load(b_ptr + offs))
+        lo, hi = F(tl.load(b_ptr + offs))
         tl.store(lo_ptr + offs, lo)
         tl.store(hi_ptr + offs, hi)
 
     b = torch.arange(256, dtype=torch.uint8, device="cuda")
     lo = torch.empty(256, dtype=torch.float16, device="cuda")
     hi = torch.empty_like(lo)
-    decode[(1,)](b, lo, hi, N=256, num_warps=1)
+    decode[(1,)](b, lo, hi, N=256, F=fn, num_warps=1)
     want_lo = quant.e2m1_decode(b.cpu() & 15) * 2.0 ** -14
     want_hi = quant.e2m1_decode(b.cpu() >> 4) * 2.0 ** -14
     assert torch.equal(lo.cpu().float(), want_lo) and torch.equal(hi.cpu().float(), want_hi)

@@ -330,13 +330,16 @@ def build_torch_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: 
 
 
 def build_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any, tpe: float,
-                  smem_limit: Any = None, tune: dict | None = None) -> Callable[[], Any]:
+                  smem_limit: Any = None, tune: dict | None = None, activations: str | None = None
+                  ) -> Callable[[], Any]:
     """A no-argument callable for ``backend`` (``triton`` = :class:`truepeak.kernels.moe_triton.FusedMoE`, with
-    ``tune`` overriding its :class:`~truepeak.kernels.moe_triton.KernelConfig` fields)."""
+    ``tune`` overriding its :class:`~truepeak.kernels.moe_triton.KernelConfig` fields and ``activations`` its
+    activation precision for fp8 weights; the torch backends ignore both)."""
     if backend == "triton":
         from truepeak.kernels.moe_triton import FusedMoE
 
-        return FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe, smem_limit=smem_limit, tune=tune)
+        return FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe, smem_limit=smem_limit, tune=tune,
+                        activations=activations)
     return build_torch_backend(backend, x, w1, w2, ids, topw)
 
 
@@ -426,11 +429,13 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
               routing: str = "uniform", weights: Iterable[str] = ("bf16",), backends: Iterable[str] = BACKENDS,
               out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
               read_bw: float | None = None, seed: int = 0, progress: Callable[[dict], None] | None = None,
-              env: Any = None, triton_tune: dict[str, dict] | None = None) -> list[dict]:
+              env: Any = None, triton_tune: dict[str, dict] | None = None,
+              fp8_activations: str = "fp8") -> list[dict]:
     """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records.
 
     ``triton_tune`` maps a weight format to KernelConfig overrides for the triton backend (recorded in the workload as
-    ``triton_tune``).
+    ``triton_tune``). ``fp8_activations``: our kernel with fp8 weights runs ``"fp8"`` (w8a8, the default) or
+    ``"fp16"`` (w8a16); the record's ``workload.activations`` says which.
 
     Raises (before any measurement): TruepeakError for bad model/layout/routing/format/backend names or tokens per
     expert <= 0. Per point, errors become ``failed`` records and unsupported combinations ``skipped`` ones.
@@ -440,6 +445,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
 
     shape = expert_shape(model, tp, ep)
     parse_routing(routing)
+    if fp8_activations not in ("fp8", "fp16"):
+        raise TruepeakError(f"--fp8-activations {fp8_activations!r}: expected fp8 (w8a8) or fp16 (w8a16)")
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
         raise TruepeakError(f"--budget {budget_s} must be a finite number of seconds > 0 (timed seconds per point, "
                             "e.g. 0.2)")
@@ -516,7 +523,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         tune = (triton_tune or {}).get(wfmt) if b == "triton" else None
                         if tune:
                             rec_kw["workload"] = {**wl, "triton_tune": tune}
-                        fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune)
+                        fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune,
+                                           activations=fp8_activations if wfmt.startswith("fp8") else None)
                         # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)
                         acts = getattr(fn, "activations", None) or (
                             "fp8 e4m3, per-row scale" if wfmt.startswith("fp8") else "bf16")

@@ -72,6 +72,9 @@ def bench(
     weights: str = typer.Option("bf16", "--weights", help="Comma list of bf16, fp8 (per-channel scales), fp8_block "
                                 "(128x128 scales), nvfp4, mxfp4."),
     backends: str = typer.Option("per_expert,bmm,grouped_mm,triton", "--backends", help="Comma list of backends."),
+    fp8_activations: str = typer.Option("fp8", "--fp8-activations", help="Our kernel with fp8 weights: fp8 (w8a8, "
+                                        "activations quantised per row to e4m3, as grouped_mm does) or fp16 "
+                                        "(w8a16: weights converted in registers)."),
     out: Optional[Path] = typer.Option(None, "--out", help="JSON Lines file the records are appended to."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
                                         "(needs matplotlib)."),
@@ -89,7 +92,8 @@ def bench(
                 typer.echo(render([rec])[1], err=True)
 
         records = moe.run_bench(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
-                                backends=bks, out_path=str(out) if out else None, budget_s=budget, progress=progress)
+                                backends=bks, out_path=str(out) if out else None, budget_s=budget, progress=progress,
+                                fp8_activations=fp8_activations)
         if plot:
             moe.plot_records(records, str(plot))
     except TruepeakError as exc:

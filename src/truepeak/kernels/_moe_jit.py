@@ -82,6 +82,35 @@ def _fp4_pair_asm(b):
 
 
 @triton.jit
+def _fp4_pair_asm2(b):
+    """As _fp4_pair_asm, two bytes per invocation (a 16-bit register): in the MMA operand's register layout each
+    thread holds K pairs, so two bytes need no gathering."""
+    return tl.inline_asm_elementwise(
+        asm="""
+        {
+        .reg .b32 t, u, v;
+        cvt.u32.u16 t, $2;
+        prmt.b32 t, t, 0, 0x1404;
+        shl.b32 u, t, 4;
+        and.b32 $0, u, 0x80008000;
+        shr.b32 v, u, 3;
+        and.b32 v, v, 0x0E000E00;
+        or.b32 $0, $0, v;
+        and.b32 $1, t, 0x80008000;
+        shr.b32 v, t, 3;
+        and.b32 v, v, 0x0E000E00;
+        or.b32 $1, $1, v;
+        }
+        """,
+        constraints="=r,=r,h",
+        args=[b],
+        dtype=(tl.float16, tl.float16),
+        is_pure=True,
+        pack=2,
+    )
+
+
+@triton.jit
 def _fp4_scale(s8, gscale, WFMT: tl.constexpr):
     """fp16 block scales times ``gscale`` (2^6 times nvfp4's per-expert scale, or 2^6): e4m3 (nvfp4) or
     2^(e8m0 - 127) (mxfp4). With the decode's 2^-14 the product is 2^-8 too small; the accumulator is multiplied by
@@ -116,6 +145,8 @@ def _fp4_values(b, s_lo, s_hi, gscale, WFMT: tl.constexpr, BLOCK_K: tl.constexpr
     if INTERP:  # the CPU interpreter cannot run PTX: the same decode with tensor ops
         lo = _fp4_to_f16(b & 15)
         hi = _fp4_to_f16(b >> 4)
+    elif HOIST:
+        lo, hi = _fp4_pair_asm2(b)
     else:
         lo, hi = _fp4_pair_asm(b)
     if HOIST:

@@ -1,0 +1,28 @@
+"""What the compiler made of truepeak's MoE gate/up kernel for sm_90 (H100/H200), on any machine (no GPU):
+per format and tokens per expert, the default configuration's shared memory, registers and K-loop SASS instructions
+per weight value, with the instruction mix. The evidence behind docs/results/h200/moe/README.md's "what bounds it".
+
+Usage: PYTHONPATH=src python3 benchmarks/moe_kernel_sass.py > docs/results/cpu/moe_kernel_sass.md
+"""
+import triton
+
+from truepeak.kernels import moe_triton as mt
+from truepeak.kernels.moe_inspect import compile_gate_up, sass_loop_report
+
+print("# MoE gate/up kernel compiled for sm_90: the K loop in SASS\n")
+print(f"Command: `PYTHONPATH=src python3 benchmarks/moe_kernel_sass.py` (triton {triton.__version__}, CPU only: "
+      "Triton's bundled ptxas and cuobjdump). DeepSeek-V3 shapes (K = H = 7168, 2I = 4096 weight rows); the "
+      "configuration `choose_config` picks. Instructions are per thread per K-loop iteration; values = weight "
+      "elements one thread handles per iteration (2 tiles x block_n x block_k / threads).\n")
+print("| weights | activations | tok/expert | block m x n x k, warps, stages | regs | smem B | instr / iter | "
+      "instr / value | top of the mix |")
+print("|---|---|---:|---|---:|---:|---:|---:|---|")
+for wfmt, w8a8 in (("bf16", False), ("fp8", True), ("fp8", False), ("nvfp4", False), ("mxfp4", False)):
+    for tpe in (1, 8, 32):
+        cfg = mt.choose_config(tpe, wfmt, True, 232_448, 7168, w8a8)
+        r = sass_loop_report(compile_gate_up(cfg, wfmt, w8a8), cfg)
+        acts = "fp8" if w8a8 else "bf16" if wfmt == "bf16" else "fp16"
+        mix = ", ".join(f"{k} {v}" for k, v in list(r.mix.items())[:6])
+        print(f"| {wfmt} | {acts} | {tpe} | {cfg.block_m}x{cfg.block_n}x{cfg.block_k}, {cfg.num_warps}, "
+              f"{cfg.num_stages}{', hoist' if cfg.hoist else ''} | {r.registers} | {r.shared_bytes:,} | "
+              f"{r.instructions} | {r.per_value:.2f} | {mix} |")

@@ -1,0 +1,105 @@
+"""Compile truepeak's MoE gate/up kernel for a GPU target on any machine (no GPU needed: Triton's bundled ptxas) and
+read what the compiler made of it: shared memory, registers, and the instruction mix of the K loop in SASS.
+
+Used by the tests (choose_config's shared-memory estimate against Triton's allocation) and by
+``benchmarks/moe_kernel_sass.py`` (instructions per weight value, the evidence for what bounds the fp4 kernel).
+triton is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+from truepeak.errors import require
+
+_WFMT_ID = {"bf16": 0, "fp8": 1, "fp8_block": 2, "nvfp4": 3, "mxfp4": 4}
+
+
+def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 90, H: int = 7168,
+                    I: int = 2048) -> Any:  # noqa: E741 - the field's name for the expert width
+    """The gate/up kernel compiled for ``capability`` (e.g. 90 = sm_90) with ``cfg`` (a KernelConfig), weights
+    ``wfmt``, K = H and 2I weight rows. Pointers and strides are marked 16-byte divisible, as Triton's JIT marks
+    them for real expert tensors. Returns Triton's CompiledKernel (``.metadata.shared`` bytes, ``.asm``)."""
+    triton = require("triton", "compiling the MoE kernel", "pip install triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from truepeak.kernels import _moe_jit
+
+    w = {"bf16": "*bf16", "fp8": "*fp8e4nv", "fp8_block": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8"}[wfmt]
+    sc = {"bf16": "*fp32", "fp8": "*fp32", "fp8_block": "*fp32", "nvfp4": "*fp8e4nv", "mxfp4": "*u8"}[wfmt]
+    act = "*fp8e4nv" if w8a8 else "*bf16" if wfmt == "bf16" else "*fp16"
+    fn = _moe_jit.gate_up_kernel
+    sig = {"x_ptr": act, "xs_ptr": "*fp32", "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32",
+           "out_ptr": "*bf16" if wfmt == "bf16" or w8a8 else "*fp16", "sorted_ptr": "*i32", "bexp_ptr": "*i32",
+           "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "stride_x": "i32", "stride_out": "i32",
+           "stride_we": "i32", "stride_wn": "i32"}
+    consts = {"I": I, "H": H, "WFMT": _WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+              "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8}
+    sig.update({k: "constexpr" for k in consts})
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
+             if t.startswith("*") or n.startswith("stride")}
+    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                          target=GPUTarget("cuda", capability, 32),
+                          options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+
+
+@dataclass
+class LoopReport:
+    """The compiled kernel's main K loop: ``instructions`` per iteration per thread, their ``mix`` (SASS opcode →
+    count), ``registers`` per thread, ``shared_bytes`` per program, and ``values_per_thread`` (weight values one
+    thread handles per iteration: tiles x block_n x block_k / threads)."""
+
+    instructions: int
+    mix: dict
+    registers: int | None
+    shared_bytes: int
+    values_per_thread: float
+
+    @property
+    def per_value(self) -> float:
+        """SASS instructions per weight value per thread."""
+        return self.instructions / self.values_per_thread
+
+
+def _nvidia_tool(name: str) -> str:
+    triton = require("triton", "reading SASS")
+    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+
+
+def sass_loop_report(compiled: Any, cfg: Any, gated: bool = True) -> LoopReport:
+    """Disassemble ``compiled`` (cuobjdump from Triton's wheel) and report its longest backward-branch loop (the K
+    loop) and the register count."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(compiled.asm["cubin"])
+        sass = subprocess.run([_nvidia_tool("cuobjdump"), "-sass", path], capture_output=True, text=True,
+                              check=True).stdout
+        res = subprocess.run([_nvidia_tool("cuobjdump"), "-res-usage", path], capture_output=True, text=True,
+                             check=True).stdout
+    lines = [ln for ln in sass.splitlines() if re.search(r"/\*[0-9a-f]{4,5}\*/", ln)]
+
+    def addr(ln: str) -> int:
+        return int(re.search(r"/\*([0-9a-f]{4,5})\*/", ln).group(1), 16)
+
+    best: list[str] = []
+    for ln in lines:
+        if " BRA " not in ln and "BRA " not in ln.split("*/", 1)[-1]:
+            continue
+        target = re.search(r"BRA\s+(?:`\(\.L_x_\d+\)\s*)?0x([0-9a-f]+)", ln)
+        if target and int(target.group(1), 16) < addr(ln):
+            body = [x for x in lines if int(target.group(1), 16) <= addr(x) <= addr(ln)]
+            best = body if len(body) > len(best) else best
+    mix = collections.Counter(re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", "\n".join(best)))
+    regs = re.search(r"REG:(\d+)", res)
+    tiles = 2 if gated else 1
+    return LoopReport(len(best), dict(mix.most_common()), int(regs.group(1)) if regs else None,
+                      int(compiled.metadata.shared),
+                      tiles * cfg.block_n * cfg.block_k / (32 * cfg.num_warps))
