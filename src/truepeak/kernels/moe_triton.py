@@ -1,8 +1,10 @@
 """truepeak's fused-MoE Triton kernels for decode: stream each active expert's weights once.
 
-Measured on an H200 (docs/results/h200/moe/README.md): bf16 weights reach 95-100 % of the measured read bandwidth at
-<= 8 tokens per expert (all 256 experts on one GPU); fp8 (w8a16) 50-62 % and nvfp4/mxfp4 (w4a16) 11-18 %, bound by
-the in-register dequantisation, not by memory.
+Measured on an H200 (docs/results/h200/moe/README.md; % of the read bandwidth measured in the same run, all 256
+experts on one GPU, uniform and power-law routing): bf16 93-100 % at <= 8 tokens per expert, 79-90 % at 16-32; fp8
+weights with fp8 activations (w8a8) 95-99 % at <= 4 (one point 94.6 %), 90-92 % at 8, 77-85 % at 16-32; nvfp4 /
+mxfp4 (w4a16, decoded in registers) 34-49 % at <= 8, bound by the decode on the integer pipe. The fastest of the
+benchmark's backends at every point up to 32 tokens per expert for bf16 and fp8.
 
 The unit of work (issue #5): hidden states ``x [T, H]`` and router output (``topk_ids``, ``topk_weights`` ``[T, k]``)
 → ``out [T, H] = Σ_j w[t, j] · down_e(act(gate_up_e(x[t])))`` with ``e = topk_ids[t, j]`` and the SiLU-gated
@@ -20,20 +22,31 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   (16..128), so no MMA rows are wasted on padding tokens and the weights can be dequantised in registers.
 - Programs are ordered M-block-fastest: the M blocks of one expert that has more tokens than ``block_m`` run next to
   each other and share its weight tile through L2.
-- Kernel 1 computes gate and up tiles together (two accumulators) and writes ``silu(g) · u`` per (token, slot) row;
-  kernel 2 is the down projection, scaled by the routing weight, written per (token, slot) row; the ``k`` rows of a
-  token are summed by one ``sum`` (the combine).
+- Kernel 1 computes gate and up tiles in one K loop (two accumulators; each activation tile is loaded once for both)
+  and writes ``silu(g) · u`` per (token, slot) row; kernel 2 is the down projection, scaled by the routing weight,
+  written per (token, slot) row; the ``k`` rows of a token are summed by one ``sum`` (the combine).
 - Weight formats (``wfmt``): ``bf16``; ``fp8`` (e4m3, per-channel fp32 scales, applied to the accumulator once);
-  ``fp8_block`` (128 x 128 fp32 block scales, applied per K step); ``nvfp4`` (e2m1 packed two per byte, e4m3 scale per
-  16 and a per-expert fp32 scale) and ``mxfp4`` (e2m1, e8m0 scale per 32). FP4 values are decoded in registers with
-  integer bit operations into fp16 (``(c & 7) << 9 | (c & 8) << 12`` is an fp16 whose value is the e2m1 value times
-  2^-14; the 2^14 is folded into the block scale), multiplied by the block scale in fp16 and fed to an fp16 MMA with
-  the activations cast to fp16. Even and odd K elements (low and high nibbles) are two MMAs against the even and odd
-  activation columns, so the nibbles never need interleaving. This is weight-only quantisation (W4A16 / W8A16): the
-  Hopper path. Blackwell's native block-scaled fp4 MMA (sm_100+) is not used here (it would be gated on compute
+  ``fp8_block`` (128 x 128 fp32 block scales, applied per K step of at most 128); ``nvfp4`` (e2m1 packed two per byte,
+  e4m3 scale per 16 and a per-expert fp32 scale) and ``mxfp4`` (e2m1, e8m0 scale per 32).
+- fp8 weights run **w8a8** by default: x and the intermediate are quantised per row to e4m3 (scale max|row| / 448)
+  by :func:`truepeak.kernels._moe_jit.quant_rows_kernel` inside the call, the MMA is fp8 x fp8 fed from shared
+  memory like bf16, with the tensor core's partial sums added into fp32 every 128 products (Hopper's fp8 MMA
+  accumulates with limited precision: DeepSeek-V3 report §3.3.2). ``activations="fp16"`` gives w8a16 (e4m3 → fp16
+  in registers, one cvt per 2 values).
+- FP4 weights are decoded in registers into fp16 by inline PTX: with the nibble at the top of a 16-bit lane, the sign
+  stays and the exponent/mantissa bits move right by 3 (an fp16 equal to the e2m1 value times 2^-14), multiplied by
+  the block scale in fp16 (times 2^6; the remaining 2^8 is applied to the accumulator) and fed to an fp16 MMA with the
+  activations cast to fp16. The bytes are repacked once, at load time, into the kernel's nibble order
+  (:func:`to_kernel_nibble_order`): in each K step the low nibbles are the first half and the high nibbles the second
+  half, so the two fp16 tiles are two MMAs against two contiguous halves of the activations. This is W4A16, the
+  Hopper path; Blackwell's native block-scaled fp4 MMA (sm_100+) is not used here (it would be gated on compute
   capability >= 10.0 and was not run: the device is an H200, sm_90).
-- ``KernelConfig.prefetch``: the next K step's weights are loaded into registers before the current step is converted
-  and multiplied (register double buffering), used for fp4 at <= 32-row blocks where it beat Triton's pipelining.
+- ``KernelConfig.hoist`` (fp4): decode in the MMA operand's register layout straight from shared memory (2 bytes per
+  PTX call) rather than in the loaded layout plus a shared-memory round trip; ``prefetch``: register double
+  buffering of the next K step (kept for experiments; slower in every measured fp4 configuration after the rewrite).
+- Shared memory (case C14): :func:`choose_config` estimates it (exact for bf16 and w8a8, an upper bound otherwise,
+  checked against Triton's allocation for sm_90 in the tests) and :class:`FusedMoE` compiles each kernel and drops
+  stages until the compiler's own figure fits the device's per-block limit.
 
 Layouts: ``w1 [E, 2I, H]`` (gate rows 0..I-1, up rows I..2I-1; K = H contiguous), ``w2 [E, H, I]``; fp4 weights as
 packed uint8 ``[E, N, K//2]`` with the scales of :mod:`truepeak.kernels.quant` (``[E, N, K//16]`` e4m3 for nvfp4 plus
