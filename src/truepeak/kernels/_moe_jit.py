@@ -46,72 +46,40 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
         return w, w, w
 
 
+def _lane_decode(dst: str, src: str, tmp: str) -> str:
+    """PTX: the e2m1 nibbles at bits 12-15 of both 16-bit lanes of ``src`` -> fp16x2 in ``dst`` (value x 2^-14): the
+    sign bit stays, the exponent/mantissa bits move right by 3 (the Marlin / vLLM e2m1 -> fp16 trick)."""
+    return (f"and.b32 {dst}, {src}, 0x80008000; shr.b32 {tmp}, {src}, 3; "
+            f"and.b32 {tmp}, {tmp}, 0x0E000E00; or.b32 {dst}, {dst}, {tmp};")
+
+
+# 4 bytes (one 32-bit register $4) -> lo = $0, $1 and hi = $2, $3 (fp16x2 each): prmt puts byte i at bits 8-15 of a
+# lane, so the high nibble sits at bits 12-15 and the low nibble, after a shift left by 4, too.
+_ASM_4BYTES = tl.constexpr(
+    "{ .reg .b32 t0, t1, u0, u1, v; prmt.b32 t0, $4, 0, 0x1404; prmt.b32 t1, $4, 0, 0x3424; "
+    "shl.b32 u0, t0, 4; shl.b32 u1, t1, 4; "
+    + _lane_decode("$0", "u0", "v") + _lane_decode("$1", "u1", "v")
+    + _lane_decode("$2", "t0", "v") + _lane_decode("$3", "t1", "v") + " }")
+# 2 bytes (one 16-bit register $2) -> lo = $0, hi = $1
+_ASM_2BYTES = tl.constexpr(
+    "{ .reg .b32 t, u, v; cvt.u32.u16 t, $2; prmt.b32 t, t, 0, 0x1404; shl.b32 u, t, 4; "
+    + _lane_decode("$0", "u", "v") + _lane_decode("$1", "t", "v") + " }")
+
+
 @triton.jit
 def _fp4_pair_asm(b):
     """(lo, hi) fp16 tensors of b's shape: the e2m1 values of the low / high nibble of each byte times 2^-14, decoded
-    four bytes per 32-bit register with shifts and masks (the Marlin / vLLM e2m1 -> fp16 trick: the nibble at the top
-    of a 16-bit lane keeps its sign bit in place and its exponent/mantissa bits shifted right by 3)."""
-    return tl.inline_asm_elementwise(
-        asm="""
-        {
-        .reg .b32 t0, t1, u0, u1;
-        prmt.b32 t0, $4, 0, 0x1404;
-        prmt.b32 t1, $4, 0, 0x3424;
-        shl.b32 u0, t0, 4;
-        shl.b32 u1, t1, 4;
-        and.b32 $0, u0, 0x80008000;
-        shr.b32 u0, u0, 3;
-        and.b32 u0, u0, 0x0E000E00;
-        or.b32 $0, $0, u0;
-        and.b32 $1, u1, 0x80008000;
-        shr.b32 u1, u1, 3;
-        and.b32 u1, u1, 0x0E000E00;
-        or.b32 $1, $1, u1;
-        and.b32 $2, t0, 0x80008000;
-        shr.b32 u0, t0, 3;
-        and.b32 u0, u0, 0x0E000E00;
-        or.b32 $2, $2, u0;
-        and.b32 $3, t1, 0x80008000;
-        shr.b32 u1, t1, 3;
-        and.b32 u1, u1, 0x0E000E00;
-        or.b32 $3, $3, u1;
-        }
-        """,
-        constraints="=r,=r,=r,=r,r",
-        args=[b],
-        dtype=(tl.float16, tl.float16),
-        is_pure=True,
-        pack=4,
-    )
+    four bytes per 32-bit register (see _lane_decode)."""
+    return tl.inline_asm_elementwise(asm=_ASM_4BYTES, constraints="=r,=r,=r,=r,r", args=[b],
+                                     dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
 
 
 @triton.jit
 def _fp4_pair_asm2(b):
     """As _fp4_pair_asm, two bytes per invocation (a 16-bit register): in the MMA operand's register layout each
     thread holds K pairs, so two bytes need no gathering."""
-    return tl.inline_asm_elementwise(
-        asm="""
-        {
-        .reg .b32 t, u, v;
-        cvt.u32.u16 t, $2;
-        prmt.b32 t, t, 0, 0x1404;
-        shl.b32 u, t, 4;
-        and.b32 $0, u, 0x80008000;
-        shr.b32 v, u, 3;
-        and.b32 v, v, 0x0E000E00;
-        or.b32 $0, $0, v;
-        and.b32 $1, t, 0x80008000;
-        shr.b32 v, t, 3;
-        and.b32 v, v, 0x0E000E00;
-        or.b32 $1, $1, v;
-        }
-        """,
-        constraints="=r,=r,h",
-        args=[b],
-        dtype=(tl.float16, tl.float16),
-        is_pure=True,
-        pack=2,
-    )
+    return tl.inline_asm_elementwise(asm=_ASM_2BYTES, constraints="=r,=r,h", args=[b],
+                                     dtype=(tl.float16, tl.float16), is_pure=True, pack=2)
 
 
 @triton.jit
