@@ -1,5 +1,6 @@
-"""Tune truepeak's MoE Triton kernel on the H200: time KernelConfig variants of every weight format at the tokens per
-expert where the defaults miss issue #5's targets, on DeepSeek-V3's expert shapes with all 256 experts on the GPU and
+"""Tune truepeak's MoE Triton kernel on the H200: time KernelConfig variants (the lists in GRID, edited between
+device calls; docs/results/h200/moe/tuning/ keeps each call's records) at the tokens per expert where the defaults
+miss issue #5's targets, on DeepSeek-V3's expert shapes with all 256 experts on the GPU and
 uniform top-8 routing.
 
 Each (format, tokens per expert) point builds the weights, routing and float32 reference once, then for each variant
@@ -37,6 +38,9 @@ GRID = {
               256: A8[:3] + [{"block_n": 128}]},
 }
 formats = sys.argv[2:] or list(GRID)
+if set(formats) - set(GRID):
+    sys.exit(f"no variant list for {', '.join(sorted(set(formats) - set(GRID)))}: this version of the script has "
+             f"{', '.join(GRID)} (edit GRID; tuning/ holds the records of earlier lists)")
 shape = moe.expert_shape("deepseek-v3")
 path = os.path.join(out, "tune.jsonl")
 with open(path, "a") as f:

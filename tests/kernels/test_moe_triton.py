@@ -99,6 +99,7 @@ import json, sys
 import torch
 from truepeak.kernels import moe_triton as mt
 routings = json.loads(sys.argv[1])
+ROWS_MIXED = routings["mixed"]
 out = {}
 for routing, rows in routings.items():
     for wfmt in mt.WEIGHT_FORMATS:
@@ -121,6 +122,19 @@ for routing, rows in routings.items():
             out[routing + "/" + wfmt + ("/" + act if act else "")] = {
                 "err": err, "shape": list(y.shape), "dtype": str(y.dtype), "counts": fused.align.counts.tolist(),
                 "activations": fused.activations}
+# small weights (scale 1e-3) through the fp4 path that decodes in the loaded layout: the per-expert scale is applied
+# after the K loop, so the fp16 tiles do not lose precision with the weights' magnitude (8.4e-3 when it was not)
+torch.manual_seed(0)
+E, H, I = 4, 256, 256
+ids = torch.tensor(ROWS_MIXED)
+tw = torch.rand(ids.shape)
+xs = (torch.rand(ids.shape[0], H) * 2 - 1).bfloat16()
+for wfmt in ("nvfp4", "mxfp4"):
+    w1 = mt.quantize_experts(torch.randn(E, 2 * I, H) * 1e-3, wfmt)
+    w2 = mt.quantize_experts(torch.randn(E, H, I) * 1e-3, wfmt)
+    ref = mt.moe_reference(xs, w1.dequantize(), w2.dequantize(), ids, tw)
+    y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, 128, 4, 1, hoist=False))()
+    out["small/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
 xr = (torch.rand(5, 300) * 2 - 1).bfloat16()
 q = torch.empty(5, 300, dtype=torch.float8_e4m3fn)
 sc = torch.empty(5)
@@ -165,6 +179,24 @@ def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
         wfmt, "fp8 e4m3, per-row scale" if wfmt.endswith("/fp8") else "fp16")
     # expert 2 receives no token in "mixed" (its blocks are skipped); in "all_in_one" it receives all 18
     assert r["counts"] == ([2, 5, 0, 2] if routing == "mixed" else [0, 0, 18, 0])
+
+
+@pytest.mark.parametrize("wfmt", ["nvfp4", "mxfp4"])
+def test_fp4_small_weights_keep_precision_in_interpreter(interpreted, wfmt):
+    assert interpreted["small/" + wfmt] < 6.5e-3
+
+
+def test_mxfp4_scales_rebased_per_expert_for_the_kernel():
+    # e8m0 scales of expert 0 span 100..120, of expert 1 50..60: the kernel copy rebases each expert so its largest
+    # scale is 136 (2^9) and keeps 2^(max - 136) as the per-expert scale; the dequantised values do not change
+    scale = torch.stack([torch.randint(100, 121, (8, 4)), torch.randint(50, 61, (8, 4))]).to(torch.uint8)
+    scale[0, 0, 0], scale[1, 0, 0] = 120, 60
+    w = mt.ExpertWeights("mxfp4", torch.randint(0, 256, (2, 8, 64), dtype=torch.uint8), scale)
+    k = w.in_kernel_order()
+    assert k.scale.flatten(1).amax(1).tolist() == [136, 136]
+    assert k.global_scale.tolist() == [2.0 ** (120 - 136), 2.0 ** (60 - 136)]
+    assert torch.equal(k.dequantize(), w.dequantize())
+    assert k.in_kernel_order() is k
 
 
 def test_quant_rows_matches_torch_e4m3_in_interpreter(interpreted):
@@ -235,7 +267,9 @@ def test_fp4_block_k_and_weights_in_kernel_order_dequantize_unchanged():
         k = w.in_kernel_order()
         assert k.nibble_chunk == 128 and not torch.equal(k.data, w.data)
         assert torch.equal(k.dequantize(), w.dequantize())
-        assert k.in_kernel_order() is k and k.nbytes_per_expert() == w.nbytes_per_expert()
+        # the kernel copy of mxfp4 adds its 4-byte per-expert rebasing scale
+        assert k.in_kernel_order() is k
+        assert k.nbytes_per_expert() == w.nbytes_per_expert() + (4 if wfmt == "mxfp4" else 0)
 
 
 @pytest.mark.gpu
@@ -266,3 +300,37 @@ def test_gpu_fp4_decode_asm_is_exact_for_every_byte(variant):
     want_lo = quant.e2m1_decode(b.cpu() & 15) * 2.0 ** -14
     want_hi = quant.e2m1_decode(b.cpu() >> 4) * 2.0 ** -14
     assert torch.equal(lo.cpu().float(), want_lo) and torch.equal(hi.cpu().float(), want_hi)
+
+
+def test_fused_moe_refuses_inputs_it_would_misread():
+    # each of these once ran and returned wrong numbers (or read out of bounds) instead of an error
+    w1 = mt.quantize_experts(torch.zeros(4, 256, 128), "bf16")
+    w2 = mt.quantize_experts(torch.zeros(4, 128, 128), "bf16")
+    ids = torch.tensor([[0, 1], [1, 3], [2, -1]])
+    tw = torch.rand(3, 2)
+    x = torch.rand(3, 128).bfloat16()
+    with pytest.raises(TruepeakError, match=r"contiguous along H \(stride 1\), got strides \(1, 3\)"):
+        mt.FusedMoE(torch.rand(128, 3).bfloat16().t(), w1, w2, ids, tw)
+    with pytest.raises(TruepeakError, match=r"same T, got x \[1, 128\] and topk_ids \[3, 2\]"):
+        mt.FusedMoE(x[:1], w1, w2, ids, tw)
+    with pytest.raises(TruepeakError, match=r"topk_weights must have topk_ids' shape \[3, 2\], got \[3, 1\]"):
+        mt.FusedMoE(x, w1, w2, ids, tw[:, :1])
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        with pytest.raises(UnsupportedError, match="run on a CUDA GPU .x is on cpu.; on a CPU set TRITON_INTERPRET=1"):
+            mt.FusedMoE(x, w1, w2, ids, tw)
+
+
+def test_choose_config_and_tune_bad_values():
+    for bad in (float("nan"), 0, -1, float("inf")):
+        with pytest.raises(TruepeakError, match="tokens per expert must be a finite number > 0"):
+            mt.choose_config(bad, "bf16", True)
+    with pytest.raises(TruepeakError, match="k_dim .the GEMM's K. must be a positive integer, got 0"):
+        mt.choose_config(8, "bf16", True, k_dim=0)
+    w1 = mt.quantize_experts(torch.zeros(2, 64, 32), "bf16")
+    w2 = mt.quantize_experts(torch.zeros(2, 32, 32), "bf16")
+    with pytest.raises(TruepeakError, match="unknown KernelConfig field.s. blockk in tune; expected block_m"):
+        mt.FusedMoE(torch.zeros(3, 32).bfloat16(), w1, w2, torch.zeros(3, 1, dtype=torch.long), torch.ones(3, 1),
+                    tune={"blockk": 64})
+    with pytest.raises(TruepeakError, match="need their per-expert global_scale"):
+        mt.ExpertWeights("nvfp4", torch.zeros(1, 4, 8, dtype=torch.uint8),
+                         torch.zeros(1, 4, 1, dtype=torch.float8_e4m3fn)).dequantize()

@@ -103,14 +103,14 @@ def parse_routing(spec: str) -> tuple[str, float]:
     s = spec.strip()
     if s == "uniform":
         return "uniform", 0.0
-    m = re.fullmatch(r"powerlaw:([0-9.]+)", s)
+    m = re.fullmatch(r"powerlaw:([-+0-9.eE]+)", s)
     if m:
         try:
             alpha = float(m.group(1))
         except ValueError:
             alpha = -1.0
-        if alpha <= 0:
-            raise TruepeakError(f"routing {spec!r}: the power-law exponent must be a positive number, "
+        if not (alpha > 0 and math.isfinite(alpha)):
+            raise TruepeakError(f"routing {spec!r}: the power-law exponent must be a positive finite number, "
                                 "e.g. powerlaw:1.2")
         return "powerlaw", alpha
     if Path(s).is_file():
@@ -269,9 +269,10 @@ def build_torch_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: 
 
         return run_fp8
     if fmt != "bf16":
-        raise UnsupportedError(f"backend {backend} runs bf16 weights only ({fmt} weights: torch has no {fmt} "
-                               f"{'grouped' if backend == 'grouped_mm' else 'batched'} matmul on this path; "
-                               "fp8 w8a8 runs as grouped_mm via torch._scaled_grouped_mm)")
+        fp8_note = ("; fp8 weights run w8a8 on the grouped_mm backend (torch._scaled_grouped_mm)"
+                    if fmt.startswith("fp8") else "")
+        raise UnsupportedError(f"backend {backend} has no {fmt} path: torch has no {fmt} "
+                               f"{'grouped' if backend == 'grouped_mm' else 'batched'} matmul{fp8_note}")
     if backend == "per_expert":
         groups = []
         start = 0
@@ -360,6 +361,8 @@ def measure_read_bandwidth(nbytes: int = 4 << 30, budget_s: float = 0.5) -> floa
     """The read-only ceiling of this run: a Triton reduction over ``nbytes`` (≥ 4 GiB by default), CUDA-graph timed;
     returns bytes/s (median of the best of three launch shapes). The issue's H200 figure: 4.54 TB/s."""
     torch = require("torch", "measuring read bandwidth")
+    if not torch.cuda.is_available():
+        raise UnsupportedError("measuring the read bandwidth needs a CUDA GPU (torch sees none)")
     from truepeak.bench.cuda_timer import time_cuda
     from truepeak.kernels._moe_jit import read_sum_kernel
 
@@ -445,6 +448,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
 
     shape = expert_shape(model, tp, ep)
     parse_routing(routing)
+    fp8_activations = str(fp8_activations).lower()
     if fp8_activations not in ("fp8", "fp16"):
         raise TruepeakError(f"--fp8-activations {fp8_activations!r}: expected fp8 (w8a8) or fp16 (w8a16)")
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:

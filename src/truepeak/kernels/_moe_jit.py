@@ -83,24 +83,24 @@ def _fp4_pair_asm2(b):
 
 
 @triton.jit
-def _fp4_scale(s8, gscale, WFMT: tl.constexpr):
-    """fp16 block scales times ``gscale`` (2^6 times nvfp4's per-expert scale, or 2^6): e4m3 (nvfp4) or
-    2^(e8m0 - 127) (mxfp4). With the decode's 2^-14 the product is 2^-8 too small; the accumulator is multiplied by
-    2^8 once after the K loop. The split keeps the fp16 scale finite for e4m3 (448 * 64 < 65504) and for e8m0
-    exponents -30..9 (blocks whose largest magnitude is below 2^12). (``gscale`` is a runtime scalar on purpose: with
-    it Triton decodes in the loaded layout and moves the fp16 tile to the MMA through shared memory, which the
-    compiled code shows to be fewer instructions than decoding in the MMA's register layout.)"""
+def _fp4_scale(s8, unit, WFMT: tl.constexpr):
+    """fp16 block scales times ``unit`` (= 2^6): e4m3 (nvfp4) or 2^(e8m0 - 127) (mxfp4, rebased per expert by
+    :meth:`truepeak.kernels.moe_triton.ExpertWeights.in_kernel_order` so the largest is 2^9). With the decode's
+    2^-14 the product is 2^-8 too small; the accumulator is multiplied by 2^8 and the per-expert scale once after the
+    K loop, so the fp16 values do not depend on the weights' magnitude. The split keeps the fp16 scale finite (448 *
+    64 < 65504; 2^9 * 64 = 32768). ``unit`` is a runtime value equal to 64 on purpose: with it Triton decodes in the
+    loaded layout and moves the fp16 tile to the MMA through shared memory (the non-HOIST configurations)."""
     if WFMT == 3:
-        return (s8.to(tl.float32) * gscale).to(tl.float16)
+        return (s8.to(tl.float32) * unit).to(tl.float16)
     else:
         # e8m0 s -> 2^(s - 127): s is the exponent field of an fp32 (s = 0, 2^-127, becomes 0; 255, NaN, inf)
-        return ((s8.to(tl.int32) << 23).to(tl.float32, bitcast=True) * gscale).to(tl.float16)
+        return ((s8.to(tl.int32) << 23).to(tl.float32, bitcast=True) * unit).to(tl.float16)
 
 
 @triton.jit
 def _fp4_scale_const(s8, WFMT: tl.constexpr):
-    """As _fp4_scale with gscale = 2^6 as a constant (the per-expert nvfp4 scale then goes to the epilogue): with no
-    runtime scalar in the chain Triton decodes in the MMA operand's register layout (HOIST)."""
+    """As _fp4_scale with ``unit`` a constant 2^6: with no runtime scalar in the chain Triton decodes in the MMA
+    operand's register layout (HOIST)."""
     if WFMT == 3:
         return (s8.to(tl.float32) * 64.0).to(tl.float16)
     else:
@@ -108,7 +108,7 @@ def _fp4_scale_const(s8, WFMT: tl.constexpr):
 
 
 @triton.jit
-def _fp4_values(b, s_lo, s_hi, gscale, WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr,
+def _fp4_values(b, s_lo, s_hi, unit, WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr,
                 HOIST: tl.constexpr):
     """(lo, hi) fp16 [BN, BK/2]: the step's first / last BK/2 elements (low / high nibbles) times their block scale,
     one scale per G consecutive bytes (G = 16 nvfp4, 32 mxfp4)."""
@@ -125,8 +125,8 @@ def _fp4_values(b, s_lo, s_hi, gscale, WFMT: tl.constexpr, BLOCK_K: tl.constexpr
         sl = _fp4_scale_const(s_lo, WFMT)
         sh = _fp4_scale_const(s_hi, WFMT)
     else:
-        sl = _fp4_scale(s_lo, gscale, WFMT)
-        sh = _fp4_scale(s_hi, gscale, WFMT)
+        sl = _fp4_scale(s_lo, unit, WFMT)
+        sh = _fp4_scale(s_hi, unit, WFMT)
     lo = tl.reshape(tl.reshape(lo, (BN, BLOCK_K // 2 // G, G)) * sl[:, :, None], (BN, BLOCK_K // 2))
     hi = tl.reshape(tl.reshape(hi, (BN, BLOCK_K // 2 // G, G)) * sh[:, :, None], (BN, BLOCK_K // 2))
     return lo, hi
@@ -176,13 +176,13 @@ def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT: tl.constexpr, BLOCK_K: tl.
 
 
 @triton.jit
-def _mma(acc, raw0, raw1, raw2, x0, x1, k0, gscale, ws_ptr, e, offs_n, N: tl.constexpr, K: tl.constexpr,
+def _mma(acc, raw0, raw1, raw2, x0, x1, k0, unit, ws_ptr, e, offs_n, N: tl.constexpr, K: tl.constexpr,
          WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr):
     """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0, x1 from _x_tiles). X is bf16 for bf16
     weights, e4m3 for fp8 weights with ACT8 (w8a8: an fp8 x fp8 MMA, no conversion), fp16 otherwise (dequantised
     weights are fp16)."""
     if WFMT >= 3:
-        w_lo, w_hi = _fp4_values(raw0, raw1, raw2, gscale, WFMT, BLOCK_K, INTERP, HOIST)
+        w_lo, w_hi = _fp4_values(raw0, raw1, raw2, unit, WFMT, BLOCK_K, INTERP, HOIST)
         acc = _dot(w_lo, x0.to(tl.float16), acc, INTERP)
         acc = _dot(w_hi, x1.to(tl.float16), acc, INTERP)
     else:
@@ -205,7 +205,7 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, k0, gscale, ws_ptr, e, offs_n, N: tl.con
 def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, HOIST: tl.constexpr,
               ACT8: tl.constexpr, xs_ptr, rows, row_ok):
     """Scales applied once after the K loop: fp8 per-channel scales; with ACT8 the per-row activation scales; fp4's
-    2^8 (see _fp4_scale) and, with HOIST, the per-expert scale (gscale / 2^6)."""
+    2^8 (see _fp4_scale) times the per-expert scale ``gscale`` (nvfp4's global scale; mxfp4's rebasing power of 2)."""
     if ACT8:
         sx = tl.load(xs_ptr + rows, mask=row_ok, other=0.0)
         acc = acc * sx[None, :]
@@ -213,10 +213,7 @@ def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexp
         s = tl.load(ws_ptr + e * N + offs_n, mask=offs_n < N, other=0.0)
         acc = acc * s[:, None]
     if WFMT >= 3:
-        if HOIST:
-            acc = acc * (gscale * 4.0)  # gscale = per-expert scale * 2^6
-        else:
-            acc = acc * 256.0
+        acc = acc * (gscale * 256.0)
     return acc
 
 
@@ -231,8 +228,10 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
     PREFETCH: issue the next K step's weight loads before converting and multiplying the current one (register
     double buffering) instead of Triton's shared-memory pipelining."""
     gscale = 1.0
+    unit = 64.0
     if WFMT >= 3:
-        gscale = tl.load(wgs_ptr + e) * 64.0  # nvfp4: the per-expert scale; mxfp4: ones
+        gscale = tl.load(wgs_ptr + e)  # the per-expert scale (epilogue)
+        unit = gscale * 0.0 + 64.0  # 64, but a runtime value (see _fp4_scale)
     if PREFETCH:
         a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
         b0, b1, b2 = a0, a1, a2
@@ -246,10 +245,10 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
                 nb0, nb1, nb2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k_next, N, K, stride_we, stride_wn, WFMT,
                                           BLOCK_K)
             x0, x1 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT, BLOCK_K)
-            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, gscale, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
+            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
             if TWO:
-                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, gscale, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
+                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
             a0, a1, a2 = na0, na1, na2
             b0, b1, b2 = nb0, nb1, nb2
@@ -257,11 +256,11 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
         for k0 in range(0, K, BLOCK_K):
             a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
             x0, x1 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT, BLOCK_K)
-            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, gscale, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
+            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
             if TWO:
                 b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
-                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, gscale, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
+                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
     acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, HOIST, ACT8, xs_ptr, rows, row_ok)
     if TWO:

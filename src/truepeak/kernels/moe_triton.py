@@ -120,6 +120,11 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         UnsupportedError: no stage count fits the limit, or K has no usable step.
     """
     check_wfmt(wfmt)
+    if not (isinstance(tokens_per_expert, (int, float)) and math.isfinite(tokens_per_expert)
+            and tokens_per_expert > 0):
+        raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tokens_per_expert!r}")
+    if k_dim is not None and (not isinstance(k_dim, int) or k_dim <= 0):
+        raise TruepeakError(f"k_dim (the GEMM's K) must be a positive integer, got {k_dim!r}")
     t = max(float(tokens_per_expert), 1.0)
     fp4 = wfmt in ("nvfp4", "mxfp4")
     fp8 = wfmt in ("fp8", "fp8_block")
@@ -128,7 +133,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     bm = 16 if t <= 4 else 32 if t <= 10 else 64 if t <= 40 else 128
     bn = 64 if gated else 128
     bk, warps, stages, prefetch, hoist = 128, 4, 4 if bm <= 64 else 3, False, False
-    if bm == 128:  # 256 tokens per expert: 17.2 ms vs 18.4 ms with 64 x 128 tiles; 8 warps hold the accumulators
+    if bm == 128:  # 256 tokens per expert: 17.0-17.2 ms with 8 warps (38.0 ms with 4), 18.4 ms with 64 x 128 tiles
         bn, bk, warps = 128, 64, 8
     if fp8 and w8a8:  # fp8 MMA from shared memory, partial sums promoted to fp32 every 128 products
         stages = 3
@@ -313,7 +318,8 @@ def from_kernel_nibble_order(packed: Any, chunk: int) -> Any:
 class ExpertWeights:
     """One projection's expert weights in a kernel format: ``data`` ``[E, N, K]`` (``[E, N, K//2]`` uint8 for fp4),
     ``scale`` (None for bf16; fp32 ``[E, N]`` for fp8; fp32 ``[E, N//128, K//128]`` for fp8_block; e4m3
-    ``[E, N, K//16]`` for nvfp4; uint8 ``[E, N, K//32]`` for mxfp4), ``global_scale`` (fp32 ``[E]``, nvfp4 only),
+    ``[E, N, K//16]`` for nvfp4; uint8 ``[E, N, K//32]`` for mxfp4), ``global_scale`` (fp32 ``[E]``: nvfp4's
+    per-tensor scale; for mxfp4 None, or the power of two its scales were rebased by in :meth:`in_kernel_order`),
     ``nibble_chunk`` (fp4 only: 0 = the standard nibble order, c > 0 = :func:`to_kernel_nibble_order` with chunk c;
     the kernels need c = :func:`fp4_block_k` of K and repack otherwise)."""
 
@@ -324,15 +330,25 @@ class ExpertWeights:
     nibble_chunk: int = 0
 
     def in_kernel_order(self, chunk: int | None = None) -> "ExpertWeights":
-        """These weights with fp4 bytes in the kernel's nibble order with ``chunk`` (default :func:`fp4_block_k` of
-        K; the kernel's ``block_k``): self when already so, or when not fp4; otherwise a repacked copy."""
+        """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
+        bytes in the kernel's nibble order with ``chunk`` (default :func:`fp4_block_k` of K; the kernel's
+        ``block_k``), and for mxfp4 the e8m0 scales rebased per expert so that the largest is 136 (2^9), with the
+        rebasing power of two kept as the per-expert ``global_scale`` that the kernel applies after the K loop:
+        the fp16 block scales then do not depend on the weights' magnitude (values and dequantisation unchanged)."""
         if self.wfmt not in ("nvfp4", "mxfp4"):
             return self
+        torch = require("torch", "repacking fp4 weights")
         chunk = chunk or fp4_block_k(self.shape[2])
-        if self.nibble_chunk == chunk:
-            return self
-        return ExpertWeights(self.wfmt, to_kernel_nibble_order(self.standard_bytes(), chunk), self.scale,
-                             self.global_scale, chunk)
+        w = self
+        if w.nibble_chunk != chunk:
+            w = ExpertWeights(w.wfmt, to_kernel_nibble_order(w.standard_bytes(), chunk), w.scale, w.global_scale,
+                              chunk)
+        if w.wfmt == "mxfp4" and w.global_scale is None:
+            s = w.scale.to(torch.int32)
+            off = s.flatten(1).amax(dim=1) - 136  # per expert: the largest scale becomes 2^(136 - 127) = 2^9
+            rebased = (s - off[:, None, None]).clamp(0, 254).to(torch.uint8)  # 255 would read as NaN
+            w = ExpertWeights(w.wfmt, w.data, rebased, torch.pow(2.0, off.to(torch.float32)), w.nibble_chunk)
+        return w
 
     def standard_bytes(self) -> Any:
         """fp4 bytes in the standard nibble order (the stored bytes when ``nibble_chunk`` is 0)."""
@@ -364,8 +380,11 @@ class ExpertWeights:
         if self.wfmt == "fp8_block":
             return quant.dequantize_fp8(self.data, self.scale, "block128")
         if self.wfmt == "nvfp4":
+            if self.global_scale is None:
+                raise TruepeakError("nvfp4 weights need their per-expert global_scale (fp32 [E]) to be dequantised")
             return quant.dequantize_nvfp4(self.standard_bytes(), self.scale, self.global_scale[:, None, None])
-        return quant.dequantize_mxfp4(self.standard_bytes(), self.scale)
+        w = quant.dequantize_mxfp4(self.standard_bytes(), self.scale)
+        return w if self.global_scale is None else w * self.global_scale[:, None, None]
 
 
 def quantize_experts(w: Any, wfmt: str) -> ExpertWeights:
@@ -424,6 +443,10 @@ class FusedMoE:
             max|row| / 448 by :func:`quant_rows_kernel` inside the call, then fp8 x fp8 MMAs) or ``"fp16"`` (w8a16:
             weights converted to fp16 in registers). Other formats take only None.
 
+    Range: the fp4 (w4a16) and fp8 w8a16 paths run x and the intermediate ``silu(g) · u`` in **fp16**: magnitudes
+    above 65,504 become inf/NaN and below ~6e-5 lose precision (fp16's range; bf16 and w8a8 keep bf16). The weights'
+    own magnitude does not matter: block scales are applied relative to a per-expert scale.
+
     Raises:
         TruepeakError: shapes that do not fit, formats that differ, ``activations`` not allowed for the format.
         UnsupportedError: K not a multiple of the K step; a configuration that cannot fit the device's shared memory.
@@ -434,7 +457,20 @@ class FusedMoE:
                  tune: dict | None = None, activations: str | None = None):
         torch = require("torch", "running the MoE kernel")
         self.E, self.I, self.H = _check_shapes(x, w1, w2)
+        if topk_ids.dim() != 2 or x.dim() != 2 or int(x.shape[0]) != int(topk_ids.shape[0]):
+            raise TruepeakError(f"x must be [T, H] and topk_ids [T, top_k] with the same T, got x "
+                                f"{list(x.shape)} and topk_ids {list(topk_ids.shape)}")
+        if tuple(topk_weights.shape) != tuple(topk_ids.shape):
+            raise TruepeakError(f"topk_weights must have topk_ids' shape {list(topk_ids.shape)}, got "
+                                f"{list(topk_weights.shape)}")
+        if x.shape[0] and x.stride(-1) != 1:
+            raise TruepeakError(f"x must be contiguous along H (stride 1), got strides {tuple(x.stride())}: pass "
+                                "x.contiguous() (the kernels address rows by x.stride(0) and read each row in place)")
         self.T, self.k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
+        fp8 = w1.wfmt in ("fp8", "fp8_block")
+        if activations is not None and not (fp8 and activations in ("fp8", "fp16")):
+            raise TruepeakError(f"activations={activations!r} is not available for {w1.wfmt} weights; fp8 weights take "
+                                "'fp8' (w8a8) or 'fp16' (w8a16), other formats only the default")
         if tokens_per_expert is None:
             valid = (topk_ids >= 0) & (topk_ids < self.E)
             tokens_per_expert = float(valid.sum().item()) / max(1, int(torch.unique(topk_ids[valid]).numel()))
@@ -444,6 +480,11 @@ class FusedMoE:
         if tune:  # overrides of KernelConfig fields for both kernels (benchmark-side tuning)
             import dataclasses
 
+            fields = [f.name for f in dataclasses.fields(KernelConfig)]
+            bad = sorted(set(tune) - set(fields))
+            if bad:
+                raise TruepeakError(f"unknown KernelConfig field(s) {', '.join(bad)} in tune; expected "
+                                    f"{', '.join(fields)}")
             self.cfg1 = dataclasses.replace(self.cfg1, **tune)
             self.cfg2 = dataclasses.replace(self.cfg2, **tune)
         for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
@@ -458,6 +499,9 @@ class FusedMoE:
         if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
             raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
+        if x.device.type != "cuda" and not _interpreting():
+            raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
+                                   "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
         # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
         self.x, self.w1, self.w2 = x, w1.in_kernel_order(self.cfg1.block_k), w2.in_kernel_order(self.cfg2.block_k)
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
@@ -466,10 +510,6 @@ class FusedMoE:
         # Dequantised weights are fp16 in registers (e4m3 and e2m1 convert to fp16 in one step, to bf16 not), so the
         # activations are fp16 for them: x is cast once per call (T x H elements, part of the timed unit) and the
         # intermediate is stored in fp16. bf16 weights keep bf16 activations.
-        fp8 = w1.wfmt in ("fp8", "fp8_block")
-        if activations is not None and not (fp8 and activations in ("fp8", "fp16")):
-            raise TruepeakError(f"activations={activations!r} is not available for {w1.wfmt} weights; fp8 weights take "
-                                "'fp8' (w8a8) or 'fp16' (w8a16), other formats only the default")
         self.act8 = fp8 and activations != "fp16"
         self.act_dtype = torch.bfloat16 if w1.wfmt == "bf16" else torch.float16
         self.activations = ("fp8 e4m3, per-row scale" if self.act8 else
@@ -478,7 +518,8 @@ class FusedMoE:
                                                                                     device=dev)
         n_slots = self.T * self.k
         # w8a8: the intermediate stays bf16 (no fp16 range limit) until it is quantised per row for the down GEMM
-        self.inter = torch.empty(n_slots, self.I, dtype=x.dtype if self.act8 else self.act_dtype, device=dev)
+        # zeros: rows of slots routed to another rank are never written, and w8a8 quantises every row
+        self.inter = torch.zeros(n_slots, self.I, dtype=x.dtype if self.act8 else self.act_dtype, device=dev)
         if self.act8:
             self.xq = torch.empty(self.T, self.H, dtype=torch.float8_e4m3fn, device=dev)
             self.xs = torch.empty(self.T, dtype=torch.float32, device=dev)
