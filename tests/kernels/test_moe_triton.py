@@ -135,6 +135,12 @@ for wfmt in ("nvfp4", "mxfp4"):
     ref = mt.moe_reference(xs, w1.dequantize(), w2.dequantize(), ids, tw)
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, 128, 4, 1, hoist=False))()
     out["small/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
+# an EP rank with no local slot, and an empty batch: zeros, not an error
+for name, ids_n in (("nowhere", torch.full((3, 2), -1)), ("empty", torch.zeros(0, 2, dtype=torch.long))):
+    w1 = mt.quantize_experts(torch.randn(4, 256, 128) * 0.1, "bf16")
+    w2 = mt.quantize_experts(torch.randn(4, 128, 128) * 0.1, "bf16")
+    y = mt.FusedMoE(torch.rand(ids_n.shape[0], 128).bfloat16(), w1, w2, ids_n, torch.rand(ids_n.shape))()
+    out[name] = {"shape": list(y.shape), "zero": bool((y == 0).all())}
 xr = (torch.rand(5, 300) * 2 - 1).bfloat16()
 q = torch.empty(5, 300, dtype=torch.float8_e4m3fn)
 sc = torch.empty(5)
@@ -197,6 +203,11 @@ def test_mxfp4_scales_rebased_per_expert_for_the_kernel():
     assert k.global_scale.tolist() == [2.0 ** (120 - 136), 2.0 ** (60 - 136)]
     assert torch.equal(k.dequantize(), w.dequantize())
     assert k.in_kernel_order() is k
+
+
+def test_no_local_slot_and_empty_batch_give_zeros_in_interpreter(interpreted):
+    assert interpreted["nowhere"] == {"shape": [3, 128], "zero": True}
+    assert interpreted["empty"] == {"shape": [0, 128], "zero": True}
 
 
 def test_quant_rows_matches_torch_e4m3_in_interpreter(interpreted):
@@ -331,6 +342,17 @@ def test_choose_config_and_tune_bad_values():
     with pytest.raises(TruepeakError, match="unknown KernelConfig field.s. blockk in tune; expected block_m"):
         mt.FusedMoE(torch.zeros(3, 32).bfloat16(), w1, w2, torch.zeros(3, 1, dtype=torch.long), torch.ones(3, 1),
                     tune={"blockk": 64})
+    nv = mt.ExpertWeights("nvfp4", torch.zeros(1, 4, 8, dtype=torch.uint8), torch.zeros(1, 4, 1, dtype=torch.float8_e4m3fn))
     with pytest.raises(TruepeakError, match="need their per-expert global_scale"):
-        mt.ExpertWeights("nvfp4", torch.zeros(1, 4, 8, dtype=torch.uint8),
-                         torch.zeros(1, 4, 1, dtype=torch.float8_e4m3fn)).dequantize()
+        nv.dequantize()
+    nv2 = mt.ExpertWeights("nvfp4", torch.zeros(1, 16, 128, dtype=torch.uint8),
+                           torch.zeros(1, 16, 16, dtype=torch.float8_e4m3fn))
+    with pytest.raises(TruepeakError, match="need their per-expert global_scale"):
+        mt.FusedMoE(torch.zeros(2, 256).bfloat16(), nv2, mt.ExpertWeights(
+            "nvfp4", torch.zeros(1, 256, 4, dtype=torch.uint8), torch.zeros(1, 256, 0, dtype=torch.float8_e4m3fn),
+            torch.ones(1)), torch.zeros(2, 1, dtype=torch.long), torch.ones(2, 1))
+    # numpy / torch scalars are numbers too
+    import numpy as np
+    assert mt.choose_config(np.float32(8), "bf16", True, k_dim=np.int64(7168)) == mt.choose_config(8, "bf16", True,
+                                                                                                    k_dim=7168)
+    assert mt.choose_config(torch.tensor(8.0), "bf16", True).block_m == 32

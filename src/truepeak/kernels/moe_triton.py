@@ -120,12 +120,22 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         UnsupportedError: no stage count fits the limit, or K has no usable step.
     """
     check_wfmt(wfmt)
-    if not (isinstance(tokens_per_expert, (int, float)) and math.isfinite(tokens_per_expert)
-            and tokens_per_expert > 0):
+    try:
+        t = float(tokens_per_expert)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
         raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tokens_per_expert!r}")
-    if k_dim is not None and (not isinstance(k_dim, int) or k_dim <= 0):
-        raise TruepeakError(f"k_dim (the GEMM's K) must be a positive integer, got {k_dim!r}")
-    t = max(float(tokens_per_expert), 1.0)
+    if k_dim is not None:
+        import operator
+
+        try:
+            k_dim = operator.index(k_dim)
+        except TypeError:
+            k_dim = 0
+        if k_dim <= 0:
+            raise TruepeakError(f"k_dim (the GEMM's K) must be a positive integer, got {k_dim!r}")
+    t = max(t, 1.0)
     fp4 = wfmt in ("nvfp4", "mxfp4")
     fp8 = wfmt in ("fp8", "fp8_block")
     # Every choice below was measured on the H200 (benchmarks/moe_tune_h200.py, DeepSeek-V3 E = 256 uniform;
@@ -133,7 +143,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     bm = 16 if t <= 4 else 32 if t <= 10 else 64 if t <= 40 else 128
     bn = 64 if gated else 128
     bk, warps, stages, prefetch, hoist = 128, 4, 4 if bm <= 64 else 3, False, False
-    if bm == 128:  # 256 tokens per expert: 17.0-17.2 ms with 8 warps (38.0 ms with 4), 18.4 ms with 64 x 128 tiles
+    if bm == 128:  # 256 tokens per expert: 17.0-17.3 ms with 8 warps (38.0 ms with 4), 18.4 ms with 64 x 128 tiles
         bn, bk, warps = 128, 64, 8
     if fp8 and w8a8:  # fp8 MMA from shared memory, partial sums promoted to fp32 every 128 products
         stages = 3
@@ -333,8 +343,11 @@ class ExpertWeights:
         """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
         bytes in the kernel's nibble order with ``chunk`` (default :func:`fp4_block_k` of K; the kernel's
         ``block_k``), and for mxfp4 the e8m0 scales rebased per expert so that the largest is 136 (2^9), with the
-        rebasing power of two kept as the per-expert ``global_scale`` that the kernel applies after the K loop:
-        the fp16 block scales then do not depend on the weights' magnitude (values and dequantisation unchanged)."""
+        rebasing power of two folded into the per-expert ``global_scale`` that the kernel applies after the K loop:
+        the fp16 block scales then do not depend on the weights' magnitude. Dequantised values are unchanged except
+        for blocks more than 2^136 below their expert's largest (they become 2^-127 x value); NaN scales (255) stay
+        NaN. The rebasing is per expert, not per row: a row 10^8 times larger than the rest of its expert leaves the
+        others in fp16's subnormal range (seen in Triton's interpreter)."""
         if self.wfmt not in ("nvfp4", "mxfp4"):
             return self
         torch = require("torch", "repacking fp4 weights")
@@ -343,11 +356,16 @@ class ExpertWeights:
         if w.nibble_chunk != chunk:
             w = ExpertWeights(w.wfmt, to_kernel_nibble_order(w.standard_bytes(), chunk), w.scale, w.global_scale,
                               chunk)
-        if w.wfmt == "mxfp4" and w.global_scale is None:
+        if w.wfmt == "mxfp4":
             s = w.scale.to(torch.int32)
-            off = s.flatten(1).amax(dim=1) - 136  # per expert: the largest scale becomes 2^(136 - 127) = 2^9
-            rebased = (s - off[:, None, None]).clamp(0, 254).to(torch.uint8)  # 255 would read as NaN
-            w = ExpertWeights(w.wfmt, w.data, rebased, torch.pow(2.0, off.to(torch.float32)), w.nibble_chunk)
+            finite = torch.where(s == 255, torch.zeros_like(s), s)  # 255 is e8m0's NaN
+            off = finite.flatten(1).amax(dim=1) - 136  # per expert: the largest scale becomes 2^(136 - 127) = 2^9
+            if bool((off != 0).any()):
+                rebased = torch.where(s == 255, s, (s - off[:, None, None]).clamp(0, 254)).to(torch.uint8)
+                g = torch.pow(2.0, off.to(torch.float32))
+                if w.global_scale is not None:
+                    g = g * w.global_scale.float()
+                w = ExpertWeights(w.wfmt, w.data, rebased, g, w.nibble_chunk)
         return w
 
     def standard_bytes(self) -> Any:
@@ -457,6 +475,10 @@ class FusedMoE:
                  tune: dict | None = None, activations: str | None = None):
         torch = require("torch", "running the MoE kernel")
         self.E, self.I, self.H = _check_shapes(x, w1, w2)
+        for w in (w1, w2):
+            if w.wfmt == "nvfp4" and w.global_scale is None:
+                raise TruepeakError("nvfp4 weights need their per-expert global_scale (fp32 [E]): without it every "
+                                    "value would be off by that factor")
         if topk_ids.dim() != 2 or x.dim() != 2 or int(x.shape[0]) != int(topk_ids.shape[0]):
             raise TruepeakError(f"x must be [T, H] and topk_ids [T, top_k] with the same T, got x "
                                 f"{list(x.shape)} and topk_ids {list(topk_ids.shape)}")
@@ -471,9 +493,10 @@ class FusedMoE:
         if activations is not None and not (fp8 and activations in ("fp8", "fp16")):
             raise TruepeakError(f"activations={activations!r} is not available for {w1.wfmt} weights; fp8 weights take "
                                 "'fp8' (w8a8) or 'fp16' (w8a16), other formats only the default")
-        if tokens_per_expert is None:
+        if tokens_per_expert is None:  # the mean over local experts with tokens; 1 when none is local (T = 0 too)
             valid = (topk_ids >= 0) & (topk_ids < self.E)
-            tokens_per_expert = float(valid.sum().item()) / max(1, int(torch.unique(topk_ids[valid]).numel()))
+            tokens_per_expert = max(1.0, float(valid.sum().item())
+                                    / max(1, int(torch.unique(topk_ids[valid]).numel())))
         w8a8 = w1.wfmt in ("fp8", "fp8_block") and activations != "fp16"
         self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8)
         self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8)
