@@ -50,7 +50,7 @@ def test_markdown_numbers_by_hand(mixed):
     assert "| nvfp4 | sustained | - | - | - | - | - | - | - | - | skipped: nvfp4 GEMM needs sm_100" not in text
     assert "skipped: nvfp4 GEMM needs sm_100 or sm_120; this device is sm_90 |" in text
     # MoE: 4.0e12 / 4.54e12 = 88.1 % of read bandwidth at 16 tokens per expert
-    assert "| deepseek-v3 | ep8 | 16 | bf16 | triton | graph | 100 | 10 | 4000 | 88.1 | ok | noisy |" in text
+    assert "| deepseek-v3 | ep8 | uniform | 16 | bf16 | triton | graph | 100 | 10 | 4000 | 88.1 | ok | noisy |" in text
     # all_reduce 1 MiB in 24.6 us: algbw = busbw (factor 2(n-1)/n = 1 at n = 2) = 42.6 GB/s
     assert "| all_reduce | 1 MiB | 2 | bf16 | eager | 24.6 | 42.6 | 42.6 | 0 | ok |  |" in text
     assert "| all_reduce | eager | 2 | bf16 | 16.6 | 325 | 1 KiB to 1 GiB | 21 | 4.2 | ok |  |" in text

@@ -115,7 +115,7 @@ def _ratio_us(*names: str) -> Cell:
 #: (header, numeric, cell) per kind. ``{time}`` in a header is replaced by the column's unit.
 SPECS: dict[str, list[tuple[str, bool, Cell]]] = {
     "moe_experts": [
-        ("model", False, _text("model")), ("layout", False, _text("layout")),
+        ("model", False, _text("model")), ("layout", False, _text("layout")), ("routing", False, _text("routing")),
         ("tokens/expert", True, _num("tokens_per_expert")), ("format", False, _top("format")),
         ("backend", False, _top("backend")), ("mode", False, _top("mode")), ("time ({time})", True, _time),
         ("TFLOPS", True, _rate), ("GB/s", True, _bw("bytes_per_s")),
