@@ -202,8 +202,8 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, k0, unit, ws_ptr, e, offs_n, N: tl.const
 
 
 @triton.jit
-def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, HOIST: tl.constexpr,
-              ACT8: tl.constexpr, xs_ptr, rows, row_ok):
+def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, ACT8: tl.constexpr, xs_ptr,
+              rows, row_ok):
     """Scales applied once after the K loop: fp8 per-channel scales; with ACT8 the per-row activation scales; fp4's
     2^8 (see _fp4_scale) times the per-expert scale ``gscale`` (nvfp4's global scale; mxfp4's rebasing power of 2)."""
     if ACT8:
@@ -262,9 +262,9 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
                 b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
-    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, HOIST, ACT8, xs_ptr, rows, row_ok)
+    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok)
     if TWO:
-        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, HOIST, ACT8, xs_ptr, rows, row_ok)
+        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, ACT8, xs_ptr, rows, row_ok)
     return acc_a, acc_b
 
 
