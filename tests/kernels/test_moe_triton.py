@@ -253,6 +253,22 @@ def test_expert_weight_bytes_c13():
     assert w.nbytes_per_expert() == 8_257_536 + 4
 
 
+def test_w8a8_fp8_dots_promote_to_fp32_every_128_products():
+    """Hopper's fp8 MMA accumulates with limited precision; without promotion one H200 row came out 10 % off
+    (docs/results/h200/moe/calls/w8a8_check.log). Triton's sm_90 default never promotes (2^30): every fp8 dot of the
+    compiled w8a8 kernel must carry maxNumImpreciseAcc = 128, for 256- and 128-element K steps alike."""
+    pytest.importorskip("triton")
+    import re
+
+    from truepeak.kernels.moe_inspect import compile_gate_up
+
+    for tpe in (1, 32):  # block_k 256 and 128
+        cfg = mt.choose_config(tpe, "fp8", True, smem_limit=232_448, k_dim=7168, w8a8=True)
+        ttgir = compile_gate_up(cfg, "fp8", w8a8=True).asm["ttgir"]
+        dots = re.findall(r"warp_group_dot .*", ttgir)
+        assert len(dots) == 2 and all("maxNumImpreciseAcc = 128" in d for d in dots), (cfg, dots)
+
+
 def test_kernel_nibble_order_hand_example_and_round_trip():
     # elements [1, 2, 3, 4] (codes), chunk 4: standard bytes [1 | 2<<4, 3 | 4<<4] = [0x21, 0x43];
     # kernel order: byte j = element j | element 2+j << 4 = [1 | 3<<4, 2 | 4<<4] = [0x31, 0x42]
