@@ -91,8 +91,6 @@ def sass_loop_report(compiled: Any, cfg: Any, gated: bool = True) -> LoopReport:
 
     best: list[str] = []
     for ln in lines:
-        if " BRA " not in ln and "BRA " not in ln.split("*/", 1)[-1]:
-            continue
         target = re.search(r"BRA\s+(?:`\(\.L_x_\d+\)\s*)?0x([0-9a-f]+)", ln)
         if target and int(target.group(1), 16) < addr(ln):
             body = [x for x in lines if int(target.group(1), 16) <= addr(x) <= addr(ln)]
