@@ -2,6 +2,7 @@
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_bench_h200.py OUT_DIR [--quick] [--routing uniform|powerlaw:1.2]
                                                          [--weights bf16,fp8,nvfp4,mxfp4]
+                                                         [--fp4-activations fp16|fp8] [--models deepseek-v3,glm-5]
   --quick: DeepSeek-V3 E=256, uniform only (the first device check). Without it: DeepSeek-V3 and GLM-5, E=256 and
   EP8-local, uniform and powerlaw:1.2, bf16/fp8/nvfp4/mxfp4, all backends. --routing keeps one routing (to split
   the sweep over two device calls); --weights keeps those formats.
@@ -36,6 +37,10 @@ else:
     fmts = ("bf16", "fp8", "nvfp4", "mxfp4")
 if "--weights" in sys.argv:
     fmts = tuple(sys.argv[sys.argv.index("--weights") + 1].split(","))
+if "--models" in sys.argv:
+    keep = sys.argv[sys.argv.index("--models") + 1].split(",")
+    cases = [c for c in cases if c[0] in keep]
+fp4_acts = sys.argv[sys.argv.index("--fp4-activations") + 1] if "--fp4-activations" in sys.argv else "fp16"
 budget = float(os.environ.get("MOE_BUDGET_S", "0.08"))
 
 
@@ -43,7 +48,8 @@ def show(r):
     w = r["workload"]
     if r["status"] == "ok":
         d = r["derived"]
-        print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s} "
+        acts = "a8" if w.get("activations", "").startswith("fp8") else "  "
+        print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s}{acts} "
               f"tpe {w['tokens_per_expert']:>5g} "
               f"{r['backend']:10s} {d['time_s'] * 1e6:9.1f} us {d['bytes_per_s'] / 1e12:6.3f} TB/s "
               f"{100 * d['pct_read_bandwidth']:5.1f} %bw {d['flop_per_s'] / 1e12:7.1f} TFLOPS "
@@ -59,7 +65,8 @@ for model, ep, routing in cases:
     # power-law points: the fastest torch backend (grouped_mm) and ours, to stay inside the device time
     backends = moe.BACKENDS if routing == "uniform" else ("grouped_mm", "triton")
     records += moe.run_bench(model, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts, backends=backends,
-                             out_path=path, budget_s=budget, warmup_s=0.03, read_bw=bw, progress=show, env=env)
+                             out_path=path, budget_s=budget, warmup_s=0.03, read_bw=bw, progress=show, env=env,
+                             fp4_activations=fp4_acts)
     print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
 for e_local, name in ((256, "moe_pct_read_bw.png"), (32, "moe_pct_read_bw_ep8.png")):
     sel = [r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == e_local

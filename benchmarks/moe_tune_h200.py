@@ -9,7 +9,8 @@ checks the output against the reference and times the whole unit from a CUDA gra
 format, tokens per expert, overrides, the resolved configs, time, % of the read bandwidth measured at the start).
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py OUT_DIR [FORMAT ...]  (FORMAT: a key of GRID; fp8a8 = fp8
-weights with fp8 activations, fp8 = fp8 weights with fp16 activations)
+weights with fp8 activations, fp8 = fp8 weights with fp16 activations; nvfp4a8 / mxfp4a8 = fp4 weights with fp8
+activations (w4a8), nvfp4 / mxfp4 = w4a16)
 Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds.
 """
 import dataclasses
@@ -33,9 +34,10 @@ print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=T
 
 # "fp8" is w8a16 (activations="fp16"); "fp8a8" the same weights with fp8 activations (w8a8, the default)
 A8 = [{}, {"block_k": 128}, {"block_k": 256}, {"num_stages": 4}]
+W4A8 = [{}, {"block_n": 64}, {"num_stages": 3}, {"num_stages": 6}, {"num_warps": 8}]
 GRID = {
-    "fp8a8": {1: A8, 8: A8, 16: A8[:3], 32: A8[:3], 64: A8[:3] + [{"block_n": 128}],
-              256: A8[:3] + [{"block_n": 128}]},
+    "nvfp4a8": {1: W4A8, 8: W4A8, 16: W4A8[:2], 32: W4A8[:2]},
+    "mxfp4a8": {1: W4A8, 8: W4A8, 16: W4A8[:2], 32: W4A8[:2]},
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):
@@ -47,10 +49,15 @@ with open(path, "a") as f:
     for fmt in formats:
         if time.time() - t0 > deadline:
             break
-        wfmt, acts = ("fp8", "fp8") if fmt == "fp8a8" else (fmt, "fp16" if fmt.startswith("fp8") else None)
-        w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0)
+        if fmt.endswith("a8"):
+            wfmt, acts = fmt[:-2], "fp8"
+        else:
+            wfmt, acts = fmt, "fp16" if fmt.startswith("fp8") else None
+        w4a8 = wfmt in ("nvfp4", "mxfp4") and acts == "fp8"
+        w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0, w4a8=w4a8)
         # fp4 weights repacked once for a 128-element K step (FusedMoE would otherwise repack per variant)
-        w128 = (w1.in_kernel_order(128), w2.in_kernel_order(128)) if wfmt in ("nvfp4", "mxfp4") else (w1, w2)
+        w128 = ((w1.in_kernel_order(128), w2.in_kernel_order(128)) if wfmt in ("nvfp4", "mxfp4") and not w4a8
+                else (w1, w2))
         for tpe, variants in GRID[fmt].items():
             if time.time() - t0 > deadline:
                 print(f"deadline: {fmt} tpe {tpe} and later not run", flush=True)

@@ -114,7 +114,7 @@ for routing, rows in routings.items():
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
         bk = 64 if wfmt in ("nvfp4", "mxfp4") else 32
         cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=(routing == "all_in_one"))
-        acts = ["fp8", "fp16"] if wfmt.startswith("fp8") else [None]
+        acts = ["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", None] if wfmt.endswith("fp4") else [None]
         for act in acts:
             fused = mt.FusedMoE(x, w1, w2, ids, tw, config=cfg, activations=act)
             y = fused()
@@ -142,13 +142,18 @@ for name, ids_n in (("nowhere", torch.full((3, 2), -1)), ("empty", torch.zeros(0
     y = mt.FusedMoE(torch.rand(ids_n.shape[0], 128).bfloat16(), w1, w2, ids_n, torch.rand(ids_n.shape))()
     out[name] = {"shape": list(y.shape), "zero": bool((y == 0).all())}
 xr = (torch.rand(5, 300) * 2 - 1).bfloat16()
-q = torch.empty(5, 300, dtype=torch.float8_e4m3fn)
+q = torch.empty(1, 5, 300, dtype=torch.float8_e4m3fn)
 sc = torch.empty(5)
 mt.FusedMoE._quant_rows(xr, q, sc)
 s_ref = xr.float().abs().amax(1) / 448
 q_ref = (xr.float() / s_ref[:, None]).to(torch.float8_e4m3fn)
+q2 = torch.full((2, 5, 300), 1.0, dtype=torch.float8_e4m3fn)  # nvfp4 w4a8: two planes (even / odd 16-blocks)
+mt.FusedMoE._quant_rows(xr, q2, torch.empty(5))
+odd = (torch.arange(300) // 16) % 2 == 1
 out["quant_rows"] = {"scale_err": float((sc - s_ref).abs().max() / s_ref.max()),
-                     "mismatches": int((q.float() != q_ref.float()).sum())}
+                     "mismatches": int((q[0].float() != q_ref.float()).sum()),
+                     "plane_mismatches": int((q2[0].float() != torch.where(odd, 0.0, q_ref.float())).sum()
+                                             + (q2[1].float() != torch.where(odd, q_ref.float(), 0.0)).sum())}
 print("RESULT " + json.dumps(out))
 """
 
@@ -171,13 +176,14 @@ def interpreted():
     return json.loads(lines[-1][len("RESULT "):])
 
 
-@pytest.mark.parametrize("wfmt", ["bf16", "fp8/fp8", "fp8/fp16", "fp8_block/fp8", "fp8_block/fp16", "nvfp4", "mxfp4"])
+@pytest.mark.parametrize("wfmt", ["bf16", "fp8/fp8", "fp8/fp16", "fp8_block/fp8", "fp8_block/fp16", "nvfp4", "mxfp4",
+                                  "nvfp4/fp8", "mxfp4/fp8"])
 @pytest.mark.parametrize("routing", list(ROUTINGS))
 def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     r = interpreted[f"{routing}/{wfmt}"]
     T = len(ROUTINGS[routing])
     assert r["shape"] == [T, 128] and r["dtype"] == "torch.bfloat16"
-    # w8a8 also rounds the activations (x and the intermediate) to e4m3, 3 mantissa bits: at H = I = 128 a float32
+    # w8a8 (and w4a8) also rounds the activations (x and the intermediate) to e4m3, 3 mantissa bits: at H = I = 128 a float32
     # emulation of exactly that rounding is itself 4-7 % from the float32 reference, so a looser bound
     tol = 1e-1 if wfmt.endswith("/fp8") else 2e-2
     assert r["err"] < tol, f"{wfmt} {routing}: relative error {r['err']:.3g}"
@@ -215,6 +221,8 @@ def test_quant_rows_matches_torch_e4m3_in_interpreter(interpreted):
     # (not a power of two: the masked tail of the 512-wide block)
     r = interpreted["quant_rows"]
     assert r["scale_err"] < 1e-6 and r["mismatches"] == 0
+    # the nvfp4 w4a8 planes: plane 0 = the same values with columns 16-31, 48-63, ... zero, plane 1 the others zero
+    assert r["plane_mismatches"] == 0
 
 
 def test_fp8_block_steps_never_span_two_scale_blocks():
@@ -327,6 +335,53 @@ def test_gpu_fp4_decode_asm_is_exact_for_every_byte(variant):
     want_lo = quant.e2m1_decode(b.cpu() & 15) * 2.0 ** -14
     want_hi = quant.e2m1_decode(b.cpu() >> 4) * 2.0 ** -14
     assert torch.equal(lo.cpu().float(), want_lo) and torch.equal(hi.cpu().float(), want_hi)
+
+
+@pytest.mark.gpu
+def test_gpu_fp4_e4m3_decode_asm_is_exact_for_every_byte():
+    """The w4a8 inline-PTX decode (4 bytes per invocation) against the e2m1 table for all 256 values of a byte in
+    the e4m3 bit layout: low value -> lo, high value -> hi, both e4m3 equal to the e2m1 value times 2^-6."""
+    import triton
+    import triton.language as tl
+
+    from truepeak.kernels import quant
+    from truepeak.kernels._moe_jit import _fp4_e4m3_pair
+
+    @triton.jit
+    def decode(b_ptr, lo_ptr, hi_ptr, N: tl.constexpr):
+        offs = tl.arange(0, N)
+        lo, hi = _fp4_e4m3_pair(tl.load(b_ptr + offs), False)
+        tl.store(lo_ptr + offs, lo)
+        tl.store(hi_ptr + offs, hi)
+
+    std = torch.arange(256, dtype=torch.uint8)
+    b = mt.to_e4m3_bit_layout(std).cuda()
+    lo = torch.empty(256, dtype=torch.float8_e4m3fn, device="cuda")
+    hi = torch.empty_like(lo)
+    decode[(1,)](b, lo, hi, N=256, num_warps=1)
+    assert torch.equal(lo.cpu().float(), quant.e2m1_decode(std & 15) * 2.0 ** -6)
+    assert torch.equal(hi.cpu().float(), quant.e2m1_decode(std >> 4) * 2.0 ** -6)
+
+
+def test_e4m3_bit_layout_decodes_every_byte_exactly():
+    """The w4a8 layout's bit moves (the kernel's PTX does them on 4 bytes at once; this is the same on one byte, as
+    the interpreter path runs them): for all 256 bytes both values decode, as e4m3, to the e2m1 value x 2^-6; and the
+    layout round-trips. Hand example: L = 0b0011 (1.5), H = 0b1110 (-4) -> 0b01101110."""
+    from truepeak.kernels import quant
+
+    std = torch.arange(256, dtype=torch.uint8)
+    b = mt.to_e4m3_bit_layout(std)
+    assert int(mt.to_e4m3_bit_layout(torch.tensor([0xE3], dtype=torch.uint8))) == 0b01101110
+    assert torch.equal(mt.from_e4m3_bit_layout(b), std)
+    lo = (b & 0x9C).view(torch.float8_e4m3fn).float()
+    hi = (((b.to(torch.int32) << 2) & 0x8C) | ((b.to(torch.int32) >> 2) & 0x10)).to(torch.uint8)
+    hi = hi.view(torch.float8_e4m3fn).float()
+    assert torch.equal(lo, quant.e2m1_decode(std & 15) * 2.0 ** -6)
+    assert torch.equal(hi, quant.e2m1_decode(std >> 4) * 2.0 ** -6)
+    # e.g. low code 1 (0.5) is stored as 0b00000100, e4m3's subnormal 2^-7; code 7 (6.0) as 0b00011100, e4m3
+    # exponent 3 - 7 and mantissa 0.5: 1.5 * 2^-4 = 6 * 2^-6
+    assert int(b[1]) == 0b00000100 and float(lo[1]) == 2.0 ** -7
+    assert int(b[7]) == 0b00011100 and float(lo[7]) == 6 * 2.0 ** -6
 
 
 def test_fused_moe_refuses_inputs_it_would_misread():

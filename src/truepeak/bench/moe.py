@@ -169,8 +169,12 @@ def local_ids(ids: Any, shape: ExpertShape, rank: int = 0) -> Any:
 
 
 # -- weights -----------------------------------------------------------------------------------------------------------
-def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0) -> tuple[Any, Any]:
+def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8: bool = False) -> tuple[Any, Any]:
     """Random expert weights ``w1 [E_local, 2I, H]``, ``w2 [E_local, H, I]`` as :class:`ExpertWeights`.
+
+    fp4 bytes are random codes labelled as already in the layout our kernel reads (``w4a8``: 64-element chunks in the
+    e4m3 bit layout; otherwise :func:`~truepeak.kernels.moe_triton.fp4_block_k` chunks), so no repack copy of
+    gigabytes is made; the reference reads them back through that layout.
 
     Values are drawn directly in the stored format (random bytes for fp4 codes, fp8 values from uniform [-1, 1] ·
     0.05, block scales in a realistic range), so a 20 GB bf16 weight set needs no float32 copy; the reference
@@ -203,12 +207,12 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0) -> t
                 raise UnsupportedError(f"nvfp4 needs K a multiple of 16, got K={k}")
             s = (torch.rand(e, n, k // 16, device=device, generator=g) * 200 + 100).to(torch.float8_e4m3fn)
             gs = torch.full((e,), 0.05 / (6 * 300), device=device)
-            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=fp4_block_k(k))
+            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=64 if w4a8 else fp4_block_k(k), e4m3_bits=w4a8)
         if k % 32:
             raise UnsupportedError(f"mxfp4 needs K a multiple of 32, got K={k}")
         s = torch.randint(119, 122, (e, n, k // 32), device=device, generator=g, dtype=torch.uint8)
         # random codes: labelled as already in the kernel's nibble order (the reference reorders them back)
-        return ExpertWeights(wfmt, packed, s, nibble_chunk=fp4_block_k(k))
+        return ExpertWeights(wfmt, packed, s, nibble_chunk=64 if w4a8 else fp4_block_k(k), e4m3_bits=w4a8)
 
     return one(2 * shape.I, shape.H), one(shape.H, shape.I)
 
@@ -420,7 +424,8 @@ def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16
 
     def sub(w: Any) -> Any:
         return ExpertWeights(w.wfmt, w.data[sel], None if w.scale is None else w.scale[sel],
-                             None if w.global_scale is None else w.global_scale[sel], w.nibble_chunk).dequantize()
+                             None if w.global_scale is None else w.global_scale[sel], w.nibble_chunk,
+                             w.e4m3_bits).dequantize()
 
     remap = torch.full((w1.shape[0] + 1,), -1, dtype=torch.int64, device=x.device)
     remap[sel] = torch.arange(len(used), device=x.device)
@@ -433,12 +438,13 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
               out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
               read_bw: float | None = None, seed: int = 0, progress: Callable[[dict], None] | None = None,
               env: Any = None, triton_tune: dict[str, dict] | None = None,
-              fp8_activations: str = "fp8") -> list[dict]:
+              fp8_activations: str = "fp8", fp4_activations: str = "fp16") -> list[dict]:
     """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records.
 
     ``triton_tune`` maps a weight format to KernelConfig overrides for the triton backend (recorded in the workload as
     ``triton_tune``). ``fp8_activations``: our kernel with fp8 weights runs ``"fp8"`` (w8a8, the default) or
-    ``"fp16"`` (w8a16); the record's ``workload.activations`` says which.
+    ``"fp16"`` (w8a16); ``fp4_activations`` likewise for nvfp4 / mxfp4 weights: ``"fp16"`` (w4a16, the default) or
+    ``"fp8"`` (w4a8). The record's ``workload.activations`` says which.
 
     Raises (before any measurement): TruepeakError for bad model/layout/routing/format/backend names or tokens per
     expert <= 0. Per point, errors become ``failed`` records and unsupported combinations ``skipped`` ones.
@@ -451,6 +457,9 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     fp8_activations = str(fp8_activations).lower()
     if fp8_activations not in ("fp8", "fp16"):
         raise TruepeakError(f"--fp8-activations {fp8_activations!r}: expected fp8 (w8a8) or fp16 (w8a16)")
+    fp4_activations = str(fp4_activations).lower()
+    if fp4_activations not in ("fp8", "fp16"):
+        raise TruepeakError(f"--fp4-activations {fp4_activations!r}: expected fp16 (w4a16) or fp8 (w4a8)")
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
         raise TruepeakError(f"--budget {budget_s} must be a finite number of seconds > 0 (timed seconds per point, "
                             "e.g. 0.2)")
@@ -493,7 +502,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     try:
         for wfmt in weights:
             try:
-                w1, w2 = make_weights(shape, wfmt, "cuda", seed)
+                w1, w2 = make_weights(shape, wfmt, "cuda", seed,
+                                      w4a8=wfmt in ("nvfp4", "mxfp4") and fp4_activations == "fp8")
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()
                 for t in tpes:
@@ -527,8 +537,10 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         tune = (triton_tune or {}).get(wfmt) if b == "triton" else None
                         if tune:
                             rec_kw["workload"] = {**wl, "triton_tune": tune}
+                        acts_arg = (fp8_activations if wfmt.startswith("fp8") else
+                                    fp4_activations if wfmt in ("nvfp4", "mxfp4") else None)
                         fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune,
-                                           activations=fp8_activations if wfmt.startswith("fp8") else None)
+                                           activations=acts_arg)
                         # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)
                         acts = getattr(fn, "activations", None) or (
                             "fp8 e4m3, per-row scale" if wfmt.startswith("fp8") else "bf16")

@@ -75,6 +75,9 @@ def bench(
     fp8_activations: str = typer.Option("fp8", "--fp8-activations", help="Our kernel with fp8 weights: fp8 (w8a8, "
                                         "activations quantised per row to e4m3, as grouped_mm does) or fp16 "
                                         "(w8a16: weights converted in registers)."),
+    fp4_activations: str = typer.Option("fp16", "--fp4-activations", help="Our kernel with nvfp4/mxfp4 weights: "
+                                        "fp16 (w4a16: e2m1 decoded to fp16) or fp8 (w4a8: activations quantised "
+                                        "per row to e4m3, e2m1 decoded to e4m3, one fp8 MMA per scale block)."),
     out: Optional[Path] = typer.Option(None, "--out", help="JSON Lines file the records are appended to."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
                                         "(needs matplotlib)."),
@@ -93,7 +96,7 @@ def bench(
 
         records = moe.run_bench(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
                                 backends=bks, out_path=str(out) if out else None, budget_s=budget, progress=progress,
-                                fp8_activations=fp8_activations)
+                                fp8_activations=fp8_activations, fp4_activations=fp4_activations)
         if plot:
             moe.plot_records(records, str(plot))
     except TruepeakError as exc:

@@ -16,11 +16,12 @@ def _fp4_to_f16(c):
 
 @triton.jit
 def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn,
-              WFMT: tl.constexpr, BLOCK_K: tl.constexpr):
+              WFMT: tl.constexpr, BLOCK_K: tl.constexpr, ACT8: tl.constexpr = False):
     """The stored weight tile of K step ``k0``: (packed bytes [BN, BK/2], scales of the low nibbles, scales of the
     high nibbles [BN, BK/2/G]) for fp4 in the kernel's nibble order (low nibbles = the step's first BK/2 elements,
-    high = its last BK/2; G = 16 for nvfp4, 32 for mxfp4), (values [BN, BK], values, values) otherwise. Only loads:
-    the caller may issue it one step ahead (register prefetch)."""
+    high = its last BK/2; G = 16 for nvfp4, 32 for mxfp4), (values [BN, BK], values, values) otherwise; fp4 with
+    ACT8 (w4a8): (bytes, all the step's scales [BN, BK/G] in one load, same). Only loads: the caller may issue it
+    one step ahead (register prefetch)."""
     if WFMT >= 3:
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
         b = tl.load(w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_b[None, :],
@@ -28,7 +29,14 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
         G: tl.constexpr = 16 if WFMT == 3 else 32
         offs_s = k0 // G + tl.arange(0, BLOCK_K // 2 // G)
         s_row = ws_ptr + (e * N + offs_n[:, None]) * (K // G)
-        if WFMT == 3:
+        if ACT8:
+            offs_a = k0 // G + tl.arange(0, BLOCK_K // G)
+            if WFMT == 3:
+                s_all = tl.load(s_row + offs_a[None, :], mask=offs_n[:, None] < N, other=0.0)
+            else:
+                s_all = tl.load(s_row + offs_a[None, :], mask=offs_n[:, None] < N, other=127)
+            s_lo, s_hi = s_all, s_all
+        elif WFMT == 3:
             s_lo = tl.load(s_row + offs_s[None, :], mask=offs_n[:, None] < N, other=0.0)
             s_hi = tl.load(s_row + BLOCK_K // 2 // G + offs_s[None, :], mask=offs_n[:, None] < N, other=0.0)
         else:
@@ -64,6 +72,36 @@ _ASM_4BYTES = tl.constexpr(
 _ASM_2BYTES = tl.constexpr(
     "{ .reg .b32 t, u, v; cvt.u32.u16 t, $2; prmt.b32 t, t, 0, 0x1404; shl.b32 u, t, 4; "
     + _lane_decode("$0", "u", "v") + _lane_decode("$1", "t", "v") + " }")
+
+
+# w4a8: 4 bytes in the e4m3 bit layout of to_e4m3_bit_layout -> 4 + 4 e4m3 bytes equal to the e2m1 values x 2^-6
+# (the e2m1 exponent and mantissa bits sit at e4m3's exponent lsbs and mantissa msb: exact, subnormal 0.5 included).
+# Low values: their bits are already in place (one AND); high values: bits 0, 1, 5 move up by 2, bit 6 down by 2.
+_ASM_E4M3 = tl.constexpr(
+    "{ .reg .b32 t, u; and.b32 $0, $2, 0x9C9C9C9C; shl.b32 t, $2, 2; shr.b32 u, $2, 2; "
+    "and.b32 t, t, 0x8C8C8C8C; and.b32 u, u, 0x10101010; or.b32 $1, t, u; }")
+
+
+@triton.jit
+def _fp4_e4m3_pair(b, INTERP: tl.constexpr):
+    """(lo, hi) e4m3 tensors of b's shape (b: uint8 in the e4m3 bit layout): the e2m1 values of each byte's low /
+    high value times 2^-6, decoded four bytes per 32-bit register (5 integer instructions per 8 values)."""
+    if INTERP:  # the interpreter cannot run PTX: the same bit moves with tensor ops
+        lo = b & 0x9C
+        hi = ((b << 2) & 0x8C) | ((b >> 2) & 0x10)
+    else:
+        lo, hi = tl.inline_asm_elementwise(asm=_ASM_E4M3, constraints="=r,=r,r", args=[b],
+                                           dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+    return lo.to(tl.float8e4nv, bitcast=True), hi.to(tl.float8e4nv, bitcast=True)
+
+
+@triton.jit
+def _fp4_scale_f32(s8, WFMT: tl.constexpr):
+    """Block scales as fp32 (exact): e4m3 (nvfp4) or 2^(e8m0 - 127) (mxfp4; 0 gives 0 and 255 inf)."""
+    if WFMT == 3:
+        return s8.to(tl.float32)
+    else:
+        return (s8.to(tl.int32) << 23).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -160,28 +198,61 @@ def _dot_fp8(a, b, acc, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT: tl.constexpr, BLOCK_K: tl.constexpr):
-    """The activations of K step k0 as MMA B operands: (X[rows, k0:k0+BK]^T, same) [BK, BM] for bf16/fp8 weights,
-    (first half, second half) [BK/2, BM] for fp4 (matching the low / high nibbles of the kernel's nibble order)."""
+def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
+             ACT8: tl.constexpr):
+    """The activations of K step k0 as MMA B operands: (X[rows, k0:k0+BK]^T, same, same, same) [BK, BM] for bf16/fp8
+    weights, (first half, second half, same, same) [BK/2, BM] for fp4 (matching the low / high nibbles of the
+    kernel's nibble order). nvfp4 with ACT8 also returns the halves from the second activation plane ``x_plane``
+    elements further (plane 0 keeps the even 16-element blocks of each row, plane 1 the odd ones, the rest zero), so
+    that one fp8 MMA of K = 32 sums one nvfp4 block."""
     if WFMT >= 3:
         offs_h = k0 + tl.arange(0, BLOCK_K // 2)
-        x_lo = tl.load(x_ptr + rows[None, :] * stride_x + offs_h[:, None], mask=row_ok[None, :], other=0.0)
-        x_hi = tl.load(x_ptr + rows[None, :] * stride_x + offs_h[:, None] + BLOCK_K // 2, mask=row_ok[None, :],
-                       other=0.0)
-        return x_lo, x_hi
+        p_lo = x_ptr + rows[None, :] * stride_x + offs_h[:, None]
+        x_lo = tl.load(p_lo, mask=row_ok[None, :], other=0.0)
+        x_hi = tl.load(p_lo + BLOCK_K // 2, mask=row_ok[None, :], other=0.0)
+        if ACT8 and WFMT == 3:
+            y_lo = tl.load(p_lo + x_plane, mask=row_ok[None, :], other=0.0)
+            y_hi = tl.load(p_lo + x_plane + BLOCK_K // 2, mask=row_ok[None, :], other=0.0)
+            return x_lo, x_hi, y_lo, y_hi
+        return x_lo, x_hi, x_lo, x_hi
     else:
         offs_k = k0 + tl.arange(0, BLOCK_K)
         x = tl.load(x_ptr + rows[None, :] * stride_x + offs_k[:, None], mask=row_ok[None, :], other=0.0)
-        return x, x
+        return x, x, x, x
 
 
 @triton.jit
-def _mma(acc, raw0, raw1, raw2, x0, x1, k0, unit, ws_ptr, e, offs_n, N: tl.constexpr, K: tl.constexpr,
+def _scaled_dot(w, x, s, acc, INTERP: tl.constexpr):
+    """acc + (w @ x) * s[:, None]: one block-scaled fp8 MMA (K = 32, one scale block), its fp32 result scaled per
+    weight row."""
+    return acc + _dot(w, x, tl.zeros_like(acc), INTERP) * s[:, None]
+
+
+@triton.jit
+def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: tl.constexpr, K: tl.constexpr,
          WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr):
-    """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0, x1 from _x_tiles). X is bf16 for bf16
+    """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0..x3 from _x_tiles). X is bf16 for bf16
     weights, e4m3 for fp8 weights with ACT8 (w8a8: an fp8 x fp8 MMA, no conversion), fp16 otherwise (dequantised
-    weights are fp16)."""
-    if WFMT >= 3:
+    weights are fp16). fp4 with ACT8 (w4a8, BLOCK_K = 64): e2m1 -> e4m3 in registers (exact), one fp8 MMA of K = 32
+    per scale block (mxfp4: the two halves; nvfp4: each half against both activation planes), each fp32 result
+    multiplied by its block scales and added (the scales never touch the fp8 values, so they stay exact)."""
+    if WFMT >= 3 and ACT8:
+        w_lo, w_hi = _fp4_e4m3_pair(raw0, INTERP)
+        sf = _fp4_scale_f32(raw1, WFMT)
+        BN: tl.constexpr = raw1.shape[0]
+        if WFMT == 3:  # [BN, 4]: blocks (0, 1) of the low half, (2, 3) of the high half
+            sa, sb = tl.split(tl.reshape(sf, (BN, 2, 2)))  # columns (0, 2), (1, 3)
+            s0, s2 = tl.split(sa)
+            s1, s3 = tl.split(sb)
+            acc = _scaled_dot(w_lo, x0, s0, acc, INTERP)
+            acc = _scaled_dot(w_lo, x2, s1, acc, INTERP)
+            acc = _scaled_dot(w_hi, x1, s2, acc, INTERP)
+            acc = _scaled_dot(w_hi, x3, s3, acc, INTERP)
+        else:  # [BN, 2]: one block per half
+            s0, s1 = tl.split(sf)
+            acc = _scaled_dot(w_lo, x0, s0, acc, INTERP)
+            acc = _scaled_dot(w_hi, x1, s1, acc, INTERP)
+    elif WFMT >= 3:
         w_lo, w_hi = _fp4_values(raw0, raw1, raw2, unit, WFMT, BLOCK_K, INTERP, HOIST)
         acc = _dot(w_lo, x0.to(tl.float16), acc, INTERP)
         acc = _dot(w_hi, x1.to(tl.float16), acc, INTERP)
@@ -205,7 +276,8 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, k0, unit, ws_ptr, e, offs_n, N: tl.const
 def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, ACT8: tl.constexpr, xs_ptr,
               rows, row_ok):
     """Scales applied once after the K loop: fp8 per-channel scales; with ACT8 the per-row activation scales; fp4's
-    2^8 (see _fp4_scale) times the per-expert scale ``gscale`` (nvfp4's global scale; mxfp4's rebasing power of 2)."""
+    2^8 (w4a16, see _fp4_scale) or 2^6 (w4a8, see _fp4_e4m3_pair) times the per-expert scale ``gscale`` (nvfp4's
+    global scale; mxfp4's rebasing power of 2)."""
     if ACT8:
         sx = tl.load(xs_ptr + rows, mask=row_ok, other=0.0)
         acc = acc * sx[None, :]
@@ -213,12 +285,12 @@ def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexp
         s = tl.load(ws_ptr + e * N + offs_n, mask=offs_n < N, other=0.0)
         acc = acc * s[:, None]
     if WFMT >= 3:
-        acc = acc * (gscale * 256.0)
+        acc = acc * (gscale * (64.0 if ACT8 else 256.0))  # w4a8: the e4m3 decode's 2^-6; w4a16: see _fp4_scale
     return acc
 
 
 @triton.jit
-def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, rows, row_ok, stride_x,
+def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, rows, row_ok, stride_x, x_plane,
                N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
                INTERP: tl.constexpr, PREFETCH: tl.constexpr, TWO: tl.constexpr, HOIST: tl.constexpr,
                ACT8: tl.constexpr, xs_ptr):
@@ -233,34 +305,34 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
         gscale = tl.load(wgs_ptr + e)  # the per-expert scale (epilogue)
         unit = gscale * 0.0 + 64.0  # 64, but a runtime value (see _fp4_scale)
     if PREFETCH:
-        a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
+        a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
         b0, b1, b2 = a0, a1, a2
         if TWO:
-            b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
+            b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
         for k0 in range(0, K, BLOCK_K):
             k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
-            na0, na1, na2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k_next, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
+            na0, na1, na2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k_next, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
             nb0, nb1, nb2 = na0, na1, na2
             if TWO:
                 nb0, nb1, nb2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k_next, N, K, stride_we, stride_wn, WFMT,
-                                          BLOCK_K)
-            x0, x1 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT, BLOCK_K)
-            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
+                                          BLOCK_K, ACT8)
+            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8)
+            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
             if TWO:
-                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
+                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
             a0, a1, a2 = na0, na1, na2
             b0, b1, b2 = nb0, nb1, nb2
     else:
         for k0 in range(0, K, BLOCK_K):
-            a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
-            x0, x1 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, WFMT, BLOCK_K)
-            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
+            a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
+            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8)
+            acc_a = _mma(acc_a, a0, a1, a2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
             if TWO:
-                b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K)
-                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
+                b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
+                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
                              HOIST, ACT8)
     acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok)
     if TWO:
@@ -287,7 +359,7 @@ def _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, ROW_DIV, B
 @triton.jit
 def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
                    num_blocks, num_slots, top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we,
-                   stride_wn,
+                   stride_wn, x_plane,
                    WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False):
@@ -295,7 +367,7 @@ def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, b
                                                           BLOCK_M, BLOCK_N)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, 2 * I, H,
+    g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, x_plane, 2 * I, H,
                       stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST,
                       ACT8, xs_ptr)
     h = g / (1.0 + tl.exp(-g)) * u
@@ -304,14 +376,14 @@ def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, b
 
 @triton.jit
 def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
-                num_blocks, num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn,
+                num_blocks, num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn, x_plane,
                 WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
                                                           BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, H,
+    acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, x_plane, H,
                               I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
                               HOIST, ACT8, xs_ptr)
     wt = tl.load(topw_ptr + rows, mask=row_ok, other=0.0)
@@ -321,11 +393,12 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
 
 
 @triton.jit
-def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, n_cols: tl.constexpr, BLOCK: tl.constexpr,
-                      INTERP: tl.constexpr = False):
+def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: tl.constexpr, BLOCK: tl.constexpr,
+                      INTERP: tl.constexpr = False, SPLIT16: tl.constexpr = False):
     """Dynamic per-row e4m3 quantisation (program r = row r): s[r] = max(max|x[r, :]|, 1e-12) / 448 (fp32) and
     q[r, :] = x[r, :] / s[r] rounded to e4m3 (448 = e4m3's largest finite value: OCP OFP8 spec). The same scales as
-    the bench's torch w8a8 backend."""
+    the bench's torch w8a8 backend. SPLIT16 (the nvfp4 w4a8 kernel's activations): two planes ``q_plane`` elements
+    apart, plane 0 with the odd 16-element blocks of each row zeroed and plane 1 with the even ones."""
     r = tl.program_id(0).to(tl.int64)
     amax = tl.zeros((BLOCK,), dtype=tl.float32)
     for c0 in range(0, n_cols, BLOCK):
@@ -345,7 +418,14 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, n_cols: tl.conste
             rn = tl.floor(t + 0.5)
             rn = tl.where((rn - t == 0.5) & (rn % 2 == 1), rn - 1.0, rn)  # ties to even, as the hardware's cvt.rn
             qv = tl.where(qv < 0, -1.0, 1.0) * rn * step
-        tl.store(q_ptr + r * stride_q + offs, qv.to(q_ptr.dtype.element_ty), mask=offs < n_cols)
+        if SPLIT16:
+            odd = (offs // 16) % 2 == 1
+            tl.store(q_ptr + r * stride_q + offs, tl.where(odd, 0.0, qv).to(q_ptr.dtype.element_ty),
+                     mask=offs < n_cols)
+            tl.store(q_ptr + q_plane + r * stride_q + offs, tl.where(odd, qv, 0.0).to(q_ptr.dtype.element_ty),
+                     mask=offs < n_cols)
+        else:
+            tl.store(q_ptr + r * stride_q + offs, qv.to(q_ptr.dtype.element_ty), mask=offs < n_cols)
     tl.store(s_ptr + r, scale)
 
 

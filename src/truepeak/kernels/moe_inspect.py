@@ -34,12 +34,12 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
 
     w = {"bf16": "*bf16", "fp8": "*fp8e4nv", "fp8_block": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8"}[wfmt]
     sc = {"bf16": "*fp32", "fp8": "*fp32", "fp8_block": "*fp32", "nvfp4": "*fp8e4nv", "mxfp4": "*u8"}[wfmt]
-    act = "*fp8e4nv" if w8a8 else "*bf16" if wfmt == "bf16" else "*fp16"
+    act = "*fp8e4nv" if w8a8 else "*bf16" if wfmt == "bf16" else "*fp16"  # w8a8: fp8 or fp4 weights, fp8 x
     fn = _moe_jit.gate_up_kernel
     sig = {"x_ptr": act, "xs_ptr": "*fp32", "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32",
            "out_ptr": "*bf16" if wfmt == "bf16" or w8a8 else "*fp16", "sorted_ptr": "*i32", "bexp_ptr": "*i32",
            "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "stride_x": "i32", "stride_out": "i32",
-           "stride_we": "i32", "stride_wn": "i32"}
+           "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32"}
     consts = {"I": I, "H": H, "WFMT": _WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
               "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8}
     sig.update({k: "constexpr" for k in consts})

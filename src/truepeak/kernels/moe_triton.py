@@ -91,15 +91,17 @@ class KernelConfig:
     def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:
         """Shared memory one program needs, estimated: ``num_stages`` x (weight tile(s) + activation tile) bytes,
         plus, for fp4 decoded in the loaded layout (``hoist`` off), one fp16 weight tile on its way to the MMA.
-        Weight bytes per element: 2 (bf16), 1 (fp8), 0.5 (fp4) plus scales; activations 2 (1 for fp8 ``w8a8``). The
-        gate/up kernel
+        Weight bytes per element: 2 (bf16), 1 (fp8), 0.5 (fp4) plus scales; activations 2 (1 with ``w8a8``: fp8 or
+        fp4 weights with fp8 activations; nvfp4 w4a8 reads two activation planes). The gate/up kernel
         streams two weight tiles per step. Equal to what Triton 3.6 allocates for bf16 and an upper bound for the
         others in the configurations compiled for sm_90 (tests/kernels/test_moe_triton.py); :class:`FusedMoE` checks
         the compiler's own figure before launching."""
         wbytes = {"bf16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4": 0.5 + 1 / 16, "mxfp4": 0.5 + 1 / 32}[wfmt]
         tiles = 2 if gated else 1
-        per_stage = tiles * self.block_n * self.block_k * wbytes + self.block_m * self.block_k * (1 if w8a8 else 2)
-        staging = self.block_n * self.block_k * 2 if wfmt in ("nvfp4", "mxfp4") and not self.hoist else 0
+        planes = 2 if w8a8 and wfmt == "nvfp4" else 1  # nvfp4 w4a8 reads two activation planes
+        per_stage = (tiles * self.block_n * self.block_k * wbytes
+                     + planes * self.block_m * self.block_k * (1 if w8a8 else 2))
+        staging = self.block_n * self.block_k * 2 if wfmt in ("nvfp4", "mxfp4") and not (self.hoist or w8a8) else 0
         return int(math.ceil(self.num_stages * per_stage + staging))
 
 
@@ -112,8 +114,10 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     expert for E = 256, k = 8: ../shared/data/moe_models.md §5.2), so weights are streamed once up to ~32 tokens per
     expert. Stages are dropped until the config fits ``smem_limit`` (anything
     :func:`truepeak.hardware.limits.check_shared_memory` takes: an Accelerator, DeviceInfo, name or bytes; None skips).
-    ``k_dim`` (the GEMM's K) shrinks ``block_k`` to a divisor of K. ``w8a8``: fp8 weights with fp8 activations (an
-    fp8 MMA fed straight from shared memory, tiled like bf16) rather than w8a16 (weights converted in registers).
+    ``k_dim`` (the GEMM's K) shrinks ``block_k`` to a divisor of K. ``w8a8``: fp8 activations: for fp8 weights an
+    fp8 MMA fed straight from shared memory, tiled like bf16, rather than w8a16 (weights converted in registers); for
+    fp4 weights w4a8 (e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block, 64-element K steps) rather
+    than w4a16.
 
     Raises:
         UnknownNameError: an unknown ``wfmt``.
@@ -155,13 +159,19 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         stages = 2 if bm == 32 else 3
         warps = 8 if bm == 128 else 4
-    if fp4:  # w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
+    if fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 64-element steps (the kernel's layout)
+        bk, bn, stages, warps = 64, 128 if gated else 128, 4, 4
+    elif fp4:  # w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
         bk, stages = 128, 3
         if bm <= 32:
             hoist = True  # decode in the MMA layout: 40.6 vs 34.7 % at 1 tok/expert (nvfp4)
         else:  # 64-row blocks for every larger count (128 spills registers), 8 warps on 128 weight rows
             bm, bn, warps = 64, 128, 8
-    if k_dim is not None and fp4:
+    if k_dim is not None and fp4 and w8a8:
+        if k_dim % 64:
+            raise UnsupportedError(f"K={k_dim} is not a multiple of 64: the w4a8 fp4 MoE kernel needs K in whole "
+                                   f"steps of 64 elements")
+    elif k_dim is not None and fp4:
         bk = fp4_block_k(k_dim)  # also the weights' nibble-order chunk (see to_kernel_nibble_order)
     elif k_dim is not None:  # the largest power-of-two step <= bk that divides K (the kernels do not mask K)
         while bk > 16 and k_dim % bk:
@@ -176,7 +186,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
 
     while True:
         try:
-            check_shared_memory(smem_limit, cfg.smem_bytes(wfmt, gated, w8a8 and wfmt in ("fp8", "fp8_block")),
+            check_shared_memory(smem_limit, cfg.smem_bytes(wfmt, gated, w8a8),
                                 f"MoE kernel tile {cfg.block_n}x{cfg.block_m}x{cfg.block_k}, {cfg.num_stages} stages")
             return cfg
         except UnsupportedError:
@@ -324,6 +334,34 @@ def from_kernel_nibble_order(packed: Any, chunk: int) -> Any:
     return quant.pack_nibbles(codes)
 
 
+def to_e4m3_bit_layout(packed: Any) -> Any:
+    """Permute the bits of each kernel-order fp4 byte (low value ``L`` = s e1 e0 m in bits 3..0, high value ``H`` in
+    bits 7..4) into the w4a8 kernel's layout, bits 7..0 = ``L.s H.e1 H.s L.e1 L.e0 L.m H.e0 H.m``.
+
+    Why: the low value's bits then sit where an e4m3 byte has its sign, exponent lsbs and mantissa msb (one AND
+    with 0x9C gives an e4m3 equal to the e2m1 value x 2^-6, exactly), and the high value's after shifts by 2 and one
+    more AND/OR: 5 integer instructions decode 8 values on Hopper, against ~17 for e2m1 -> fp16 (the w4a16 path,
+    docs/results/cpu/moe_kernel_sass.md). Example: L = 0b0011 (1.5), H = 0b1110 (-4), byte 0xE3 → 0b01101110. Inverse: :func:`from_e4m3_bit_layout`."""
+    lo, hi = packed & 15, packed >> 4
+
+    def bit(v: Any, i: int) -> Any:
+        return (v >> i) & 1
+
+    return ((bit(lo, 3) << 7) | (bit(hi, 2) << 6) | (bit(hi, 3) << 5) | (bit(lo, 2) << 4) | (bit(lo, 1) << 3)
+            | (bit(lo, 0) << 2) | (bit(hi, 1) << 1) | bit(hi, 0))
+
+
+def from_e4m3_bit_layout(packed: Any) -> Any:
+    """Inverse of :func:`to_e4m3_bit_layout`: kernel-order fp4 bytes with the low value in bits 3..0."""
+
+    def bit(v: Any, i: int) -> Any:
+        return (v >> i) & 1
+
+    lo = (bit(packed, 7) << 3) | (bit(packed, 4) << 2) | (bit(packed, 3) << 1) | bit(packed, 2)
+    hi = (bit(packed, 5) << 3) | (bit(packed, 6) << 2) | (bit(packed, 1) << 1) | bit(packed, 0)
+    return lo | (hi << 4)
+
+
 @dataclass
 class ExpertWeights:
     """One projection's expert weights in a kernel format: ``data`` ``[E, N, K]`` (``[E, N, K//2]`` uint8 for fp4),
@@ -331,18 +369,21 @@ class ExpertWeights:
     ``[E, N, K//16]`` for nvfp4; uint8 ``[E, N, K//32]`` for mxfp4), ``global_scale`` (fp32 ``[E]``: nvfp4's
     per-tensor scale; for mxfp4 None, or the power of two its scales were rebased by in :meth:`in_kernel_order`),
     ``nibble_chunk`` (fp4 only: 0 = the standard nibble order, c > 0 = :func:`to_kernel_nibble_order` with chunk c;
-    the kernels need c = :func:`fp4_block_k` of K and repack otherwise)."""
+    the kernels need c = the kernel's ``block_k`` and repack otherwise), ``e4m3_bits`` (fp4 only: the bytes are in
+    :func:`to_e4m3_bit_layout`, the w4a8 kernel's)."""
 
     wfmt: str
     data: Any
     scale: Any = None
     global_scale: Any = None
     nibble_chunk: int = 0
+    e4m3_bits: bool = False
 
-    def in_kernel_order(self, chunk: int | None = None) -> "ExpertWeights":
+    def in_kernel_order(self, chunk: int | None = None, e4m3_bits: bool = False) -> "ExpertWeights":
         """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
         bytes in the kernel's nibble order with ``chunk`` (default :func:`fp4_block_k` of K; the kernel's
-        ``block_k``), and for mxfp4 the e8m0 scales rebased per expert so that the largest is 136 (2^9), with the
+        ``block_k``; 64 for the w4a8 kernel) and, with ``e4m3_bits``, the w4a8 kernel's bit layout
+        (:func:`to_e4m3_bit_layout`), and for mxfp4 the e8m0 scales rebased per expert so that the largest is 136 (2^9), with the
         rebasing power of two folded into the per-expert ``global_scale`` that the kernel applies after the K loop:
         the fp16 block scales then do not depend on the weights' magnitude. Dequantised values are unchanged except
         for blocks more than 2^136 below their expert's largest (they become 2^-127 x value); NaN scales (255) stay
@@ -353,9 +394,10 @@ class ExpertWeights:
         torch = require("torch", "repacking fp4 weights")
         chunk = chunk or fp4_block_k(self.shape[2])
         w = self
-        if w.nibble_chunk != chunk:
-            w = ExpertWeights(w.wfmt, to_kernel_nibble_order(w.standard_bytes(), chunk), w.scale, w.global_scale,
-                              chunk)
+        if w.nibble_chunk != chunk or w.e4m3_bits != e4m3_bits:
+            data = to_kernel_nibble_order(w.standard_bytes(), chunk)
+            w = ExpertWeights(w.wfmt, to_e4m3_bit_layout(data) if e4m3_bits else data, w.scale, w.global_scale,
+                              chunk, e4m3_bits)
         if w.wfmt == "mxfp4":
             s = w.scale.to(torch.int32)
             finite = torch.where(s == 255, torch.zeros_like(s), s)  # 255 is e8m0's NaN
@@ -365,12 +407,13 @@ class ExpertWeights:
                 g = torch.pow(2.0, off.to(torch.float32))
                 if w.global_scale is not None:
                     g = g * w.global_scale.float()
-                w = ExpertWeights(w.wfmt, w.data, rebased, g, w.nibble_chunk)
+                w = ExpertWeights(w.wfmt, w.data, rebased, g, w.nibble_chunk, w.e4m3_bits)
         return w
 
     def standard_bytes(self) -> Any:
         """fp4 bytes in the standard nibble order (the stored bytes when ``nibble_chunk`` is 0)."""
-        return self.data if not self.nibble_chunk else from_kernel_nibble_order(self.data, self.nibble_chunk)
+        data = from_e4m3_bit_layout(self.data) if self.e4m3_bits else self.data
+        return data if not self.nibble_chunk else from_kernel_nibble_order(data, self.nibble_chunk)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -459,9 +502,11 @@ class FusedMoE:
         tune: KernelConfig field overrides applied to both kernels (e.g. ``{"prefetch": True, "num_stages": 1}``).
         activations: for fp8 weights, ``"fp8"`` (default: w8a8, activations quantised per row to e4m3 with scale
             max|row| / 448 by :func:`quant_rows_kernel` inside the call, then fp8 x fp8 MMAs) or ``"fp16"`` (w8a16:
-            weights converted to fp16 in registers). Other formats take only None.
+            weights converted to fp16 in registers); for fp4 weights, ``"fp8"`` (w4a8: the same activations, e2m1
+            decoded to e4m3 in registers, one fp8 MMA per scale block) or ``"fp16"`` (default: w4a16, e2m1 decoded
+            to fp16). bf16 takes only None.
 
-    Range: the fp4 (w4a16) and fp8 w8a16 paths run x and the intermediate ``silu(g) · u`` in **fp16**: magnitudes
+    Range: the fp4 w4a16 and fp8 w8a16 paths run x and the intermediate ``silu(g) · u`` in **fp16**: magnitudes
     above 65,504 become inf/NaN and below ~6e-5 lose precision (fp16's range; bf16 and w8a8 keep bf16). The weights'
     own magnitude does not matter: block scales are applied relative to a per-expert scale.
 
@@ -490,14 +535,15 @@ class FusedMoE:
                                 "x.contiguous() (the kernels address rows by x.stride(0) and read each row in place)")
         self.T, self.k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
         fp8 = w1.wfmt in ("fp8", "fp8_block")
-        if activations is not None and not (fp8 and activations in ("fp8", "fp16")):
-            raise TruepeakError(f"activations={activations!r} is not available for {w1.wfmt} weights; fp8 weights take "
-                                "'fp8' (w8a8) or 'fp16' (w8a16), other formats only the default")
+        fp4 = w1.wfmt in ("nvfp4", "mxfp4")
+        if activations is not None and not ((fp8 or fp4) and activations in ("fp8", "fp16")):
+            raise TruepeakError(f"activations={activations!r} is not available for {w1.wfmt} weights; fp8 and fp4 "
+                                "weights take 'fp8' (w8a8 / w4a8) or 'fp16' (w8a16 / w4a16), bf16 only the default")
         if tokens_per_expert is None:  # the mean over local experts with tokens; 1 when none is local (T = 0 too)
             valid = (topk_ids >= 0) & (topk_ids < self.E)
             tokens_per_expert = max(1.0, float(valid.sum().item())
                                     / max(1, int(torch.unique(topk_ids[valid]).numel())))
-        w8a8 = w1.wfmt in ("fp8", "fp8_block") and activations != "fp16"
+        w8a8 = (fp8 and activations != "fp16") or (fp4 and activations == "fp8")
         self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8)
         self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8)
         if tune:  # overrides of KernelConfig fields for both kernels (benchmark-side tuning)
@@ -515,10 +561,12 @@ class FusedMoE:
                 raise UnsupportedError(f"K={kd} is not a multiple of block_k={cfg.block_k}")
         if self.cfg1.block_m != self.cfg2.block_m:
             raise TruepeakError("both kernels must share block_m")
-        fp4 = w1.wfmt in ("nvfp4", "mxfp4")
         if w1.wfmt == "fp8_block" and (128 % self.cfg1.block_k or 128 % self.cfg2.block_k):
             raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
+        if fp4 and w8a8 and (self.cfg1.block_k != 64 or self.cfg2.block_k != 64):
+            raise UnsupportedError(f"fp4 weights with fp8 activations need block_k = 64 (one fp8 MMA of K = 32 per "
+                                   f"half step), got {self.cfg1.block_k} and {self.cfg2.block_k}")
         if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
             raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
@@ -526,17 +574,21 @@ class FusedMoE:
             raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
                                    "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
         # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
-        self.x, self.w1, self.w2 = x, w1.in_kernel_order(self.cfg1.block_k), w2.in_kernel_order(self.cfg2.block_k)
+        self.x = x
+        self.w1 = w1.in_kernel_order(self.cfg1.block_k, e4m3_bits=fp4 and w8a8)
+        self.w2 = w2.in_kernel_order(self.cfg2.block_k, e4m3_bits=fp4 and w8a8)
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
         # Dequantised weights are fp16 in registers (e4m3 and e2m1 convert to fp16 in one step, to bf16 not), so the
         # activations are fp16 for them: x is cast once per call (T x H elements, part of the timed unit) and the
         # intermediate is stored in fp16. bf16 weights keep bf16 activations.
-        self.act8 = fp8 and activations != "fp16"
+        self.act8 = w8a8
         self.act_dtype = torch.bfloat16 if w1.wfmt == "bf16" else torch.float16
         self.activations = ("fp8 e4m3, per-row scale" if self.act8 else
                             "bf16" if w1.wfmt == "bf16" else "fp16")
+        # nvfp4 w4a8: the quantised activations in two planes (even / odd 16-element blocks; see quant_rows_kernel)
+        self.planes = 2 if self.act8 and w1.wfmt == "nvfp4" else 1
         self.xin = x if x.dtype == self.act_dtype or self.act8 else torch.empty(x.shape, dtype=self.act_dtype,
                                                                                     device=dev)
         n_slots = self.T * self.k
@@ -544,9 +596,9 @@ class FusedMoE:
         # zeros: rows of slots routed to another rank are never written, and w8a8 quantises every row
         self.inter = torch.zeros(n_slots, self.I, dtype=x.dtype if self.act8 else self.act_dtype, device=dev)
         if self.act8:
-            self.xq = torch.empty(self.T, self.H, dtype=torch.float8_e4m3fn, device=dev)
+            self.xq = torch.empty(self.planes, self.T, self.H, dtype=torch.float8_e4m3fn, device=dev)
             self.xs = torch.empty(self.T, dtype=torch.float32, device=dev)
-            self.interq = torch.empty(n_slots, self.I, dtype=torch.float8_e4m3fn, device=dev)
+            self.interq = torch.empty(self.planes, n_slots, self.I, dtype=torch.float8_e4m3fn, device=dev)
             self.inters = torch.empty(n_slots, dtype=torch.float32, device=dev)
         self.partial = torch.zeros(self.T * self.k, self.H, dtype=x.dtype, device=dev)
         self.out = torch.empty(self.T, self.H, dtype=x.dtype, device=dev)
@@ -572,16 +624,19 @@ class FusedMoE:
         if which == 1:
             d, s, g = self._args(self.w1)
             xa, xs = (self.xq, self.xs) if self.act8 else (self.xin, self._dummy)
+            plane = self.T * self.H if self.act8 else 0
             grid = (a.num_blocks * (self.I // cfg.block_n + (self.I % cfg.block_n > 0)),)
             args = (xa, xs, d, s, g, self.inter, a.sorted_slots, a.block_expert, a.num_blocks, a.num_slots, self.k,
-                    self.I, self.H, xa.stride(0), self.inter.stride(0), d.stride(0), d.stride(1))
+                    self.I, self.H, xa.stride(-2), self.inter.stride(0), d.stride(0), d.stride(1), plane)
             kernel = gate_up
         else:
             d, s, g = self._args(self.w2)
             xa, xs = (self.interq, self.inters) if self.act8 else (self.inter, self._dummy)
+            plane = self.T * self.k * self.I if self.act8 else 0
             grid = (a.num_blocks * (self.H // cfg.block_n + (self.H % cfg.block_n > 0)),)
             args = (xa, xs, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw, a.num_blocks,
-                    a.num_slots, self.H, self.I, xa.stride(0), self.partial.stride(0), d.stride(0), d.stride(1))
+                    a.num_slots, self.H, self.I, xa.stride(-2), self.partial.stride(0), d.stride(0), d.stride(1),
+                    plane)
             kernel = down
         if warmup:
             return kernel.warmup(*args, grid=grid, **kw)
@@ -589,13 +644,14 @@ class FusedMoE:
 
     @staticmethod
     def _quant_rows(src: Any, q: Any, scales: Any) -> None:
-        """Per-row e4m3 quantisation of ``src [R, C]`` into ``q`` and ``scales [R]`` (one program per row)."""
+        """Per-row e4m3 quantisation of ``src [R, C]`` into ``q [P, R, C]`` and ``scales [R]`` (one program per
+        row; P = 2 planes: even / odd 16-element blocks, for nvfp4 w4a8)."""
         from truepeak.kernels._moe_jit import quant_rows_kernel
 
         rows, cols = src.shape
         block = min(8192, 1 << max(4, (cols - 1).bit_length()))
-        quant_rows_kernel[(rows,)](src, q, scales, src.stride(0), q.stride(0), n_cols=cols, BLOCK=block,
-                                   INTERP=_interpreting(), num_warps=4)
+        quant_rows_kernel[(rows,)](src, q, scales, src.stride(0), q.stride(1), q.stride(0), n_cols=cols,
+                                   BLOCK=block, INTERP=_interpreting(), SPLIT16=q.shape[0] == 2, num_warps=4)
 
     def _fit_shared_memory(self) -> None:
         """Case C14 with the compiler's own figure: compile each kernel and drop pipeline stages until the shared
