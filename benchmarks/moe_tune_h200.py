@@ -34,10 +34,13 @@ print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=T
 
 # "fp8" is w8a16 (activations="fp16"); "fp8a8" the same weights with fp8 activations (w8a8, the default)
 A8 = [{}, {"block_k": 128}, {"block_k": 256}, {"num_stages": 4}]
-W4A8 = [{}, {"block_n": 64}, {"num_stages": 3}, {"num_stages": 6}, {"num_warps": 8}]
+W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "num_stages": 3},
+        {"block_n": 32, "num_stages": 6}]
 GRID = {
-    "nvfp4a8": {1: W4A8, 8: W4A8, 16: W4A8[:2], 32: W4A8[:2]},
-    "mxfp4a8": {1: W4A8, 8: W4A8, 16: W4A8[:2], 32: W4A8[:2]},
+    "nvfp4a8": {1: W4A8, 8: W4A8, 16: W4A8[:3], 32: W4A8[:3]},
+    "mxfp4a8": {1: W4A8, 8: W4A8, 16: W4A8[:3], 32: W4A8[:3]},
+    "nvfp4": {1: [{}], 8: [{}], 32: [{}]},  # w4a16 defaults, for comparison in the same call
+    "mxfp4": {1: [{}], 8: [{}], 32: [{}]},
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):

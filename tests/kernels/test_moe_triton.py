@@ -116,7 +116,10 @@ for routing, rows in routings.items():
         cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=(routing == "all_in_one"))
         acts = ["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", None] if wfmt.endswith("fp4") else [None]
         for act in acts:
-            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=cfg, activations=act)
+            c = cfg
+            if act == "fp8" and wfmt.endswith("fp4"):  # w4a8: 4 scale blocks per step
+                c = mt.KernelConfig(16, 64, mt.w4a8_block_k(wfmt), 4, 1, prefetch=(routing == "mixed"))
+            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=act)
             y = fused()
             err = float((y.float() - ref).abs().max() / ref.abs().max())
             out[routing + "/" + wfmt + ("/" + act if act else "")] = {

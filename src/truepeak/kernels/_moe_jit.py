@@ -20,23 +20,27 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
     """The stored weight tile of K step ``k0``: (packed bytes [BN, BK/2], scales of the low nibbles, scales of the
     high nibbles [BN, BK/2/G]) for fp4 in the kernel's nibble order (low nibbles = the step's first BK/2 elements,
     high = its last BK/2; G = 16 for nvfp4, 32 for mxfp4), (values [BN, BK], values, values) otherwise; fp4 with
-    ACT8 (w4a8): (bytes, all the step's scales [BN, BK/G] in one load, same). Only loads: the caller may issue it
-    one step ahead (register prefetch)."""
-    if WFMT >= 3:
+    ACT8 (w4a8): (bytes of the step's first 64-element chunk [BN, 32], of its second chunk (mxfp4, BK = 128; nvfp4
+    repeats the first), the step's 4 block scales of each row as one int32 word [BN]: ``ws_ptr`` is then the scales
+    viewed as int32, one word per row and step). A 32-bit load per row lets Triton pipeline the scales through
+    shared memory like the weights (its pipeliner skips narrower loads, which then stall every step). Only loads: the
+    caller may issue it one step ahead (register prefetch)."""
+    if WFMT >= 3 and ACT8:
+        offs_c = k0 // 2 + tl.arange(0, 32)
+        p_b = w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_c[None, :]
+        b_a = tl.load(p_b, mask=offs_n[:, None] < N, other=0)
+        b_b = b_a
+        if WFMT == 4:
+            b_b = tl.load(p_b + 32, mask=offs_n[:, None] < N, other=0)
+        return b_a, b_b, _scale_words(ws_ptr, e, offs_n, k0, N, K, BLOCK_K)
+    elif WFMT >= 3:
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
         b = tl.load(w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_b[None, :],
                     mask=offs_n[:, None] < N, other=0)
         G: tl.constexpr = 16 if WFMT == 3 else 32
         offs_s = k0 // G + tl.arange(0, BLOCK_K // 2 // G)
         s_row = ws_ptr + (e * N + offs_n[:, None]) * (K // G)
-        if ACT8:
-            offs_a = k0 // G + tl.arange(0, BLOCK_K // G)
-            if WFMT == 3:
-                s_all = tl.load(s_row + offs_a[None, :], mask=offs_n[:, None] < N, other=0.0)
-            else:
-                s_all = tl.load(s_row + offs_a[None, :], mask=offs_n[:, None] < N, other=127)
-            s_lo, s_hi = s_all, s_all
-        elif WFMT == 3:
+        if WFMT == 3:
             s_lo = tl.load(s_row + offs_s[None, :], mask=offs_n[:, None] < N, other=0.0)
             s_hi = tl.load(s_row + BLOCK_K // 2 // G + offs_s[None, :], mask=offs_n[:, None] < N, other=0.0)
         else:
@@ -52,6 +56,12 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
         w = tl.load(w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_k[None, :],
                     mask=offs_n[:, None] < N, other=0.0)
         return w, w, w
+
+
+@triton.jit
+def _scale_words(ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, BLOCK_K: tl.constexpr):
+    """w4a8: the 4 block scales of K step k0 of rows offs_n, one int32 word per row [BN]."""
+    return tl.load(ws_ptr + (e * N + offs_n) * (K // BLOCK_K) + k0 // BLOCK_K, mask=offs_n < N, other=0)
 
 
 def _lane_decode(dst: str, src: str, tmp: str) -> str:
@@ -96,12 +106,14 @@ def _fp4_e4m3_pair(b, INTERP: tl.constexpr):
 
 
 @triton.jit
-def _fp4_scale_f32(s8, WFMT: tl.constexpr):
-    """Block scales as fp32 (exact): e4m3 (nvfp4) or 2^(e8m0 - 127) (mxfp4; 0 gives 0 and 255 inf)."""
+def _fp4_scale_f32(words, j: tl.constexpr, WFMT: tl.constexpr):
+    """Byte ``j`` of each int32 scale word as an fp32 block scale (exact): e4m3 (nvfp4) or 2^(e8m0 - 127) (mxfp4;
+    0 gives 0 and 255 inf)."""
+    s8 = (words >> (8 * j)) & 0xFF
     if WFMT == 3:
-        return s8.to(tl.float32)
+        return s8.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float32)
     else:
-        return (s8.to(tl.int32) << 23).to(tl.float32, bitcast=True)
+        return (s8 << 23).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -202,18 +214,26 @@ def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT: tl.constexpr, BLO
              ACT8: tl.constexpr):
     """The activations of K step k0 as MMA B operands: (X[rows, k0:k0+BK]^T, same, same, same) [BK, BM] for bf16/fp8
     weights, (first half, second half, same, same) [BK/2, BM] for fp4 (matching the low / high nibbles of the
-    kernel's nibble order). nvfp4 with ACT8 also returns the halves from the second activation plane ``x_plane``
-    elements further (plane 0 keeps the even 16-element blocks of each row, plane 1 the odd ones, the rest zero), so
-    that one fp8 MMA of K = 32 sums one nvfp4 block."""
-    if WFMT >= 3:
+    kernel's nibble order). fp4 with ACT8 (w4a8): four [32, BM] tiles, one per scale block of the step: mxfp4
+    (BK = 128) the step's four 32-element quarters; nvfp4 (BK = 64) its first half from activation plane 0 and plane
+    1 (``x_plane`` elements further), then its second half from both (plane 0 keeps the even 16-element blocks of
+    each row, plane 1 the odd ones, the rest zero), so that each fp8 MMA of K = 32 sums one nvfp4 block."""
+    if WFMT >= 3 and ACT8:
+        p_x = x_ptr + rows[None, :] * stride_x + (k0 + tl.arange(0, 32))[:, None]
+        if WFMT == 3:
+            return (tl.load(p_x, mask=row_ok[None, :], other=0.0),
+                    tl.load(p_x + x_plane, mask=row_ok[None, :], other=0.0),
+                    tl.load(p_x + 32, mask=row_ok[None, :], other=0.0),
+                    tl.load(p_x + x_plane + 32, mask=row_ok[None, :], other=0.0))
+        else:
+            return (tl.load(p_x, mask=row_ok[None, :], other=0.0), tl.load(p_x + 32, mask=row_ok[None, :], other=0.0),
+                    tl.load(p_x + 64, mask=row_ok[None, :], other=0.0),
+                    tl.load(p_x + 96, mask=row_ok[None, :], other=0.0))
+    elif WFMT >= 3:
         offs_h = k0 + tl.arange(0, BLOCK_K // 2)
         p_lo = x_ptr + rows[None, :] * stride_x + offs_h[:, None]
         x_lo = tl.load(p_lo, mask=row_ok[None, :], other=0.0)
         x_hi = tl.load(p_lo + BLOCK_K // 2, mask=row_ok[None, :], other=0.0)
-        if ACT8 and WFMT == 3:
-            y_lo = tl.load(p_lo + x_plane, mask=row_ok[None, :], other=0.0)
-            y_hi = tl.load(p_lo + x_plane + BLOCK_K // 2, mask=row_ok[None, :], other=0.0)
-            return x_lo, x_hi, y_lo, y_hi
         return x_lo, x_hi, x_lo, x_hi
     else:
         offs_k = k0 + tl.arange(0, BLOCK_K)
@@ -233,25 +253,22 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
          WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr):
     """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0..x3 from _x_tiles). X is bf16 for bf16
     weights, e4m3 for fp8 weights with ACT8 (w8a8: an fp8 x fp8 MMA, no conversion), fp16 otherwise (dequantised
-    weights are fp16). fp4 with ACT8 (w4a8, BLOCK_K = 64): e2m1 -> e4m3 in registers (exact), one fp8 MMA of K = 32
-    per scale block (mxfp4: the two halves; nvfp4: each half against both activation planes), each fp32 result
-    multiplied by its block scales and added (the scales never touch the fp8 values, so they stay exact)."""
+    weights are fp16). fp4 with ACT8 (w4a8; BLOCK_K = 64 nvfp4, 128 mxfp4: 4 scale blocks per step): e2m1 -> e4m3
+    in registers (exact), one fp8 MMA of K = 32 per scale block, each fp32 result multiplied by its block scale and
+    added (the scales never touch the fp8 values, so they stay exact)."""
     if WFMT >= 3 and ACT8:
-        w_lo, w_hi = _fp4_e4m3_pair(raw0, INTERP)
-        sf = _fp4_scale_f32(raw1, WFMT)
-        BN: tl.constexpr = raw1.shape[0]
-        if WFMT == 3:  # [BN, 4]: blocks (0, 1) of the low half, (2, 3) of the high half
-            sa, sb = tl.split(tl.reshape(sf, (BN, 2, 2)))  # columns (0, 2), (1, 3)
-            s0, s2 = tl.split(sa)
-            s1, s3 = tl.split(sb)
-            acc = _scaled_dot(w_lo, x0, s0, acc, INTERP)
-            acc = _scaled_dot(w_lo, x2, s1, acc, INTERP)
-            acc = _scaled_dot(w_hi, x1, s2, acc, INTERP)
-            acc = _scaled_dot(w_hi, x3, s3, acc, INTERP)
-        else:  # [BN, 2]: one block per half
-            s0, s1 = tl.split(sf)
-            acc = _scaled_dot(w_lo, x0, s0, acc, INTERP)
-            acc = _scaled_dot(w_hi, x1, s1, acc, INTERP)
+        # raw0 / raw1: the step's 64-element chunks (one for nvfp4), raw2: its 4 block scales per row (int32 word)
+        lo_a, hi_a = _fp4_e4m3_pair(raw0, INTERP)
+        if WFMT == 3:  # blocks 0, 1 = the low half against planes 0, 1; blocks 2, 3 = the high half
+            lo_b, hi_b = lo_a, hi_a
+            w0, w1, w2, w3 = lo_a, lo_a, hi_a, hi_a
+        else:  # blocks 0..3 = chunk a's low / high half, chunk b's low / high half
+            lo_b, hi_b = _fp4_e4m3_pair(raw1, INTERP)
+            w0, w1, w2, w3 = lo_a, hi_a, lo_b, hi_b
+        acc = _scaled_dot(w0, x0, _fp4_scale_f32(raw2, 0, WFMT), acc, INTERP)
+        acc = _scaled_dot(w1, x1, _fp4_scale_f32(raw2, 1, WFMT), acc, INTERP)
+        acc = _scaled_dot(w2, x2, _fp4_scale_f32(raw2, 2, WFMT), acc, INTERP)
+        acc = _scaled_dot(w3, x3, _fp4_scale_f32(raw2, 3, WFMT), acc, INTERP)
     elif WFMT >= 3:
         w_lo, w_hi = _fp4_values(raw0, raw1, raw2, unit, WFMT, BLOCK_K, INTERP, HOIST)
         acc = _dot(w_lo, x0.to(tl.float16), acc, INTERP)
@@ -325,15 +342,31 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
             a0, a1, a2 = na0, na1, na2
             b0, b1, b2 = nb0, nb1, nb2
     else:
+        # w4a8: the scale words are loaded one step ahead in registers (Triton's pipeliner only prefetches loads that
+        # feed a dot, and these feed the FFMAs after it: loaded in-step they stalled every step, seen in the SASS)
+        SPRE: tl.constexpr = WFMT >= 3 and ACT8
+        sa = tl.zeros_like(offs_a)
+        sb = sa
+        if SPRE:
+            sa = _scale_words(ws_ptr, e, offs_a, 0, N, K, BLOCK_K)
+            if TWO:
+                sb = _scale_words(ws_ptr, e, offs_b, 0, N, K, BLOCK_K)
         for k0 in range(0, K, BLOCK_K):
             a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
+            if SPRE:
+                k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
+                a2 = sa
+                sa = _scale_words(ws_ptr, e, offs_a, k_next, N, K, BLOCK_K)
             x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8)
             acc_a = _mma(acc_a, a0, a1, a2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST, ACT8)
+                         HOIST, ACT8)
             if TWO:
                 b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
-                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST, ACT8)
+                if SPRE:
+                    b2 = sb
+                    sb = _scale_words(ws_ptr, e, offs_b, tl.minimum(k0 + BLOCK_K, K - BLOCK_K), N, K, BLOCK_K)
+                acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K,
+                             INTERP, HOIST, ACT8)
     acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok)
     if TWO:
         acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, ACT8, xs_ptr, rows, row_ok)

@@ -34,6 +34,8 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
 
     w = {"bf16": "*bf16", "fp8": "*fp8e4nv", "fp8_block": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8"}[wfmt]
     sc = {"bf16": "*fp32", "fp8": "*fp32", "fp8_block": "*fp32", "nvfp4": "*fp8e4nv", "mxfp4": "*u8"}[wfmt]
+    if w8a8 and wfmt in ("nvfp4", "mxfp4"):
+        sc = "*i32"  # w4a8 reads the block scales as one int32 word per row and step
     act = "*fp8e4nv" if w8a8 else "*bf16" if wfmt == "bf16" else "*fp16"  # w8a8: fp8 or fp4 weights, fp8 x
     fn = _moe_jit.gate_up_kernel
     sig = {"x_ptr": act, "xs_ptr": "*fp32", "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32",
@@ -44,7 +46,7 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
               "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8}
     sig.update({k: "constexpr" for k in consts})
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
-             if t.startswith("*") or n.startswith("stride")}
+             if t.startswith("*") or n.startswith("stride") or n == "x_plane"}
     return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                           target=GPUTarget("cuda", capability, 32),
                           options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})

@@ -159,8 +159,8 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         stages = 2 if bm == 32 else 3
         warps = 8 if bm == 128 else 4
-    if fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 64-element steps (the kernel's layout)
-        bk, bn, stages, warps = 64, 128 if gated else 128, 4, 4
+    if fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 4 blocks per step (see w4a8_block_k)
+        bk, bn, stages, warps = w4a8_block_k(wfmt), 128, 4, 4
     elif fp4:  # w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
         bk, stages = 128, 3
         if bm <= 32:
@@ -168,9 +168,9 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         else:  # 64-row blocks for every larger count (128 spills registers), 8 warps on 128 weight rows
             bm, bn, warps = 64, 128, 8
     if k_dim is not None and fp4 and w8a8:
-        if k_dim % 64:
-            raise UnsupportedError(f"K={k_dim} is not a multiple of 64: the w4a8 fp4 MoE kernel needs K in whole "
-                                   f"steps of 64 elements")
+        if k_dim % bk:
+            raise UnsupportedError(f"K={k_dim} is not a multiple of {bk}: the w4a8 {wfmt} MoE kernel needs K in "
+                                   f"whole steps of {bk} elements (4 scale blocks)")
     elif k_dim is not None and fp4:
         bk = fp4_block_k(k_dim)  # also the weights' nibble-order chunk (see to_kernel_nibble_order)
     elif k_dim is not None:  # the largest power-of-two step <= bk that divides K (the kernels do not mask K)
@@ -295,6 +295,13 @@ def fp4_block_k(k_dim: int) -> int:
             return bk
     raise UnsupportedError(f"K={k_dim} is not a multiple of 64: the fp4 MoE kernel needs K in whole steps of 64 "
                            f"elements (32 bytes)")
+
+
+def w4a8_block_k(wfmt: str) -> int:
+    """The K step of the w4a8 kernel: 4 scale blocks, so that each row's 4 scale bytes of a step are one aligned
+    int32 word (a 32-bit load Triton pipelines): 64 for nvfp4 (16-element blocks), 128 for mxfp4 (32). The weights'
+    nibble chunk is 64 for both (a 128 step holds two chunks)."""
+    return 64 if wfmt == "nvfp4" else 128
 
 
 def to_kernel_nibble_order(packed: Any, chunk: int) -> Any:
@@ -564,9 +571,9 @@ class FusedMoE:
         if w1.wfmt == "fp8_block" and (128 % self.cfg1.block_k or 128 % self.cfg2.block_k):
             raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
-        if fp4 and w8a8 and (self.cfg1.block_k != 64 or self.cfg2.block_k != 64):
-            raise UnsupportedError(f"fp4 weights with fp8 activations need block_k = 64 (one fp8 MMA of K = 32 per "
-                                   f"half step), got {self.cfg1.block_k} and {self.cfg2.block_k}")
+        if fp4 and w8a8 and {self.cfg1.block_k, self.cfg2.block_k} != {w4a8_block_k(w1.wfmt)}:
+            raise UnsupportedError(f"{w1.wfmt} weights with fp8 activations need block_k = {w4a8_block_k(w1.wfmt)} "
+                                   f"(4 scale blocks per step), got {self.cfg1.block_k} and {self.cfg2.block_k}")
         if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
             raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
@@ -575,8 +582,9 @@ class FusedMoE:
                                    "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
         # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
         self.x = x
-        self.w1 = w1.in_kernel_order(self.cfg1.block_k, e4m3_bits=fp4 and w8a8)
-        self.w2 = w2.in_kernel_order(self.cfg2.block_k, e4m3_bits=fp4 and w8a8)
+        w4a8 = fp4 and w8a8  # 64-element nibble chunks in the e4m3 bit layout
+        self.w1 = w1.in_kernel_order(64 if w4a8 else self.cfg1.block_k, e4m3_bits=w4a8)
+        self.w2 = w2.in_kernel_order(64 if w4a8 else self.cfg2.block_k, e4m3_bits=w4a8)
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
@@ -609,8 +617,10 @@ class FusedMoE:
             self._fit_shared_memory()
 
     def _args(self, w: ExpertWeights) -> tuple[Any, Any, Any]:
-        return w.data, (w.scale if w.scale is not None else self._dummy), (
-            w.global_scale if w.global_scale is not None else self._ones)
+        scale = w.scale if w.scale is not None else self._dummy
+        if self.act8 and w.wfmt in ("nvfp4", "mxfp4"):  # w4a8: one int32 word = a row's 4 block scales of a step
+            scale = scale.contiguous().view(torch_int32())
+        return w.data, scale, (w.global_scale if w.global_scale is not None else self._ones)
 
     def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
         """Launch kernel 1 (gate/up) or 2 (down) with ``cfg``; with ``warmup`` only compile it (Triton's
@@ -695,6 +705,11 @@ class FusedMoE:
         require("torch", "running the MoE kernel").sum(self.partial.view(self.T, self.k, self.H), dim=1,
                                                          out=self.out)
         return self.out
+
+
+def torch_int32() -> Any:
+    """torch.int32 (torch imported lazily)."""
+    return require("torch", "running the MoE kernel").int32
 
 
 def moe_reference(x: Any, w1: Any, w2: Any, topk_ids: Any, topk_weights: Any) -> Any:
