@@ -629,7 +629,7 @@ class FusedMoE:
         gate_up, down = _kernels()
         a = self.align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self.act8,
+                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if which == 1:
             d, s, g = self._args(self.w1)
@@ -651,6 +651,13 @@ class FusedMoE:
         if warmup:
             return kernel.warmup(*args, grid=grid, **kw)
         return kernel[grid](*args, **kw)
+
+    def _act8_flag(self) -> Any:
+        import os
+
+        if self.act8 and self.wfmt >= 3 and os.environ.get("TRUEPEAK_MOE_EXPERIMENT_NOSCALE") == "1":
+            return 2  # timing experiment only: fp4 block scales ignored (wrong results)
+        return self.act8
 
     @staticmethod
     def _quant_rows(src: Any, q: Any, scales: Any) -> None:
