@@ -38,8 +38,8 @@ W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "
         {"block_n": 32, "num_stages": 6}]
 # TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel without block scales (wrong results; how fast the loop could be)
 GRID = {
-    "nvfp4a8": {1: W4A8[:2], 8: W4A8[:2], 32: W4A8[:2]},
-    "mxfp4a8": {1: W4A8[:2], 8: W4A8[:2], 32: W4A8[:2]},
+    "nvfp4a8": {1: W4A8[:4], 8: W4A8[:4], 32: W4A8[:2]},
+    "mxfp4a8": {1: W4A8[:4], 8: W4A8[:4], 32: W4A8[:2]},
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError, require
@@ -385,6 +385,27 @@ class ExpertWeights:
     global_scale: Any = None
     nibble_chunk: int = 0
     e4m3_bits: bool = False
+    _words: Any = field(default=None, repr=False, compare=False)
+
+    def w4a8_scale_words(self) -> Any:
+        """The block scales as the w4a8 kernel reads them: int32 ``[E, K/BK, N]`` (BK = :func:`w4a8_block_k`), word
+        ``[e, s, n]`` = the 4 scale bytes of row n's K step s (little-endian: the step's first block in the low byte),
+        step-major so one step's words of consecutive rows are contiguous (coalesced loads). Made once per weights
+        object (a copy of the scales: 1/16 (nvfp4) or 1/32 (mxfp4) byte per weight).
+
+        Raises:
+            TruepeakError: not fp4, or K not a multiple of the step."""
+        if self.wfmt not in ("nvfp4", "mxfp4"):
+            raise TruepeakError(f"{self.wfmt} weights have no fp4 block scales")
+        if self._words is None:
+            torch = require("torch", "repacking fp4 scales")
+            e, n, k = self.shape
+            bk = w4a8_block_k(self.wfmt)
+            if k % bk:
+                raise TruepeakError(f"K={k} is not a multiple of the w4a8 {self.wfmt} step {bk}")
+            self._words = self.scale.contiguous().view(torch.uint8).view(torch.int32).reshape(e, n, k // bk) \
+                .transpose(1, 2).contiguous()
+        return self._words
 
     def in_kernel_order(self, chunk: int | None = None, e4m3_bits: bool = False) -> "ExpertWeights":
         """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
@@ -619,7 +640,7 @@ class FusedMoE:
     def _args(self, w: ExpertWeights) -> tuple[Any, Any, Any]:
         scale = w.scale if w.scale is not None else self._dummy
         if self.act8 and w.wfmt in ("nvfp4", "mxfp4"):  # w4a8: one int32 word = a row's 4 block scales of a step
-            scale = scale.contiguous().view(torch_int32())
+            scale = w.w4a8_scale_words()
         return w.data, scale, (w.global_scale if w.global_scale is not None else self._ones)
 
     def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
@@ -712,11 +733,6 @@ class FusedMoE:
         require("torch", "running the MoE kernel").sum(self.partial.view(self.T, self.k, self.H), dim=1,
                                                          out=self.out)
         return self.out
-
-
-def torch_int32() -> Any:
-    """torch.int32 (torch imported lazily)."""
-    return require("torch", "running the MoE kernel").int32
 
 
 def moe_reference(x: Any, w1: Any, w2: Any, topk_ids: Any, topk_weights: Any) -> Any:
