@@ -1,12 +1,13 @@
 """Run truepeak's MoE kernel for one (format, tokens per expert) point a few times, for a profiler to attach to
 (``ncu``): DeepSeek-V3 shapes, all 256 experts on the GPU, uniform routing, default configuration.
 
-Usage: PYTHONPATH=src python3 benchmarks/moe_profile_one.py FORMAT TPE [ACTIVATIONS] [TUNE_JSON]
+Usage: [MOE_EP=8] PYTHONPATH=src python3 benchmarks/moe_profile_one.py FORMAT TPE [ACTIVATIONS|-] [TUNE_JSON]
   e.g. ncu --clock-control none --kernel-name regex:'gate_up|down' --launch-skip 2 --launch-count 2 \\
            --section SpeedOfLight --section WarpStateStats --section Occupancy \\
            python3 benchmarks/moe_profile_one.py mxfp4 1 fp8
 """
 import json
+import os
 import sys
 
 import torch
@@ -17,7 +18,8 @@ from truepeak.kernels.moe_triton import FusedMoE
 wfmt, tpe = sys.argv[1], float(sys.argv[2])
 acts = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "-" else None
 tune = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
-shape = moe.expert_shape("deepseek-v3")
+ep = int(os.environ.get("MOE_EP", "1"))  # 8: the EP8-local layout (32 experts, only their tokens)
+shape = moe.expert_shape("deepseek-v3", 1, ep)
 w4a8 = wfmt in ("nvfp4", "mxfp4") and acts == "fp8"
 w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0, w4a8=w4a8)
 T = moe.tokens_for(tpe, shape)
