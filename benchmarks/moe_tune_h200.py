@@ -37,10 +37,11 @@ A8 = [{}, {"block_k": 128}, {"block_k": 256}, {"num_stages": 4}]
 W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "num_stages": 3},
         {"block_n": 32, "num_stages": 6}]
 # TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel without block scales (wrong results; how fast the loop could be)
-V1 = [{}, {"num_warps": 8}, {"num_stages": 2}, {"num_stages": 3}, {"block_n": 64, "num_stages": 2}]
+G1 = [{}, {"gluon": True, "block_n": 64}, {"gluon": True, "block_n": 64, "num_stages": 3},
+      {"gluon": True, "block_n": 64, "num_stages": 6}, {"gluon": True, "block_n": 64, "block_m": 16}]
 GRID = {
-    "nvfp4a8": {1: V1, 8: V1 + [{"block_m": 16}], 32: [{}, {"block_m": 32}, {"num_warps": 8}]},
-    "mxfp4a8": {1: V1, 8: V1 + [{"block_m": 16}], 32: [{}, {"block_m": 32}, {"num_warps": 8}]},
+    "nvfp4a8": {1: G1[:4], 8: G1, 32: G1[:2]},
+    "mxfp4a8": {1: G1[:4], 8: G1, 32: G1[:2]},
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):

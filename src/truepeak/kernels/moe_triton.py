@@ -78,6 +78,8 @@ class KernelConfig:
     into registers before converting the current one (for dequantised formats). ``hoist`` (fp4): let Triton decode in
     the MMA operand's register layout, straight from shared memory, instead of decoding in the loaded layout and
     moving the fp16 tile to the MMA through shared memory (more instructions, less shared memory and no barrier).
+    ``gluon`` (fp4 with fp8 activations only): run :mod:`truepeak.kernels._moe_gluon` instead of the ``tl.dot``
+    kernels (all of a step's block MMAs in flight at once, one wait per step).
     """
 
     block_m: int
@@ -87,6 +89,7 @@ class KernelConfig:
     num_stages: int = 4
     prefetch: bool = False
     hoist: bool = False
+    gluon: bool = False
 
     def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:
         """Shared memory one program needs, estimated: ``num_stages`` x (weight tile(s) + activation tile) bytes,
@@ -594,6 +597,11 @@ class FusedMoE:
         if w1.wfmt == "fp8_block" and (128 % self.cfg1.block_k or 128 % self.cfg2.block_k):
             raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
+        if (self.cfg1.gluon or self.cfg2.gluon) and not (fp4 and w8a8):
+            raise UnsupportedError(f"the Gluon kernel runs fp4 weights with fp8 activations only, not {w1.wfmt} with "
+                                   f"{'fp8' if w8a8 else 'fp16/bf16'} activations")
+        if (self.cfg1.gluon or self.cfg2.gluon) and _interpreting():
+            raise UnsupportedError("the Gluon kernel does not run in Triton's CPU interpreter")
         if fp4 and w8a8 and {self.cfg1.block_k, self.cfg2.block_k} != {w4a8_block_k(w1.wfmt)}:
             raise UnsupportedError(f"{w1.wfmt} weights with fp8 activations need block_k = {w4a8_block_k(w1.wfmt)} "
                                    f"(4 scale blocks per step), got {self.cfg1.block_k} and {self.cfg2.block_k}")
@@ -671,9 +679,33 @@ class FusedMoE:
                     a.num_slots, self.H, self.I, xa.stride(-2), self.partial.stride(0), d.stride(0), d.stride(1),
                     plane)
             kernel = down
+        if cfg.gluon:
+            return self._launch_gluon(which, cfg, grid, args, warmup)
         if warmup:
             return kernel.warmup(*args, grid=grid, **kw)
         return kernel[grid](*args, **kw)
+
+    def _launch_gluon(self, which: int, cfg: KernelConfig, grid: tuple, args: tuple, warmup: bool) -> Any:
+        """Launch :func:`truepeak.kernels._moe_gluon.w4a8_kernel` (w4a8 only) with the arguments ``_launch`` built
+        for the ``tl.dot`` kernel of the same GEMM."""
+        from truepeak.kernels._moe_gluon import w4a8_kernel
+
+        a = self.align
+        # _launch's argument tuples: (x, x scales, weights, scale words, per-expert scale, out, ...) and, at 13..17,
+        # (stride_x, stride_out, stride_we, stride_wn, x_plane) for both kernels
+        xa, xs, d, s, g, out = args[:6]
+        stride_x, stride_out, stride_we, stride_wn, plane = args[13:18]
+        if which == 1:
+            row_div, n_out, n_w, k, topw = self.k, self.I, 2 * self.I, self.H, self._dummy
+        else:
+            row_div, n_out, n_w, k, topw = 1, self.H, self.H, self.I, self.topw
+        gargs = (xa, xs, d, s, g, out, a.sorted_slots, a.block_expert, topw, a.num_blocks, a.num_slots, row_div,
+                 stride_x, stride_out, stride_we, stride_wn, plane)
+        kw = dict(N_OUT=n_out, N_W=n_w, K=k, WFMT=self.wfmt, GATED=which == 1, BM=cfg.block_m, BN=cfg.block_n,
+                  BK=cfg.block_k, STAGES=cfg.num_stages, num_warps=cfg.num_warps)
+        if warmup:
+            return w4a8_kernel.warmup(*gargs, grid=grid, **kw)
+        return w4a8_kernel[grid](*gargs, **kw)
 
     def _act8_flag(self) -> Any:
         """The kernels' ACT8 value: 1 with fp8 activations, 0 without; for fp4 weights the timing experiments of
