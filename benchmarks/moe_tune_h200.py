@@ -40,8 +40,8 @@ W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "
 G1 = [{}, {"gluon": True, "block_n": 64}, {"gluon": True, "block_n": 64, "num_stages": 3},
       {"gluon": True, "block_n": 64, "num_stages": 6}, {"gluon": True, "block_n": 64, "block_m": 16}]
 GRID = {
-    "nvfp4a8": {1: G1[:4], 8: G1, 32: G1[:2]},
-    "mxfp4a8": {1: G1[:4], 8: G1, 32: G1[:2]},
+    "nvfp4a8": {1: G1[:2], 8: G1[4:]},
+    "mxfp4a8": {1: G1[:2], 8: G1[4:]},
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):

@@ -77,15 +77,28 @@ def _issue(wg_smem, wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, stage, step, KS
 
 
 @gluon.jit
-def _tile_mmas(w_smem, x0_smem, x1_smem, x2_smem, x3_smem, stage, zero, a_layout: gl.constexpr, NCH: gl.constexpr):
+def _tile_mmas(w_smem, x0_smem, x1_smem, x2_smem, x3_smem, a_smem, t: gl.constexpr, stage, zero,
+               a_layout: gl.constexpr, NCH: gl.constexpr, A_SMEM: gl.constexpr):
     """Decode one weight tile of the step (e2m1 -> e4m3 in the MMA operand's registers) and issue its 4 block MMAs
-    asynchronously (fresh accumulators): returns the 4 pending results."""
+    asynchronously (fresh accumulators): returns the 4 pending results. A_SMEM: store the decoded tiles to shared
+    memory (``a_smem`` [2 tiles x 4, BN, 32]) and let the MMAs read A from there."""
     lo_a, hi_a = _decode(w_smem.index(stage * NCH).load(a_layout))
     if NCH == 2:
         lo_b, hi_b = _decode(w_smem.index(stage * NCH + 1).load(a_layout))
         w0, w1, w2, w3 = lo_a, hi_a, lo_b, hi_b
     else:
         w0, w1, w2, w3 = lo_a, lo_a, hi_a, hi_a
+    if A_SMEM:
+        a_smem.index(4 * t + 0).store(w0)
+        a_smem.index(4 * t + 1).store(w1)
+        a_smem.index(4 * t + 2).store(w2)
+        a_smem.index(4 * t + 3).store(w3)
+        fence_async_shared()
+        gl.thread_barrier()
+        w0 = a_smem.index(4 * t + 0)
+        w1 = a_smem.index(4 * t + 1)
+        w2 = a_smem.index(4 * t + 2)
+        w3 = a_smem.index(4 * t + 3)
     p0 = warpgroup_mma(w0, x0_smem.index(stage).permute((1, 0)), zero, use_acc=False, is_async=True)
     p1 = warpgroup_mma(w1, x1_smem.index(stage).permute((1, 0)), zero, use_acc=False, is_async=True)
     p2 = warpgroup_mma(w2, x2_smem.index(stage).permute((1, 0)), zero, use_acc=False, is_async=True)
@@ -107,7 +120,7 @@ def w4a8_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
                 num_blocks, num_slots, row_div, stride_x, stride_out, stride_we, stride_wn, x_plane,
                 N_OUT: gl.constexpr, N_W: gl.constexpr, K: gl.constexpr, WFMT: gl.constexpr, GATED: gl.constexpr,
                 BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                num_warps: gl.constexpr):
+                num_warps: gl.constexpr, A_SMEM: gl.constexpr = False):
     """GATED: the gate/up kernel (weights [E, 2I, H]: gate rows n and up rows n + I, output silu(g) * u per (token,
     slot) row into ``out [T*k, I]``); otherwise the down kernel (weights [E, H, I], output times the routing weight
     per slot row into ``out [T*k, H]``). N_OUT: output columns (I or H), N_W: weight rows (2I or H), K: reduction
@@ -149,6 +162,9 @@ def w4a8_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
     x1_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BM, 32], sl)
     x2_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BM, 32], sl)
     x3_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BM, 32], sl)
+    a_smem = x3_smem
+    if A_SMEM:
+        a_smem = gl.allocate_shared_memory(gl.float8e4nv, [NT * 4, BN, 32], sl)
 
     offs_n = pid_n * BN + gl.arange(0, BN, layout=rows_l)
     n_ok = offs_n < N_OUT
@@ -178,9 +194,11 @@ def w4a8_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
         nwords_u = nwords_g
         if GATED:
             nwords_u = gl.load(ws_base + s_next * N_W + offs_n + N_OUT, mask=n_ok, other=0)
-        g0, g1, g2, g3 = _tile_mmas(wg_smem, x0_smem, x1_smem, x2_smem, x3_smem, stage, zero, a_layout, NCH)
+        g0, g1, g2, g3 = _tile_mmas(wg_smem, x0_smem, x1_smem, x2_smem, x3_smem, a_smem, 0, stage, zero, a_layout,
+                                    NCH, A_SMEM)
         if GATED:
-            u0, u1, u2, u3 = _tile_mmas(wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, stage, zero, a_layout, NCH)
+            u0, u1, u2, u3 = _tile_mmas(wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, a_smem, 1, stage, zero,
+                                        a_layout, NCH, A_SMEM)
             g0, g1, g2, g3, u0, u1, u2, u3 = warpgroup_mma_wait(0, deps=(g0, g1, g2, g3, u0, u1, u2, u3))
             acc_u = _accumulate(acc_u, u0, u1, u2, u3, words_u, WFMT)
         else:

@@ -701,8 +701,11 @@ class FusedMoE:
             row_div, n_out, n_w, k, topw = 1, self.H, self.H, self.I, self.topw
         gargs = (xa, xs, d, s, g, out, a.sorted_slots, a.block_expert, topw, a.num_blocks, a.num_slots, row_div,
                  stride_x, stride_out, stride_we, stride_wn, plane)
+        import os
+
         kw = dict(N_OUT=n_out, N_W=n_w, K=k, WFMT=self.wfmt, GATED=which == 1, BM=cfg.block_m, BN=cfg.block_n,
-                  BK=cfg.block_k, STAGES=cfg.num_stages, num_warps=cfg.num_warps)
+                  BK=cfg.block_k, STAGES=cfg.num_stages, num_warps=cfg.num_warps,
+                  A_SMEM=os.environ.get("TRUEPEAK_MOE_EXPERIMENT_SMEM_A") == "1")  # timing experiment
         if warmup:
             return w4a8_kernel.warmup(*gargs, grid=grid, **kw)
         return w4a8_kernel[grid](*gargs, **kw)
