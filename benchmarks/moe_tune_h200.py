@@ -39,9 +39,10 @@ W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "
 # TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel without block scales (wrong results; how fast the loop could be)
 G1 = [{}, {"gluon": True, "block_n": 64}, {"gluon": True, "block_n": 64, "num_stages": 3},
       {"gluon": True, "block_n": 64, "num_stages": 6}, {"gluon": True, "block_n": 64, "block_m": 16}]
+W = [{}, {"block_n": 64}, {"block_m": 16}]
 GRID = {
-    "nvfp4a8": {1: G1[:2], 8: G1[4:]},
-    "mxfp4a8": {1: G1[:2], 8: G1[4:]},
+    "nvfp4a8": {1: W[:2], 8: W, 32: W[:2]},
+    "mxfp4a8": {1: W[:2], 8: W, 32: W[:2]},
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):

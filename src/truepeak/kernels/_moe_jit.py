@@ -26,12 +26,19 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
     shared memory like the weights (its pipeliner skips narrower loads, which then stall every step). Only loads: the
     caller may issue it one step ahead (register prefetch)."""
     if WFMT >= 3 and ACT8:
-        offs_c = k0 // 2 + tl.arange(0, 32)
-        p_b = w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_c[None, :]
+        if (ACT8 & 4) != 0:  # EXPERIMENT (timing only): 64-row x 64-element tiles stored contiguously (2 KB)
+            offs_t = tl.arange(0, 32)
+            p_b = (w_ptr + e * stride_we + (offs_n // 64)[:, None] * ((K // 64) * 2048) + (k0 // 64) * 2048
+                   + (offs_n % 64)[:, None] * 32 + offs_t[None, :])
+            nxt = 2048
+        else:
+            offs_c = k0 // 2 + tl.arange(0, 32)
+            p_b = w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_c[None, :]
+            nxt = 32
         b_a = tl.load(p_b, mask=offs_n[:, None] < N, other=0)
         b_b = b_a
         if WFMT == 4:
-            b_b = tl.load(p_b + 32, mask=offs_n[:, None] < N, other=0)
+            b_b = tl.load(p_b + nxt, mask=offs_n[:, None] < N, other=0)
         return b_a, b_b, _scale_words(ws_ptr, e, offs_n, k0, N, K, BLOCK_K)
     elif WFMT >= 3:
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)

@@ -719,6 +719,8 @@ class FusedMoE:
         flag = int(self.act8)
         if self.act8 and self.wfmt >= 3 and os.environ.get("TRUEPEAK_MOE_EXPERIMENT_NOSCALE") == "1":
             flag |= 2
+        if self.act8 and self.wfmt >= 3 and os.environ.get("TRUEPEAK_MOE_EXPERIMENT_TILED") == "1":
+            flag |= 4  # timing only: weights read as 64 x 64 tiles stored contiguously (they are not)
         return flag
 
     @staticmethod
