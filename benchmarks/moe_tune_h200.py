@@ -39,10 +39,10 @@ W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "
 # TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel without block scales (wrong results; how fast the loop could be)
 G1 = [{}, {"gluon": True, "block_n": 64}, {"gluon": True, "block_n": 64, "num_stages": 3},
       {"gluon": True, "block_n": 64, "num_stages": 6}, {"gluon": True, "block_n": 64, "block_m": 16}]
-W = [{}, {"block_n": 64}, {"block_m": 16}]
+W = [{}, {"block_n": 64}, {"gluon": True, "block_n": 64}, {"num_stages": 3}, {"num_stages": 6}]
 GRID = {
-    "nvfp4a8": {1: W[:2], 8: W, 32: W[:2]},
-    "mxfp4a8": {1: W[:2], 8: W, 32: W[:2]},
+    "nvfp4a8": {1: W, 4: W[:3], 8: W[:3], 16: W[:3] + [{"block_m": 32}], 32: W[:3] + [{"block_m": 32}]},
+    "mxfp4a8": {1: W, 4: W[:3], 8: W[:3], 16: W[:3] + [{"block_m": 32}], 32: W[:3] + [{"block_m": 32}]},
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):

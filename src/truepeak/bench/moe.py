@@ -172,8 +172,8 @@ def local_ids(ids: Any, shape: ExpertShape, rank: int = 0) -> Any:
 def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8: bool = False) -> tuple[Any, Any]:
     """Random expert weights ``w1 [E_local, 2I, H]``, ``w2 [E_local, H, I]`` as :class:`ExpertWeights`.
 
-    fp4 bytes are random codes labelled as already in the layout our kernel reads (``w4a8``: 64-element chunks in the
-    e4m3 bit layout; otherwise :func:`~truepeak.kernels.moe_triton.fp4_block_k` chunks), so no repack copy of
+    fp4 bytes are random codes labelled as already in the layout our kernel reads (``w4a8``: the w4a8 layout of
+    :func:`~truepeak.kernels.moe_triton.to_w4a8_layout`; otherwise :func:`~truepeak.kernels.moe_triton.fp4_block_k` chunks), so no repack copy of
     gigabytes is made; the reference reads them back through that layout.
 
     Values are drawn directly in the stored format (random bytes for fp4 codes, fp8 values from uniform [-1, 1] ·
@@ -207,12 +207,12 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
                 raise UnsupportedError(f"nvfp4 needs K a multiple of 16, got K={k}")
             s = (torch.rand(e, n, k // 16, device=device, generator=g) * 200 + 100).to(torch.float8_e4m3fn)
             gs = torch.full((e,), 0.05 / (6 * 300), device=device)
-            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=64 if w4a8 else fp4_block_k(k), e4m3_bits=w4a8)
+            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=64 if w4a8 else fp4_block_k(k), w4a8_layout=w4a8)
         if k % 32:
             raise UnsupportedError(f"mxfp4 needs K a multiple of 32, got K={k}")
         s = torch.randint(119, 122, (e, n, k // 32), device=device, generator=g, dtype=torch.uint8)
         # random codes: labelled as already in the kernel's nibble order (the reference reorders them back)
-        return ExpertWeights(wfmt, packed, s, nibble_chunk=64 if w4a8 else fp4_block_k(k), e4m3_bits=w4a8)
+        return ExpertWeights(wfmt, packed, s, nibble_chunk=64 if w4a8 else fp4_block_k(k), w4a8_layout=w4a8)
 
     return one(2 * shape.I, shape.H), one(shape.H, shape.I)
 
@@ -425,7 +425,7 @@ def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16
     def sub(w: Any) -> Any:
         return ExpertWeights(w.wfmt, w.data[sel], None if w.scale is None else w.scale[sel],
                              None if w.global_scale is None else w.global_scale[sel], w.nibble_chunk,
-                             w.e4m3_bits).dequantize()
+                             w.w4a8_layout).dequantize()
 
     remap = torch.full((w1.shape[0] + 1,), -1, dtype=torch.int64, device=x.device)
     remap[sel] = torch.arange(len(used), device=x.device)

@@ -55,7 +55,8 @@ def _copy_x(x_smem, stage, b: gl.constexpr, k0, ok, x_ptr, xrows, xrow_ok, xcols
 
 
 @gluon.jit
-def _issue(wg_smem, wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, stage, step, KS, w_base, wrow_a, wrow_b, wrow_ok,
+def _issue(wg_smem, wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, stage, step, KS: gl.constexpr, w_base, wrow_a,
+           wrow_b, wrow_ok,
            wcols, x_ptr, xrows, xrow_ok, xcols, stride_x, stride_wn, x_plane, WFMT: gl.constexpr, NT: gl.constexpr,
            NCH: gl.constexpr, BK: gl.constexpr):
     """cp.async the weight byte tiles and the 4 activation tiles of K step ``step`` into buffer ``stage`` (all
@@ -63,11 +64,13 @@ def _issue(wg_smem, wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, stage, step, KS
     kind has its own allocation (copies into slices of one allocation were separated by barriers)."""
     ok = step < KS
     k0 = step * BK
-    for c in gl.static_range(NCH):
-        ptr = w_base + wrow_a[:, None] * stride_wn + (k0 // 2 + c * 32 + wcols)[None, :]
+    TPR: gl.constexpr = (KS * BK // 64) * 2048  # bytes of one 64-row group
+    for c in gl.static_range(NCH):  # the w4a8 layout: 2 KB tiles of 64 rows x 32 bytes (moe_triton.to_w4a8_layout)
+        tile = (k0 // 64 + c) * 2048
+        ptr = w_base + ((wrow_a // 64) * TPR + tile + (wrow_a % 64) * 32)[:, None] + wcols[None, :]
         cp.async_copy_global_to_shared(wg_smem.index(stage * NCH + c), ptr, mask=wrow_ok[:, None] & ok)
         if NT == 2:
-            ptr = w_base + wrow_b[:, None] * stride_wn + (k0 // 2 + c * 32 + wcols)[None, :]
+            ptr = w_base + ((wrow_b // 64) * TPR + tile + (wrow_b % 64) * 32)[:, None] + wcols[None, :]
             cp.async_copy_global_to_shared(wu_smem.index(stage * NCH + c), ptr, mask=wrow_ok[:, None] & ok)
     _copy_x(x0_smem, stage, 0, k0, ok, x_ptr, xrows, xrow_ok, xcols, stride_x, x_plane, WFMT)
     _copy_x(x1_smem, stage, 1, k0, ok, x_ptr, xrows, xrow_ok, xcols, stride_x, x_plane, WFMT)
@@ -174,8 +177,8 @@ def w4a8_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
     acc_u = gl.zeros([BN, BM], gl.float32, layout=mma)
 
     for s in gl.static_range(STAGES - 1):  # prologue: steps 0 .. STAGES-2 in flight
-        _issue(wg_smem, wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, s, s, KS, w_base, wr, wr + N_OUT, wrow_ok, wcols, x_ptr, xrows, xrow_ok, xcols,
-               stride_x, stride_wn, x_plane, WFMT, NT, NCH, BK)
+        _issue(wg_smem, wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, s, s, KS, w_base, wr, wr + N_OUT, wrow_ok,
+               wcols, x_ptr, xrows, xrow_ok, xcols, stride_x, stride_wn, x_plane, WFMT, NT, NCH, BK)
     words_g = gl.load(ws_base + offs_n, mask=n_ok, other=0)
     words_u = words_g
     if GATED:
@@ -186,8 +189,9 @@ def w4a8_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
         fence_async_shared()  # ... and is visible to the MMAs' async proxy
         gl.thread_barrier()  # every thread's copies; and nobody still reads the buffer refilled next
         nxt = s + STAGES - 1
-        _issue(wg_smem, wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, nxt % STAGES, nxt, KS, w_base, wr, wr + N_OUT, wrow_ok, wcols, x_ptr, xrows,
-               xrow_ok, xcols, stride_x, stride_wn, x_plane, WFMT, NT, NCH, BK)
+        _issue(wg_smem, wu_smem, x0_smem, x1_smem, x2_smem, x3_smem, nxt % STAGES, nxt, KS, w_base, wr,
+               wr + N_OUT, wrow_ok, wcols, x_ptr, xrows, xrow_ok, xcols, stride_x, stride_wn, x_plane, WFMT, NT, NCH,
+               BK)
         # the next step's scale words (registers, one step ahead)
         s_next = gl.minimum(s + 1, KS - 1)
         nwords_g = gl.load(ws_base + s_next * N_W + offs_n, mask=n_ok, other=0)

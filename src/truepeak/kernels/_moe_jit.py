@@ -26,15 +26,11 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
     shared memory like the weights (its pipeliner skips narrower loads, which then stall every step). Only loads: the
     caller may issue it one step ahead (register prefetch)."""
     if WFMT >= 3 and ACT8:
-        if (ACT8 & 4) != 0:  # EXPERIMENT (timing only): 64-row x 64-element tiles stored contiguously (2 KB)
-            offs_t = tl.arange(0, 32)
-            p_b = (w_ptr + e * stride_we + (offs_n // 64)[:, None] * ((K // 64) * 2048) + (k0 // 64) * 2048
-                   + (offs_n % 64)[:, None] * 32 + offs_t[None, :])
-            nxt = 2048
-        else:
-            offs_c = k0 // 2 + tl.arange(0, 32)
-            p_b = w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_c[None, :]
-            nxt = 32
+        # the w4a8 layout (moe_triton.to_w4a8_layout): 64-row x 64-element tiles of 2 KB, tile (n // 64, chunk)
+        # at ((n // 64) * K/64 + chunk) * 2048, rows 32 bytes apart; an mxfp4 step's second chunk is the next tile
+        p_b = (w_ptr + e * stride_we + (offs_n // 64)[:, None] * ((K // 64) * 2048) + (k0 // 64) * 2048
+               + (offs_n % 64)[:, None] * 32 + tl.arange(0, 32)[None, :])
+        nxt = 2048
         b_a = tl.load(p_b, mask=offs_n[:, None] < N, other=0)
         b_b = b_a
         if WFMT == 4:

@@ -163,8 +163,9 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         stages = 2 if bm == 32 else 3
         warps = 8 if bm == 128 else 4
     if fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 4 blocks per step (see w4a8_block_k)
-        # 128 weight rows up to 8 tokens per expert (54.4 / 54.8 % vs 51.8 / 52.9 with 64 at 1, nvfp4 / mxfp4), 64
-        # from 64-token blocks (mxfp4 at 32: 38.4 vs 25.8 %); 3, 4 and 6 stages within 1 point
+        # 16-token blocks up to 10 tokens per expert (tiled layout, 8 per expert: mxfp4 83.8 vs 70.1 %, nvfp4 62.5 vs
+        # 47.2 with 32); 128 weight rows up to 10 (mxfp4 at 1: 90.5 vs 85.7 % with 64), 64 from 64-token blocks
+        bm = 16 if t <= 10 else bm
         bk, bn, stages, warps = w4a8_block_k(wfmt), 128 if bm <= 32 else 64, 4, 4
     elif fp4:  # w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
         bk, stages = 128, 3
@@ -374,6 +375,41 @@ def from_e4m3_bit_layout(packed: Any) -> Any:
     return lo | (hi << 4)
 
 
+#: Rows and K elements of one contiguous tile of the w4a8 layout (64 x 64 elements = 64 x 32 bytes = 2 KB).
+W4A8_TILE = 64
+
+
+def to_w4a8_layout(packed: Any) -> Any:
+    """Standard-order fp4 bytes ``[E, N, K/2]`` → the w4a8 kernel's layout, same shape: the kernel nibble order with
+    64-element chunks (:func:`to_kernel_nibble_order`), the e4m3 bit layout (:func:`to_e4m3_bit_layout`), and the
+    64-row x 64-element tiles (64 rows x 32 bytes) each stored contiguously, tile (n, c) at byte
+    ``(n * K/64 + c) * 2048`` of the expert (rows of a tile 32 bytes apart).
+
+    Why the tiles: a K step of the kernel reads 32 or 64 bytes of each of its rows; with rows K/2 bytes apart
+    (3,584 B for K = 7168) those small strided pieces kept the w4a8 kernel at ~50 % of the H200's read bandwidth
+    whatever its MMA scheduling (docs/results/h200/moe/README.md); read as 2 KB tiles the same kernel streamed
+    mxfp4 at up to 90 % (Marlin and other serving kernels pre-tile weights for the same reason).
+
+    Raises:
+        TruepeakError: not 3-D, or N or K not multiples of 64."""
+    if packed.dim() != 3:
+        raise TruepeakError(f"fp4 weights must be [E, N, K/2] bytes, got shape {list(packed.shape)}")
+    e, n, kb = (int(d) for d in packed.shape)
+    t = W4A8_TILE
+    if n % t or (2 * kb) % t:
+        raise TruepeakError(f"the w4a8 layout needs N and K multiples of {t}, got N={n}, K={2 * kb}")
+    b = to_e4m3_bit_layout(to_kernel_nibble_order(packed, t))
+    return b.reshape(e, n // t, t, kb // (t // 2), t // 2).permute(0, 1, 3, 2, 4).contiguous().reshape(e, n, kb)
+
+
+def from_w4a8_layout(packed: Any) -> Any:
+    """Inverse of :func:`to_w4a8_layout`: standard-order bytes ``[E, N, K/2]``."""
+    e, n, kb = (int(d) for d in packed.shape)
+    t = W4A8_TILE
+    b = packed.reshape(e, n // t, kb // (t // 2), t, t // 2).permute(0, 1, 3, 2, 4).reshape(e, n, kb)
+    return from_kernel_nibble_order(from_e4m3_bit_layout(b), t)
+
+
 @dataclass
 class ExpertWeights:
     """One projection's expert weights in a kernel format: ``data`` ``[E, N, K]`` (``[E, N, K//2]`` uint8 for fp4),
@@ -381,15 +417,16 @@ class ExpertWeights:
     ``[E, N, K//16]`` for nvfp4; uint8 ``[E, N, K//32]`` for mxfp4), ``global_scale`` (fp32 ``[E]``: nvfp4's
     per-tensor scale; for mxfp4 None, or the power of two its scales were rebased by in :meth:`in_kernel_order`),
     ``nibble_chunk`` (fp4 only: 0 = the standard nibble order, c > 0 = :func:`to_kernel_nibble_order` with chunk c;
-    the kernels need c = the kernel's ``block_k`` and repack otherwise), ``e4m3_bits`` (fp4 only: the bytes are in
-    :func:`to_e4m3_bit_layout`, the w4a8 kernel's)."""
+    the kernels need c = the kernel's ``block_k`` and repack otherwise), ``w4a8_layout`` (fp4 only: the bytes are in
+    the w4a8 kernel's layout, :func:`to_w4a8_layout`: 64-element nibble chunks, the e4m3 bit layout and 64-row x
+    64-element tiles stored contiguously)."""
 
     wfmt: str
     data: Any
     scale: Any = None
     global_scale: Any = None
     nibble_chunk: int = 0
-    e4m3_bits: bool = False
+    w4a8_layout: bool = False
     _words: Any = field(default=None, repr=False, compare=False)
 
     def w4a8_scale_words(self) -> Any:
@@ -412,11 +449,10 @@ class ExpertWeights:
                 .transpose(1, 2).contiguous()
         return self._words
 
-    def in_kernel_order(self, chunk: int | None = None, e4m3_bits: bool = False) -> "ExpertWeights":
+    def in_kernel_order(self, chunk: int | None = None, w4a8: bool = False) -> "ExpertWeights":
         """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
         bytes in the kernel's nibble order with ``chunk`` (default :func:`fp4_block_k` of K; the kernel's
-        ``block_k``; 64 for the w4a8 kernel) and, with ``e4m3_bits``, the w4a8 kernel's bit layout
-        (:func:`to_e4m3_bit_layout`), and for mxfp4 the e8m0 scales rebased per expert so that the largest is 136 (2^9), with the
+        ``block_k``) or, with ``w4a8``, in the w4a8 kernel's layout (:func:`to_w4a8_layout`), and for mxfp4 the e8m0 scales rebased per expert so that the largest is 136 (2^9), with the
         rebasing power of two folded into the per-expert ``global_scale`` that the kernel applies after the K loop:
         the fp16 block scales then do not depend on the weights' magnitude. Dequantised values are unchanged except
         for blocks more than 2^136 below their expert's largest (they become 2^-127 x value); NaN scales (255) stay
@@ -427,10 +463,12 @@ class ExpertWeights:
         torch = require("torch", "repacking fp4 weights")
         chunk = chunk or fp4_block_k(self.shape[2])
         w = self
-        if w.nibble_chunk != chunk or w.e4m3_bits != e4m3_bits:
-            data = to_kernel_nibble_order(w.standard_bytes(), chunk)
-            w = ExpertWeights(w.wfmt, to_e4m3_bit_layout(data) if e4m3_bits else data, w.scale, w.global_scale,
-                              chunk, e4m3_bits)
+        if w4a8:
+            chunk = 64
+        if w.nibble_chunk != chunk or w.w4a8_layout != w4a8:
+            std = w.standard_bytes()
+            data = to_w4a8_layout(std) if w4a8 else to_kernel_nibble_order(std, chunk)
+            w = ExpertWeights(w.wfmt, data, w.scale, w.global_scale, chunk, w4a8)
         if w.wfmt == "mxfp4":
             s = w.scale.to(torch.int32)
             finite = torch.where(s == 255, torch.zeros_like(s), s)  # 255 is e8m0's NaN
@@ -440,13 +478,14 @@ class ExpertWeights:
                 g = torch.pow(2.0, off.to(torch.float32))
                 if w.global_scale is not None:
                     g = g * w.global_scale.float()
-                w = ExpertWeights(w.wfmt, w.data, rebased, g, w.nibble_chunk, w.e4m3_bits)
+                w = ExpertWeights(w.wfmt, w.data, rebased, g, w.nibble_chunk, w.w4a8_layout)
         return w
 
     def standard_bytes(self) -> Any:
         """fp4 bytes in the standard nibble order (the stored bytes when ``nibble_chunk`` is 0)."""
-        data = from_e4m3_bit_layout(self.data) if self.e4m3_bits else self.data
-        return data if not self.nibble_chunk else from_kernel_nibble_order(data, self.nibble_chunk)
+        if self.w4a8_layout:
+            return from_w4a8_layout(self.data)
+        return self.data if not self.nibble_chunk else from_kernel_nibble_order(self.data, self.nibble_chunk)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -614,8 +653,8 @@ class FusedMoE:
         # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
         self.x = x
         w4a8 = fp4 and w8a8  # 64-element nibble chunks in the e4m3 bit layout
-        self.w1 = w1.in_kernel_order(64 if w4a8 else self.cfg1.block_k, e4m3_bits=w4a8)
-        self.w2 = w2.in_kernel_order(64 if w4a8 else self.cfg2.block_k, e4m3_bits=w4a8)
+        self.w1 = w1.in_kernel_order(self.cfg1.block_k, w4a8=w4a8)
+        self.w2 = w2.in_kernel_order(self.cfg2.block_k, w4a8=w4a8)
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
@@ -719,8 +758,6 @@ class FusedMoE:
         flag = int(self.act8)
         if self.act8 and self.wfmt >= 3 and os.environ.get("TRUEPEAK_MOE_EXPERIMENT_NOSCALE") == "1":
             flag |= 2
-        if self.act8 and self.wfmt >= 3 and os.environ.get("TRUEPEAK_MOE_EXPERIMENT_TILED") == "1":
-            flag |= 4  # timing only: weights read as 64 x 64 tiles stored contiguously (they are not)
         return flag
 
     @staticmethod
