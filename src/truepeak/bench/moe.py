@@ -438,13 +438,13 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
               out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
               read_bw: float | None = None, seed: int = 0, progress: Callable[[dict], None] | None = None,
               env: Any = None, triton_tune: dict[str, dict] | None = None,
-              fp8_activations: str = "fp8", fp4_activations: str = "fp16") -> list[dict]:
+              fp8_activations: str = "fp8", fp4_activations: str = "fp8") -> list[dict]:
     """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records.
 
     ``triton_tune`` maps a weight format to KernelConfig overrides for the triton backend (recorded in the workload as
     ``triton_tune``). ``fp8_activations``: our kernel with fp8 weights runs ``"fp8"`` (w8a8, the default) or
-    ``"fp16"`` (w8a16); ``fp4_activations`` likewise for nvfp4 / mxfp4 weights: ``"fp16"`` (w4a16, the default) or
-    ``"fp8"`` (w4a8). The record's ``workload.activations`` says which.
+    ``"fp16"`` (w8a16); ``fp4_activations`` likewise for nvfp4 / mxfp4 weights: ``"fp8"`` (w4a8, the default) or
+    ``"fp16"`` (w4a16). The record's ``workload.activations`` says which.
 
     Raises (before any measurement): TruepeakError for bad model/layout/routing/format/backend names or tokens per
     expert <= 0. Per point, errors become ``failed`` records and unsupported combinations ``skipped`` ones.

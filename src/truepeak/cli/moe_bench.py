@@ -75,9 +75,9 @@ def bench(
     fp8_activations: str = typer.Option("fp8", "--fp8-activations", help="Our kernel with fp8 weights: fp8 (w8a8, "
                                         "activations quantised per row to e4m3, as grouped_mm does) or fp16 "
                                         "(w8a16: weights converted in registers)."),
-    fp4_activations: str = typer.Option("fp16", "--fp4-activations", help="Our kernel with nvfp4/mxfp4 weights: "
-                                        "fp16 (w4a16: e2m1 decoded to fp16) or fp8 (w4a8: activations quantised "
-                                        "per row to e4m3, e2m1 decoded to e4m3, one fp8 MMA per scale block)."),
+    fp4_activations: str = typer.Option("fp8", "--fp4-activations", help="Our kernel with nvfp4/mxfp4 weights: "
+                                        "fp8 (w4a8: activations quantised per row to e4m3, e2m1 decoded to e4m3, "
+                                        "one fp8 MMA per scale block) or fp16 (w4a16: e2m1 decoded to fp16)."),
     out: Optional[Path] = typer.Option(None, "--out", help="JSON Lines file the records are appended to."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
                                         "(needs matplotlib)."),

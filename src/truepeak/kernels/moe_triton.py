@@ -78,8 +78,6 @@ class KernelConfig:
     into registers before converting the current one (for dequantised formats). ``hoist`` (fp4): let Triton decode in
     the MMA operand's register layout, straight from shared memory, instead of decoding in the loaded layout and
     moving the fp16 tile to the MMA through shared memory (more instructions, less shared memory and no barrier).
-    ``gluon`` (fp4 with fp8 activations only): run :mod:`truepeak.kernels._moe_gluon` instead of the ``tl.dot``
-    kernels (all of a step's block MMAs in flight at once, one wait per step).
     """
 
     block_m: int
@@ -89,7 +87,6 @@ class KernelConfig:
     num_stages: int = 4
     prefetch: bool = False
     hoist: bool = False
-    gluon: bool = False
 
     def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:
         """Shared memory one program needs, estimated: ``num_stages`` x (weight tile(s) + activation tile) bytes,
@@ -165,8 +162,9 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     if fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 4 blocks per step (see w4a8_block_k)
         # 16-token blocks up to 10 tokens per expert (tiled layout, 8 per expert: mxfp4 83.8 vs 70.1 %, nvfp4 62.5 vs
         # 47.2 with 32); 128 weight rows up to 10 (mxfp4 at 1: 90.5 vs 85.7 % with 64), 64 from 64-token blocks
-        bm = 16 if t <= 10 else bm
-        bk, bn, stages, warps = w4a8_block_k(wfmt), 128 if bm <= 32 else 64, 4, 4
+        # 32 at 16 (mxfp4 62.9 vs 48.8 %, nvfp4 41.8 vs 29.3 with 64); 3 stages (91.0 vs 90.3 % with 4 at 1)
+        bm = 16 if t <= 10 else 32 if t <= 20 else bm
+        bk, bn, stages, warps = w4a8_block_k(wfmt), 128 if bm <= 32 else 64, 3, 4
     elif fp4:  # w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
         bk, stages = 128, 3
         if bm <= 32:
@@ -574,9 +572,9 @@ class FusedMoE:
         tune: KernelConfig field overrides applied to both kernels (e.g. ``{"prefetch": True, "num_stages": 1}``).
         activations: for fp8 weights, ``"fp8"`` (default: w8a8, activations quantised per row to e4m3 with scale
             max|row| / 448 by :func:`quant_rows_kernel` inside the call, then fp8 x fp8 MMAs) or ``"fp16"`` (w8a16:
-            weights converted to fp16 in registers); for fp4 weights, ``"fp8"`` (w4a8: the same activations, e2m1
-            decoded to e4m3 in registers, one fp8 MMA per scale block) or ``"fp16"`` (default: w4a16, e2m1 decoded
-            to fp16). bf16 takes only None.
+            weights converted to fp16 in registers); for fp4 weights, ``"fp8"`` (default: w4a8, the same activations,
+            e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block, weights in :func:`to_w4a8_layout`) or
+            ``"fp16"`` (w4a16: e2m1 decoded to fp16). bf16 takes only None.
 
     Range: the fp4 w4a16 and fp8 w8a16 paths run x and the intermediate ``silu(g) · u`` in **fp16**: magnitudes
     above 65,504 become inf/NaN and below ~6e-5 lose precision (fp16's range; bf16 and w8a8 keep bf16). The weights'
@@ -615,7 +613,7 @@ class FusedMoE:
             valid = (topk_ids >= 0) & (topk_ids < self.E)
             tokens_per_expert = max(1.0, float(valid.sum().item())
                                     / max(1, int(torch.unique(topk_ids[valid]).numel())))
-        w8a8 = (fp8 and activations != "fp16") or (fp4 and activations == "fp8")
+        w8a8 = (fp8 or fp4) and activations != "fp16"
         self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8)
         self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8)
         if tune:  # overrides of KernelConfig fields for both kernels (benchmark-side tuning)
@@ -636,11 +634,6 @@ class FusedMoE:
         if w1.wfmt == "fp8_block" and (128 % self.cfg1.block_k or 128 % self.cfg2.block_k):
             raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
-        if (self.cfg1.gluon or self.cfg2.gluon) and not (fp4 and w8a8):
-            raise UnsupportedError(f"the Gluon kernel runs fp4 weights with fp8 activations only, not {w1.wfmt} with "
-                                   f"{'fp8' if w8a8 else 'fp16/bf16'} activations")
-        if (self.cfg1.gluon or self.cfg2.gluon) and _interpreting():
-            raise UnsupportedError("the Gluon kernel does not run in Triton's CPU interpreter")
         if fp4 and w8a8 and {self.cfg1.block_k, self.cfg2.block_k} != {w4a8_block_k(w1.wfmt)}:
             raise UnsupportedError(f"{w1.wfmt} weights with fp8 activations need block_k = {w4a8_block_k(w1.wfmt)} "
                                    f"(4 scale blocks per step), got {self.cfg1.block_k} and {self.cfg2.block_k}")
@@ -718,36 +711,9 @@ class FusedMoE:
                     a.num_slots, self.H, self.I, xa.stride(-2), self.partial.stride(0), d.stride(0), d.stride(1),
                     plane)
             kernel = down
-        if cfg.gluon:
-            return self._launch_gluon(which, cfg, grid, args, warmup)
         if warmup:
             return kernel.warmup(*args, grid=grid, **kw)
         return kernel[grid](*args, **kw)
-
-    def _launch_gluon(self, which: int, cfg: KernelConfig, grid: tuple, args: tuple, warmup: bool) -> Any:
-        """Launch :func:`truepeak.kernels._moe_gluon.w4a8_kernel` (w4a8 only) with the arguments ``_launch`` built
-        for the ``tl.dot`` kernel of the same GEMM."""
-        from truepeak.kernels._moe_gluon import w4a8_kernel
-
-        a = self.align
-        # _launch's argument tuples: (x, x scales, weights, scale words, per-expert scale, out, ...) and, at 13..17,
-        # (stride_x, stride_out, stride_we, stride_wn, x_plane) for both kernels
-        xa, xs, d, s, g, out = args[:6]
-        stride_x, stride_out, stride_we, stride_wn, plane = args[13:18]
-        if which == 1:
-            row_div, n_out, n_w, k, topw = self.k, self.I, 2 * self.I, self.H, self._dummy
-        else:
-            row_div, n_out, n_w, k, topw = 1, self.H, self.H, self.I, self.topw
-        gargs = (xa, xs, d, s, g, out, a.sorted_slots, a.block_expert, topw, a.num_blocks, a.num_slots, row_div,
-                 stride_x, stride_out, stride_we, stride_wn, plane)
-        import os
-
-        kw = dict(N_OUT=n_out, N_W=n_w, K=k, WFMT=self.wfmt, GATED=which == 1, BM=cfg.block_m, BN=cfg.block_n,
-                  BK=cfg.block_k, STAGES=cfg.num_stages, num_warps=cfg.num_warps,
-                  A_SMEM=os.environ.get("TRUEPEAK_MOE_EXPERIMENT_SMEM_A") == "1")  # timing experiment
-        if warmup:
-            return w4a8_kernel.warmup(*gargs, grid=grid, **kw)
-        return w4a8_kernel[grid](*gargs, **kw)
 
     def _act8_flag(self) -> Any:
         """The kernels' ACT8 value: 1 with fp8 activations, 0 without; for fp4 weights the timing experiments of
