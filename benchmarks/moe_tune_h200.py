@@ -43,6 +43,7 @@ W = [{}, {"block_n": 64}, {"num_stages": 3}, {"num_stages": 6}]
 GRID = {
     "nvfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
     "mxfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
+    "nvfp4a8-defaults": {1: [{}], 8: [{}]},  # with TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the cost of the block scales
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):
@@ -54,8 +55,8 @@ with open(path, "a") as f:
     for fmt in formats:
         if time.time() - t0 > deadline:
             break
-        if fmt.endswith("a8"):
-            wfmt, acts = fmt[:-2], "fp8"
+        if fmt.split("-")[0].endswith("a8"):
+            wfmt, acts = fmt.split("-")[0][:-2], "fp8"
         else:
             wfmt, acts = fmt, "fp16" if fmt.startswith("fp8") else None
         w4a8 = wfmt in ("nvfp4", "mxfp4") and acts == "fp8"
