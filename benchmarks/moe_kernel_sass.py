@@ -17,7 +17,8 @@ print(f"Command: `PYTHONPATH=src python3 benchmarks/moe_kernel_sass.py` (triton 
 print("| weights | activations | tok/expert | block m x n x k, warps, stages | regs | smem B | instr / iter | "
       "instr / value | top of the mix |")
 print("|---|---|---:|---|---:|---:|---:|---:|---|")
-for wfmt, w8a8 in (("bf16", False), ("fp8", True), ("fp8", False), ("nvfp4", False), ("mxfp4", False)):
+for wfmt, w8a8 in (("bf16", False), ("fp8", True), ("fp8", False), ("nvfp4", True), ("mxfp4", True), ("nvfp4", False),
+                   ("mxfp4", False)):
     for tpe in (1, 8, 32):
         cfg = mt.choose_config(tpe, wfmt, True, 232_448, 7168, w8a8)
         r = sass_loop_report(compile_gate_up(cfg, wfmt, w8a8), cfg)

@@ -2,7 +2,7 @@
 
 For each (model, local experts, routing): one row per tokens per expert; for bf16 our kernel's % of the measured read
 bandwidth and time, then the best other backend's; for fp8 ours (w8a8) and torch's ``_scaled_grouped_mm`` (w8a8,
-the ``grouped_mm`` backend); for nvfp4 and mxfp4 ours (no other backend runs fp4 on Hopper). Then, per format, how
+the ``grouped_mm`` backend); for nvfp4 and mxfp4 ours (w4a8 since stop 12; no other backend runs fp4 on Hopper). Then, per format, how
 ours compares with the issue's targets (#5), computed from the same records.
 
 Usage: python3 benchmarks/moe_results_tables.py RECORDS.jsonl
@@ -31,8 +31,8 @@ def main(path: str) -> None:
                                                                         kv[0][0])):
         where = "E = 256 (all experts on one GPU)" if e == 256 else f"E_local = {e} (EP{256 // e}, {e} of 256 experts)"
         print(f"\n#### {model}, {where}, {routing}\n")
-        print("| tok/expert | bf16: **ours** · best other | fp8 w8a8: **ours** · scaled_grouped_mm | nvfp4: **ours** "
-              "| mxfp4: **ours** |")
+        print("| tok/expert | bf16: **ours** · best other | fp8 w8a8: **ours** · scaled_grouped_mm | nvfp4 w4a8: **ours** "
+              "| mxfp4 w4a8: **ours** |")
         print("|---:|---|---|---|---|")
         for t in sorted({k[1] for k in pts}):
             cells = []

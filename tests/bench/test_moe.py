@@ -187,6 +187,11 @@ def test_gpu_sweep_writes_records_and_survives_a_failure(tmp_path, monkeypatch):
     assert all(r["kind"] == "moe_experts" and 0 < r["derived"]["pct_read_bandwidth"] for r in ok)
 
 
+def test_bad_fp4_activations_named_before_any_measurement():
+    with pytest.raises(TruepeakError, match="--fp4-activations 'int4': expected fp16 .w4a16. or fp8 .w4a8."):
+        moe.run_bench("deepseek-v3", weights=["nvfp4"], fp4_activations="int4")
+
+
 def test_bad_fp8_activations_named_before_any_measurement():
     with pytest.raises(TruepeakError, match="--fp8-activations 'int8': expected fp8 .w8a8. or fp16 .w8a16."):
         moe.run_bench("deepseek-v3", weights=["fp8"], fp8_activations="int8")

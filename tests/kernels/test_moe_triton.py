@@ -69,12 +69,56 @@ def test_smem_estimate_bounds_what_triton_allocates_on_sm90():
         return compile_gate_up(cfg, wfmt, w8a8).metadata.shared
 
     for tpe, wfmt, w8a8 in ((1, "bf16", False), (16, "bf16", False), (1, "fp8", False), (1, "fp8", True),
-                            (64, "fp8", True), (1, "nvfp4", False), (16, "mxfp4", False)):
+                            (64, "fp8", True), (1, "nvfp4", False), (16, "mxfp4", False), (1, "nvfp4", True),
+                            (8, "mxfp4", True), (32, "nvfp4", True)):
         cfg = mt.choose_config(tpe, wfmt, True, smem_limit=232_448, k_dim=7168, w8a8=w8a8)
         est, got = cfg.smem_bytes(wfmt, True, w8a8), shared(cfg, wfmt, w8a8)
         assert got <= est <= 232_448, (tpe, wfmt, w8a8, est, got)
-        if wfmt == "bf16" or w8a8:
+        if wfmt == "bf16" or (w8a8 and wfmt.startswith("fp8")):  # w4a8's scale words stay in registers
             assert est == got, (tpe, wfmt, w8a8, est, got)
+
+
+def test_w4a8_config_follows_tokens_per_expert_and_needs_whole_steps():
+    # w4a8 (fp4 weights, fp8 activations): 4 scale blocks per K step, 64 elements for nvfp4 (16-element blocks) and
+    # 128 for mxfp4 (32); the token block follows tokens per expert (C17), 16 rows up to 10
+    c = {t: mt.choose_config(t, "mxfp4", True, k_dim=7168, w8a8=True) for t in (1, 8, 16, 32, 256)}
+    assert [c[t].block_m for t in (1, 8, 16, 32, 256)] == [16, 16, 32, 64, 128]
+    assert {cc.block_k for cc in c.values()} == {128}
+    assert mt.choose_config(8, "nvfp4", True, k_dim=7168, w8a8=True).block_k == 64
+    with pytest.raises(UnsupportedError, match="K=96 is not a multiple of 64: the w4a8 nvfp4"):
+        mt.choose_config(1, "nvfp4", True, k_dim=96, w8a8=True)
+    with pytest.raises(UnsupportedError, match="K=192 is not a multiple of 128: the w4a8 mxfp4"):
+        mt.choose_config(1, "mxfp4", True, k_dim=192, w8a8=True)
+
+
+def test_w4a8_layout_hand_example():
+    # one expert, N = 64 rows, K = 128 (two 64-element chunks): element k = 70 of row 5 is 1.5 (code 0b0011), the
+    # rest 0. Standard order: byte 35 of row 5, low nibble. Kernel order: chunk 1, position 6 (< 32, so the low
+    # value of byte 6); e4m3 bit layout: L.e0 -> bit 3, L.m -> bit 2: 0b00001100. Tile (row group 0, chunk 1) starts
+    # at byte 2048 of the expert; row 5 at +5 * 32, byte 6: flat offset 2214.
+    std = torch.zeros(1, 64, 64, dtype=torch.uint8)
+    std[0, 5, 35] = 0b0011
+    t = mt.to_w4a8_layout(std)
+    flat = t.flatten()
+    assert int(flat[2214]) == 0b00001100 and int(flat.count_nonzero()) == 1
+    assert torch.equal(mt.from_w4a8_layout(t), std)
+    w = mt.ExpertWeights("mxfp4", std, torch.full((1, 64, 4), 127, dtype=torch.uint8))
+    k = w.in_kernel_order(w4a8=True)
+    assert k.w4a8_layout and k.nibble_chunk == 64 and torch.equal(k.data, t)
+    assert torch.equal(k.dequantize(), w.dequantize())
+    # scale words (nvfp4: 16-element blocks, a 64-element step = 4 blocks): row n's 4 scale bytes of step s in one
+    # little-endian int32, step-major [E, K/64, N]. Row 0's e4m3 scales 1, 2, 0.5, 4 | 1.5, 3, 0.75, 6 (bytes 0x38,
+    # 0x40, 0x30, 0x48 | 0x3C, 0x44, 0x34, 0x4C) -> words 0x48304038 and 0x4C34443C
+    sc = torch.full((1, 64, 8), 0x38, dtype=torch.uint8)
+    sc[0, 0] = torch.tensor([0x38, 0x40, 0x30, 0x48, 0x3C, 0x44, 0x34, 0x4C], dtype=torch.uint8)
+    nv = mt.ExpertWeights("nvfp4", std, sc.view(torch.float8_e4m3fn), torch.ones(1))
+    assert sc.view(torch.float8_e4m3fn)[0, 0].float().tolist() == [1, 2, 0.5, 4, 1.5, 3, 0.75, 6]
+    ws = nv.in_kernel_order(w4a8=True).w4a8_scale_words()
+    assert ws.shape == (1, 2, 64) and ws.dtype == torch.int32
+    assert [int(ws[0, 0, 0]), int(ws[0, 1, 0])] == [0x48304038, 0x4C34443C]
+    assert int(ws[0, 0, 1]) == 0x38383838
+    with pytest.raises(TruepeakError, match="the w4a8 layout needs N and K multiples of 64, got N=32"):
+        mt.to_w4a8_layout(torch.zeros(1, 32, 64, dtype=torch.uint8))
 
 
 def test_choose_config_block_k_divides_k_and_bad_format():
@@ -138,6 +182,8 @@ for wfmt in ("nvfp4", "mxfp4"):
     ref = mt.moe_reference(xs, w1.dequantize(), w2.dequantize(), ids, tw)
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, 128, 4, 1, hoist=False), activations="fp16")()
     out["small/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
+# fp4 weights with no activations argument run w4a8 (the default since stop 12)
+out["default_fp4"] = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16, 64, 128, 4, 1)).activations
 # an EP rank with no local slot, and an empty batch: zeros, not an error
 for name, ids_n in (("nowhere", torch.full((3, 2), -1)), ("empty", torch.zeros(0, 2, dtype=torch.long))):
     w1 = mt.quantize_experts(torch.randn(4, 256, 128) * 0.1, "bf16")
@@ -212,6 +258,10 @@ def test_mxfp4_scales_rebased_per_expert_for_the_kernel():
     assert k.global_scale.tolist() == [2.0 ** (120 - 136), 2.0 ** (60 - 136)]
     assert torch.equal(k.dequantize(), w.dequantize())
     assert k.in_kernel_order() is k
+
+
+def test_fp4_defaults_to_fp8_activations_in_interpreter(interpreted):
+    assert interpreted["default_fp4"] == "fp8 e4m3, per-row scale"
 
 
 def test_no_local_slot_and_empty_batch_give_zeros_in_interpreter(interpreted):
