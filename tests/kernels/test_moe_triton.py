@@ -85,10 +85,12 @@ def test_w4a8_config_follows_tokens_per_expert_and_needs_whole_steps():
     assert [c[t].block_m for t in (1, 8, 16, 32, 256)] == [16, 16, 32, 64, 128]
     assert {cc.block_k for cc in c.values()} == {128}
     assert mt.choose_config(8, "nvfp4", True, k_dim=7168, w8a8=True).block_k == 64
+    # gpt-oss: K = H = I = 2880 = 22.5 x 128 = 45 x 64: mxfp4 takes 64-element steps (2 scale blocks)
+    assert mt.choose_config(1, "mxfp4", True, k_dim=2880, w8a8=True).block_k == 64
     with pytest.raises(UnsupportedError, match="K=96 is not a multiple of 64: the w4a8 nvfp4"):
         mt.choose_config(1, "nvfp4", True, k_dim=96, w8a8=True)
-    with pytest.raises(UnsupportedError, match="K=192 is not a multiple of 128: the w4a8 mxfp4"):
-        mt.choose_config(1, "mxfp4", True, k_dim=192, w8a8=True)
+    with pytest.raises(UnsupportedError, match="K=160 is not a multiple of 64: the w4a8 mxfp4"):
+        mt.choose_config(1, "mxfp4", True, k_dim=160, w8a8=True)
 
 
 def test_w4a8_layout_hand_example():
@@ -117,6 +119,13 @@ def test_w4a8_layout_hand_example():
     assert ws.shape == (1, 2, 64) and ws.dtype == torch.int32
     assert [int(ws[0, 0, 0]), int(ws[0, 1, 0])] == [0x48304038, 0x4C34443C]
     assert int(ws[0, 0, 1]) == 0x38383838
+    # mxfp4 in 64-element steps (K not a multiple of 128): 2 scale bytes per word, the high two zero
+    mx = mt.ExpertWeights("mxfp4", torch.zeros(1, 64, 96, dtype=torch.uint8),
+                          torch.tensor([[[120, 121, 122, 123, 124, 125]] * 64], dtype=torch.uint8))
+    w64 = mx.w4a8_scale_words(64)
+    assert w64.shape == (1, 3, 64) and [int(v) for v in w64[0, :, 0]] == [0x7978, 0x7B7A, 0x7D7C]
+    with pytest.raises(TruepeakError, match="no w4a8 scale words for mxfp4 with K=192 in steps of 128"):
+        mx.w4a8_scale_words(128)
     with pytest.raises(TruepeakError, match="the w4a8 layout needs N and K multiples of 64, got N=32"):
         mt.to_w4a8_layout(torch.zeros(1, 32, 64, dtype=torch.uint8))
 
@@ -182,6 +191,15 @@ for wfmt in ("nvfp4", "mxfp4"):
     ref = mt.moe_reference(xs, w1.dequantize(), w2.dequantize(), ids, tw)
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, 128, 4, 1, hoist=False), activations="fp16")()
     out["small/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
+# mxfp4 w4a8 with K not a multiple of 128 (gpt-oss-like: 64-element steps, 2 scale blocks), H = 192, I = 64
+torch.manual_seed(1)
+w1g = mt.quantize_experts(torch.randn(4, 128, 192) * 0.1, "mxfp4")
+w2g = mt.quantize_experts(torch.randn(4, 192, 64) * 0.1, "mxfp4")
+xg = (torch.rand(ids.shape[0], 192) * 2 - 1).bfloat16()
+refg = mt.moe_reference(xg, w1g.dequantize(), w2g.dequantize(), ids, tw)
+fg = mt.FusedMoE(xg, w1g, w2g, ids, tw, tokens_per_expert=2)
+out["mxfp4_k192"] = {"err": float((fg().float() - refg).abs().max() / refg.abs().max()),
+                     "block_k": [fg.cfg1.block_k, fg.cfg2.block_k]}
 # fp4 weights with no activations argument run w4a8 (the default since stop 12)
 out["default_fp4"] = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16, 64, 128, 4, 1)).activations
 # an EP rank with no local slot, and an empty batch: zeros, not an error
@@ -258,6 +276,11 @@ def test_mxfp4_scales_rebased_per_expert_for_the_kernel():
     assert k.global_scale.tolist() == [2.0 ** (120 - 136), 2.0 ** (60 - 136)]
     assert torch.equal(k.dequantize(), w.dequantize())
     assert k.in_kernel_order() is k
+
+
+def test_mxfp4_w4a8_with_k_not_a_multiple_of_128_in_interpreter(interpreted):
+    r = interpreted["mxfp4_k192"]
+    assert r["block_k"] == [64, 64] and r["err"] < 1e-1, r
 
 
 def test_fp4_defaults_to_fp8_activations_in_interpreter(interpreted):

@@ -20,21 +20,20 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
     """The stored weight tile of K step ``k0``: (packed bytes [BN, BK/2], scales of the low nibbles, scales of the
     high nibbles [BN, BK/2/G]) for fp4 in the kernel's nibble order (low nibbles = the step's first BK/2 elements,
     high = its last BK/2; G = 16 for nvfp4, 32 for mxfp4), (values [BN, BK], values, values) otherwise; fp4 with
-    ACT8 (w4a8): (bytes of the step's first 64-element chunk [BN, 32], of its second chunk (mxfp4, BK = 128; nvfp4
-    repeats the first), the step's 4 block scales of each row as one int32 word [BN]: ``ws_ptr`` is then
-    :meth:`ExpertWeights.w4a8_scale_words`). A 32-bit load per row lets Triton pipeline the scales through
-    shared memory like the weights (its pipeliner skips narrower loads, which then stall every step). Only loads: the
-    caller may issue it one step ahead (register prefetch)."""
+    ACT8 (w4a8): (bytes of the step's first 64-element chunk [BN, 32], of its second chunk (mxfp4 with BK = 128;
+    otherwise the first again), the step's block scales of each row as one int32 word [BN]: ``ws_ptr`` is then
+    :meth:`ExpertWeights.w4a8_scale_words`; _acc_tiles loads the words one step ahead itself, as Triton's pipeliner
+    does not prefetch loads that do not feed a dot). Only loads: the caller may issue it one step ahead (register
+    prefetch)."""
     if WFMT >= 3 and ACT8:
         # the w4a8 layout (moe_triton.to_w4a8_layout): 64-row x 64-element tiles of 2 KB, tile (n // 64, chunk)
         # at ((n // 64) * K/64 + chunk) * 2048, rows 32 bytes apart; an mxfp4 step's second chunk is the next tile
         p_b = (w_ptr + e * stride_we + (offs_n // 64)[:, None] * ((K // 64) * 2048) + (k0 // 64) * 2048
                + (offs_n % 64)[:, None] * 32 + tl.arange(0, 32)[None, :])
-        nxt = 2048
         b_a = tl.load(p_b, mask=offs_n[:, None] < N, other=0)
         b_b = b_a
-        if WFMT == 4:
-            b_b = tl.load(p_b + nxt, mask=offs_n[:, None] < N, other=0)
+        if WFMT == 4 and BLOCK_K == 128:
+            b_b = tl.load(p_b + 2048, mask=offs_n[:, None] < N, other=0)
         return b_a, b_b, _scale_words(ws_ptr, e, offs_n, k0, N, K, BLOCK_K)
     elif WFMT >= 3:
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
@@ -231,6 +230,10 @@ def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT: tl.constexpr, BLO
                     tl.load(p_x + x_plane, mask=row_ok[None, :], other=0.0),
                     tl.load(p_x + 32, mask=row_ok[None, :], other=0.0),
                     tl.load(p_x + x_plane + 32, mask=row_ok[None, :], other=0.0))
+        elif BLOCK_K == 64:  # mxfp4 in 64-element steps: two blocks
+            x0 = tl.load(p_x, mask=row_ok[None, :], other=0.0)
+            x1 = tl.load(p_x + 32, mask=row_ok[None, :], other=0.0)
+            return x0, x1, x0, x1
         else:
             return (tl.load(p_x, mask=row_ok[None, :], other=0.0), tl.load(p_x + 32, mask=row_ok[None, :], other=0.0),
                     tl.load(p_x + 64, mask=row_ok[None, :], other=0.0),
@@ -259,28 +262,31 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
          WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr):
     """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0..x3 from _x_tiles). X is bf16 for bf16
     weights, e4m3 for fp8 weights with ACT8 (w8a8: an fp8 x fp8 MMA, no conversion), fp16 otherwise (dequantised
-    weights are fp16). fp4 with ACT8 (w4a8; BLOCK_K = 64 nvfp4, 128 mxfp4: 4 scale blocks per step): e2m1 -> e4m3
+    weights are fp16). fp4 with ACT8 (w4a8; BLOCK_K = 64 nvfp4, 128 or 64 mxfp4: 4 or 2 scale blocks per step): e2m1 -> e4m3
     in registers (exact), one fp8 MMA of K = 32 per scale block, each fp32 result multiplied by its block scale and
     added (the scales never touch the fp8 values, so they stay exact)."""
     if WFMT >= 3 and ACT8:
         # raw0 / raw1: the step's 64-element chunks (one for nvfp4), raw2: its 4 block scales per row (int32 word)
         lo_a, hi_a = _fp4_e4m3_pair(raw0, INTERP)
         if WFMT == 3:  # blocks 0, 1 = the low half against planes 0, 1; blocks 2, 3 = the high half
-            lo_b, hi_b = lo_a, hi_a
             w0, w1, w2, w3 = lo_a, lo_a, hi_a, hi_a
+        elif BLOCK_K == 64:  # mxfp4 in 64-element steps: blocks 0, 1 = the low / high half
+            w0, w1, w2, w3 = lo_a, hi_a, lo_a, hi_a
         else:  # blocks 0..3 = chunk a's low / high half, chunk b's low / high half
             lo_b, hi_b = _fp4_e4m3_pair(raw1, INTERP)
             w0, w1, w2, w3 = lo_a, hi_a, lo_b, hi_b
         if (ACT8 & 2) != 0:  # EXPERIMENT (timing only, wrong numbers): block scales ignored, one loop-carried accumulator
             acc = _dot(w0, x0, acc, INTERP)
             acc = _dot(w1, x1, acc, INTERP)
-            acc = _dot(w2, x2, acc, INTERP)
-            acc = _dot(w3, x3, acc, INTERP)
+            if WFMT == 3 or BLOCK_K == 128:
+                acc = _dot(w2, x2, acc, INTERP)
+                acc = _dot(w3, x3, acc, INTERP)
         else:
             acc = _scaled_dot(w0, x0, _fp4_scale_f32(raw2, 0, WFMT), acc, INTERP)
             acc = _scaled_dot(w1, x1, _fp4_scale_f32(raw2, 1, WFMT), acc, INTERP)
-            acc = _scaled_dot(w2, x2, _fp4_scale_f32(raw2, 2, WFMT), acc, INTERP)
-            acc = _scaled_dot(w3, x3, _fp4_scale_f32(raw2, 3, WFMT), acc, INTERP)
+            if WFMT == 3 or BLOCK_K == 128:  # mxfp4 in 64-element steps has 2 blocks
+                acc = _scaled_dot(w2, x2, _fp4_scale_f32(raw2, 2, WFMT), acc, INTERP)
+                acc = _scaled_dot(w3, x3, _fp4_scale_f32(raw2, 3, WFMT), acc, INTERP)
     elif WFMT >= 3:
         w_lo, w_hi = _fp4_values(raw0, raw1, raw2, unit, WFMT, BLOCK_K, INTERP, HOIST)
         acc = _dot(w_lo, x0.to(tl.float16), acc, INTERP)

@@ -171,7 +171,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         # 47.2 with 32); 128 weight rows up to 10 (mxfp4 at 1: 90.5 vs 85.7 % with 64), 64 from 64-token blocks
         # 32 at 16 (mxfp4 62.9 vs 48.8 %, nvfp4 41.8 vs 29.3 with 64); 3 stages (91.0 vs 90.3 % with 4 at 1)
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
-        bk, bn, stages, warps = w4a8_block_k(wfmt), 128 if bm <= 32 else 64, 3, 4
+        bk, bn, stages, warps = w4a8_block_k(wfmt, k_dim), 128 if bm <= 32 else 64, 3, 4
     elif fp4:  # w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
         bk, stages = 128, 3
         if bm <= 32:
@@ -179,9 +179,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         else:  # 64-row blocks for every larger count (128 spills registers), 8 warps on 128 weight rows
             bm, bn, warps = 64, 128, 8
     if k_dim is not None and fp4 and w8a8:
-        if k_dim % bk:
-            raise UnsupportedError(f"K={k_dim} is not a multiple of {bk}: the w4a8 {wfmt} MoE kernel needs K in "
-                                   f"whole steps of {bk} elements (4 scale blocks)")
+        pass  # w4a8_block_k checked K
     elif k_dim is not None and fp4:
         bk = fp4_block_k(k_dim)  # also the weights' nibble-order chunk (see to_kernel_nibble_order)
     elif k_dim is not None:  # the largest power-of-two step <= bk that divides K (the kernels do not mask K)
@@ -308,11 +306,18 @@ def fp4_block_k(k_dim: int) -> int:
                            f"elements (32 bytes)")
 
 
-def w4a8_block_k(wfmt: str) -> int:
-    """The K step of the w4a8 kernel: 4 scale blocks, so that each row's 4 scale bytes of a step are one aligned
-    int32 word (a 32-bit load Triton pipelines): 64 for nvfp4 (16-element blocks), 128 for mxfp4 (32). The weights'
-    nibble chunk is 64 for both (a 128 step holds two chunks)."""
-    return 64 if wfmt == "nvfp4" else 128
+def w4a8_block_k(wfmt: str, k_dim: int | None = None) -> int:
+    """The K step of the w4a8 kernel: 4 scale blocks, so that each row's scale bytes of a step are one int32 word:
+    64 for nvfp4 (16-element blocks), 128 for mxfp4 (32), or 64 for mxfp4 when K is not a multiple of 128 (2 blocks
+    per step, the word's high bytes unused: gpt-oss's K = 2880). The weights' nibble chunk is 64 for every step (a
+    128 step holds two chunks).
+
+    Raises:
+        UnsupportedError: K not a multiple of 64."""
+    if k_dim is not None and k_dim % 64:
+        raise UnsupportedError(f"K={k_dim} is not a multiple of 64: the w4a8 {wfmt} MoE kernel needs K in whole "
+                               f"steps of 64 elements")
+    return 64 if wfmt == "nvfp4" or (k_dim is not None and k_dim % 128) else 128
 
 
 def to_kernel_nibble_order(packed: Any, chunk: int) -> Any:
@@ -435,25 +440,33 @@ class ExpertWeights:
     w4a8_layout: bool = False
     _words: Any = field(default=None, repr=False, compare=False)
 
-    def w4a8_scale_words(self) -> Any:
-        """The block scales as the w4a8 kernel reads them: int32 ``[E, K/BK, N]`` (BK = :func:`w4a8_block_k`), word
-        ``[e, s, n]`` = the 4 scale bytes of row n's K step s (little-endian: the step's first block in the low byte),
-        step-major so one step's words of consecutive rows are contiguous (coalesced loads). Made once per weights
-        object (a copy of the scales: 1/16 (nvfp4) or 1/32 (mxfp4) byte per weight).
+    def w4a8_scale_words(self, block_k: int | None = None) -> Any:
+        """The block scales as the w4a8 kernel reads them: int32 ``[E, K/BK, N]`` (BK = ``block_k``, default
+        :func:`w4a8_block_k` of K), word ``[e, s, n]`` = the scale bytes of row n's K step s (little-endian: the
+        step's first block in the low byte; 4 blocks per word, or 2 and two zero bytes for mxfp4 with 64-element
+        steps), step-major so one step's words of consecutive rows are contiguous (coalesced loads). Made once per
+        weights object and step (a copy of the scales: 1/16 (nvfp4) or 1/32 (mxfp4; 1/16 with 64-element steps) byte
+        per weight).
 
         Raises:
-            TruepeakError: not fp4, or K not a multiple of the step."""
+            TruepeakError: not fp4, or a step that is not 4 (or, mxfp4, 2) scale blocks dividing K."""
         if self.wfmt not in ("nvfp4", "mxfp4"):
             raise TruepeakError(f"{self.wfmt} weights have no fp4 block scales")
-        if self._words is None:
+        e, n, k = self.shape
+        bk = block_k or w4a8_block_k(self.wfmt, k)
+        g = 16 if self.wfmt == "nvfp4" else 32
+        if bk not in ((64,) if g == 16 else (64, 128)) or k % bk:
+            raise TruepeakError(f"no w4a8 scale words for {self.wfmt} with K={k} in steps of {bk} (steps of "
+                                f"{'64' if g == 16 else '64 or 128'} elements dividing K)")
+        words = self._words if isinstance(self._words, dict) else {}
+        if bk not in words:
             torch = require("torch", "repacking fp4 scales")
-            e, n, k = self.shape
-            bk = w4a8_block_k(self.wfmt)
-            if k % bk:
-                raise TruepeakError(f"K={k} is not a multiple of the w4a8 {self.wfmt} step {bk}")
-            self._words = self.scale.contiguous().view(torch.uint8).view(torch.int32).reshape(e, n, k // bk) \
-                .transpose(1, 2).contiguous()
-        return self._words
+            b = self.scale.contiguous().view(torch.uint8).reshape(e, n, k // bk, bk // g)
+            if bk // g < 4:  # mxfp4 in 64-element steps: 2 scale bytes, zero-padded to a word
+                b = torch.cat([b, torch.zeros_like(b)], dim=-1)
+            words[bk] = b.contiguous().view(torch.int32).reshape(e, n, k // bk).transpose(1, 2).contiguous()
+            self._words = words
+        return words[bk]
 
     def in_kernel_order(self, chunk: int | None = None, w4a8: bool = False) -> "ExpertWeights":
         """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
@@ -643,9 +656,11 @@ class FusedMoE:
         if w1.wfmt == "fp8_block" and (128 % self.cfg1.block_k or 128 % self.cfg2.block_k):
             raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
-        if fp4 and w8a8 and {self.cfg1.block_k, self.cfg2.block_k} != {w4a8_block_k(w1.wfmt)}:
-            raise UnsupportedError(f"{w1.wfmt} weights with fp8 activations need block_k = {w4a8_block_k(w1.wfmt)} "
-                                   f"(4 scale blocks per step), got {self.cfg1.block_k} and {self.cfg2.block_k}")
+        for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
+            ok = (64,) if w1.wfmt == "nvfp4" else (64, 128)
+            if fp4 and w8a8 and cfg.block_k not in ok:
+                raise UnsupportedError(f"{w1.wfmt} weights with fp8 activations need block_k in {ok} (4 scale blocks "
+                                       f"per step; mxfp4 also 2), got {cfg.block_k} for K={kd}")
         if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
             raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
@@ -688,10 +703,10 @@ class FusedMoE:
         if dev.type == "cuda" and not _interpreting() and self.align.num_blocks:
             self._fit_shared_memory()
 
-    def _args(self, w: ExpertWeights) -> tuple[Any, Any, Any]:
+    def _args(self, w: ExpertWeights, block_k: int) -> tuple[Any, Any, Any]:
         scale = w.scale if w.scale is not None else self._dummy
-        if self.act8 and w.wfmt in ("nvfp4", "mxfp4"):  # w4a8: one int32 word = a row's 4 block scales of a step
-            scale = w.w4a8_scale_words()
+        if self.act8 and w.wfmt in ("nvfp4", "mxfp4"):  # w4a8: one int32 word = a row's block scales of a step
+            scale = w.w4a8_scale_words(block_k)
         return w.data, scale, (w.global_scale if w.global_scale is not None else self._ones)
 
     def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
@@ -704,7 +719,7 @@ class FusedMoE:
                   INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if which == 1:
-            d, s, g = self._args(self.w1)
+            d, s, g = self._args(self.w1, cfg.block_k)
             xa, xs = (self.xq, self.xs) if self.act8 else (self.xin, self._dummy)
             plane = self.T * self.H if self.act8 else 0
             grid = (a.num_blocks * (self.I // cfg.block_n + (self.I % cfg.block_n > 0)),)
@@ -712,7 +727,7 @@ class FusedMoE:
                     self.I, self.H, xa.stride(-2), self.inter.stride(0), d.stride(0), d.stride(1), plane)
             kernel = gate_up
         else:
-            d, s, g = self._args(self.w2)
+            d, s, g = self._args(self.w2, cfg.block_k)
             xa, xs = (self.interq, self.inters) if self.act8 else (self.inter, self._dummy)
             plane = self.T * self.k * self.I if self.act8 else 0
             grid = (a.num_blocks * (self.H // cfg.block_n + (self.H % cfg.block_n > 0)),)
