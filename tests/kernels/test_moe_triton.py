@@ -128,6 +128,21 @@ def test_w4a8_layout_hand_example():
         mx.w4a8_scale_words(128)
     with pytest.raises(TruepeakError, match="the w4a8 layout needs N and K multiples of 64, got N=32"):
         mt.to_w4a8_layout(torch.zeros(1, 32, 64, dtype=torch.uint8))
+    with pytest.raises(TruepeakError, match="the w4a8 layout needs N and K multiples of 64, got N=64, K=96"):
+        mt.from_w4a8_layout(torch.zeros(1, 64, 48, dtype=torch.uint8))
+    with pytest.raises(TruepeakError, match="must be uint8 bytes .two e2m1 values per byte., got torch.int8"):
+        mt.to_w4a8_layout(torch.zeros(1, 64, 32, dtype=torch.int8))
+    with pytest.raises(TruepeakError, match=r"must be \[E, N, K/2\] bytes, got shape \[64, 32\]"):
+        mt.from_w4a8_layout(torch.zeros(64, 32, dtype=torch.uint8))
+    with pytest.raises(TruepeakError, match="the w4a8 layout has 64-element nibble chunks, not 128"):
+        w.in_kernel_order(128, w4a8=True)
+    with pytest.raises(UnknownNameError, match="the w4a8 kernel takes nvfp4 or mxfp4 weights, not 'bf16'"):
+        mt.w4a8_block_k("bf16")
+    # the scale-word cache belongs to one scale tensor: a replaced copy computes its own
+    import dataclasses
+
+    nv2 = dataclasses.replace(nv, scale=torch.full_like(sc, 0x40).view(torch.float8_e4m3fn))
+    assert int(nv2.in_kernel_order(w4a8=True).w4a8_scale_words()[0, 0, 0]) == 0x40404040
 
 
 def test_choose_config_block_k_divides_k_and_bad_format():
@@ -200,6 +215,12 @@ refg = mt.moe_reference(xg, w1g.dequantize(), w2g.dequantize(), ids, tw)
 fg = mt.FusedMoE(xg, w1g, w2g, ids, tw, tokens_per_expert=2)
 out["mxfp4_k192"] = {"err": float((fg().float() - refg).abs().max() / refg.abs().max()),
                      "block_k": [fg.cfg1.block_k, fg.cfg2.block_k]}
+# an e8m0 NaN scale (255) in mxfp4 w4a8 gives NaN outputs (the exponent field alone is inf)
+w1n = mt.quantize_experts(torch.randn(4, 128, 128) * 0.1, "mxfp4")
+w2n = mt.quantize_experts(torch.randn(4, 128, 64) * 0.1, "mxfp4")
+w1n.scale[1, 0, 0] = 255
+yn = mt.FusedMoE((torch.rand(ids.shape[0], 128) * 2 - 1).bfloat16(), w1n, w2n, ids, tw, activations="FP8")()
+out["nan_scale"] = {"nan": int(yn.float().isnan().sum()), "inf": int(yn.float().isinf().sum())}
 # fp4 weights with no activations argument run w4a8 (the default since stop 12)
 out["default_fp4"] = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16, 64, 128, 4, 1)).activations
 # an EP rank with no local slot, and an empty batch: zeros, not an error
@@ -281,6 +302,13 @@ def test_mxfp4_scales_rebased_per_expert_for_the_kernel():
 def test_mxfp4_w4a8_with_k_not_a_multiple_of_128_in_interpreter(interpreted):
     r = interpreted["mxfp4_k192"]
     assert r["block_k"] == [64, 64] and r["err"] < 1e-1, r
+
+
+def test_mxfp4_nan_scale_stays_nan_in_w4a8_in_interpreter(interpreted):
+    # expert 1's first block of gate row 0 has scale 255 (NaN): every token routed to expert 1 comes out NaN through
+    # its intermediate's row scale (activations given as "FP8": case-insensitive); nothing becomes inf
+    r = interpreted["nan_scale"]
+    assert r["nan"] > 0 and r["inf"] == 0, r
 
 
 def test_fp4_defaults_to_fp8_activations_in_interpreter(interpreted):

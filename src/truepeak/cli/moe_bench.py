@@ -21,7 +21,8 @@ HELP = "\n\n".join([
     "Σ weight · down(silu(gate x) · up x), the whole unit replayed from a CUDA graph, for each backend: per_expert "
     "(two matmuls per active expert), bmm (padded batched matmul), grouped_mm (torch._grouped_mm; fp8: "
     "torch._scaled_grouped_mm, w8a8) and triton (truepeak's fused kernel: fp8 weights run w8a8 with per-row e4m3 "
-    "activations like the torch fp8 backend; nvfp4/mxfp4 weights are decoded to fp16 in registers, w4a16, on Hopper).",
+    "activations like the torch fp8 backend; nvfp4/mxfp4 weights run w4a8 on Hopper, decoded to e4m3 in registers, "
+    "or w4a16 with --fp4-activations fp16).",
     "At decode each expert sees a handful of tokens (tokens per expert = T·k/E: 16 at batch 512 for E=256, k=8), so "
     "the unit is bound by streaming the active experts' weights: the figure reported is the fraction of the read "
     "bandwidth measured in the same run (a 4 GiB Triton read-only reduction), next to TFLOPS and % of the roofline "

@@ -113,12 +113,12 @@ def _fp4_e4m3_pair(b, INTERP: tl.constexpr):
 @triton.jit
 def _fp4_scale_f32(words, j: tl.constexpr, WFMT: tl.constexpr):
     """Byte ``j`` of each int32 scale word as an fp32 block scale (exact): e4m3 (nvfp4) or 2^(e8m0 - 127) (mxfp4;
-    0 gives 0 and 255 inf)."""
+    0 gives 0, and 255, e8m0's NaN, a quiet NaN: the exponent field alone would make it inf)."""
     s8 = (words >> (8 * j)) & 0xFF
     if WFMT == 3:
         return s8.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float32)
     else:
-        return (s8 << 23).to(tl.float32, bitcast=True)
+        return ((s8 << 23) | ((s8 == 255).to(tl.int32) << 22)).to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -452,16 +452,21 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
     apart, plane 0 with the odd 16-element blocks of each row zeroed and plane 1 with the even ones."""
     r = tl.program_id(0).to(tl.int64)
     amax = tl.zeros((BLOCK,), dtype=tl.float32)
+    nans = tl.zeros((BLOCK,), dtype=tl.float32)
     for c0 in range(0, n_cols, BLOCK):
         offs = c0 + tl.arange(0, BLOCK)
         v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
         amax = tl.maximum(amax, tl.abs(v))
-    scale = tl.maximum(tl.max(amax), 1e-12) / 448.0
+        nans = tl.maximum(nans, (v != v).to(tl.float32))
+    # a row holding a NaN gets a NaN scale and NaN values (max and clamps would otherwise drop the NaN, and the row
+    # would come out finite and wrong)
+    scale = tl.where(tl.max(nans) > 0, float("nan"), tl.maximum(tl.max(amax), 1e-12) / 448.0)
     for c0 in range(0, n_cols, BLOCK):
         offs = c0 + tl.arange(0, BLOCK)
         v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
         # clamped: v / scale can round just above 448 for the row's largest element
-        qv = tl.minimum(tl.maximum(v / scale, -448.0), 448.0)
+        qv = tl.minimum(tl.maximum(v / scale, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
+                        propagate_nan=tl.PropagateNan.ALL)
         if INTERP:  # Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64): round here
             a = tl.abs(qv)
             step = tl.exp2(tl.maximum(tl.floor(tl.log2(tl.maximum(a, 1e-30))), -6.0) - 3.0)  # e4m3: 3 mantissa bits

@@ -313,7 +313,9 @@ def w4a8_block_k(wfmt: str, k_dim: int | None = None) -> int:
     128 step holds two chunks).
 
     Raises:
-        UnsupportedError: K not a multiple of 64."""
+        UnknownNameError: not an fp4 format. UnsupportedError: K not a multiple of 64."""
+    if wfmt not in ("nvfp4", "mxfp4"):
+        raise UnknownNameError(f"the w4a8 kernel takes nvfp4 or mxfp4 weights, not {wfmt!r}")
     if k_dim is not None and k_dim % 64:
         raise UnsupportedError(f"K={k_dim} is not a multiple of 64: the w4a8 {wfmt} MoE kernel needs K in whole "
                                f"steps of 64 elements")
@@ -402,19 +404,31 @@ def to_w4a8_layout(packed: Any) -> Any:
     reason).
 
     Raises:
-        TruepeakError: not 3-D, or N or K not multiples of 64."""
-    if packed.dim() != 3:
-        raise TruepeakError(f"fp4 weights must be [E, N, K/2] bytes, got shape {list(packed.shape)}")
+        TruepeakError: not uint8, not 3-D, or N or K not multiples of 64."""
+    _check_w4a8_bytes(packed)
     e, n, kb = (int(d) for d in packed.shape)
     t = W4A8_TILE
-    if n % t or (2 * kb) % t:
-        raise TruepeakError(f"the w4a8 layout needs N and K multiples of {t}, got N={n}, K={2 * kb}")
     b = to_e4m3_bit_layout(to_kernel_nibble_order(packed, t))
     return b.reshape(e, n // t, t, kb // (t // 2), t // 2).permute(0, 1, 3, 2, 4).contiguous().reshape(e, n, kb)
 
 
+def _check_w4a8_bytes(packed: Any) -> None:
+    dtype = str(getattr(packed, "dtype", type(packed).__name__))
+    if dtype != "torch.uint8":
+        raise TruepeakError(f"fp4 weights must be uint8 bytes (two e2m1 values per byte), got {dtype}")
+    if packed.dim() != 3:
+        raise TruepeakError(f"fp4 weights must be [E, N, K/2] bytes, got shape {list(packed.shape)}")
+    n, kb = int(packed.shape[1]), int(packed.shape[2])
+    if n % W4A8_TILE or (2 * kb) % W4A8_TILE:
+        raise TruepeakError(f"the w4a8 layout needs N and K multiples of {W4A8_TILE}, got N={n}, K={2 * kb}")
+
+
 def from_w4a8_layout(packed: Any) -> Any:
-    """Inverse of :func:`to_w4a8_layout`: standard-order bytes ``[E, N, K/2]``."""
+    """Inverse of :func:`to_w4a8_layout`: bytes ``[E, N, K/2]`` in the w4a8 layout → the standard order, same shape.
+
+    Raises:
+        TruepeakError: not uint8, not 3-D, or N or K not multiples of 64."""
+    _check_w4a8_bytes(packed)
     e, n, kb = (int(d) for d in packed.shape)
     t = W4A8_TILE
     b = packed.reshape(e, n // t, kb // (t // 2), t, t // 2).permute(0, 1, 3, 2, 4).reshape(e, n, kb)
@@ -438,7 +452,7 @@ class ExpertWeights:
     global_scale: Any = None
     nibble_chunk: int = 0
     w4a8_layout: bool = False
-    _words: Any = field(default=None, repr=False, compare=False)
+    _words: Any = field(default=None, init=False, repr=False, compare=False)  # w4a8_scale_words' cache
 
     def w4a8_scale_words(self, block_k: int | None = None) -> Any:
         """The block scales as the w4a8 kernel reads them: int32 ``[E, K/BK, N]`` (BK = ``block_k``, default
@@ -471,7 +485,8 @@ class ExpertWeights:
     def in_kernel_order(self, chunk: int | None = None, w4a8: bool = False) -> "ExpertWeights":
         """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
         bytes in the kernel's nibble order with ``chunk`` (default :func:`fp4_block_k` of K; the kernel's
-        ``block_k``) or, with ``w4a8``, in the w4a8 kernel's layout (:func:`to_w4a8_layout`), and for mxfp4 the e8m0 scales rebased per expert so that the largest is 136 (2^9), with the
+        ``block_k``) or, with ``w4a8``, in the w4a8 kernel's layout (:func:`to_w4a8_layout`; ``chunk`` None or
+        64), and for mxfp4 the e8m0 scales rebased per expert so that the largest is 136 (2^9), with the
         rebasing power of two folded into the per-expert ``global_scale`` that the kernel applies after the K loop:
         the fp16 block scales then do not depend on the weights' magnitude. Dequantised values are unchanged except
         for blocks more than 2^136 below their expert's largest (they become 2^-127 x value); NaN scales (255) stay
@@ -480,10 +495,10 @@ class ExpertWeights:
         if self.wfmt not in ("nvfp4", "mxfp4"):
             return self
         torch = require("torch", "repacking fp4 weights")
-        chunk = chunk or fp4_block_k(self.shape[2])
+        if w4a8 and chunk not in (None, 64):
+            raise TruepeakError(f"the w4a8 layout has 64-element nibble chunks, not {chunk}")
+        chunk = 64 if w4a8 else chunk or fp4_block_k(self.shape[2])
         w = self
-        if w4a8:
-            chunk = 64
         if w.nibble_chunk != chunk or w.w4a8_layout != w4a8:
             std = w.standard_bytes()
             data = to_w4a8_layout(std) if w4a8 else to_kernel_nibble_order(std, chunk)
@@ -628,6 +643,8 @@ class FusedMoE:
         self.T, self.k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
         fp8 = w1.wfmt in ("fp8", "fp8_block")
         fp4 = w1.wfmt in ("nvfp4", "mxfp4")
+        if isinstance(activations, str):
+            activations = activations.lower()
         if activations is not None and not ((fp8 or fp4) and activations in ("fp8", "fp16")):
             raise TruepeakError(f"activations={activations!r} is not available for {w1.wfmt} weights; fp8 and fp4 "
                                 "weights take 'fp8' (w8a8 / w4a8) or 'fp16' (w8a16 / w4a16), bf16 only the default")
@@ -670,8 +687,8 @@ class FusedMoE:
         # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
         self.x = x
         w4a8 = fp4 and w8a8  # 64-element nibble chunks in the e4m3 bit layout
-        self.w1 = w1.in_kernel_order(self.cfg1.block_k, w4a8=w4a8)
-        self.w2 = w2.in_kernel_order(self.cfg2.block_k, w4a8=w4a8)
+        self.w1 = w1.in_kernel_order(None if w4a8 else self.cfg1.block_k, w4a8=w4a8)
+        self.w2 = w2.in_kernel_order(None if w4a8 else self.cfg2.block_k, w4a8=w4a8)
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
