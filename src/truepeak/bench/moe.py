@@ -547,7 +547,10 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         rec_kw["workload"] = {**rec_kw["workload"], "activations": acts}
                         out = fn()
                         err = _error(out[:ref.shape[0]], ref)
-                        tol = 2e-2 if wfmt == "bf16" else 8e-2  # fp8 w8a8 rounds activations too (e4m3 step 1/16)
+                        # quantised weights: 8e-2; with e4m3 activations (w8a8, w4a8: each activation rounded by up
+                        # to 2^-4 relative) 1e-1, as the CPU tests (at H = I = 128 a float32 emulation of the same
+                        # rounding is 4-8 % from the reference; measured shapes stay at 2-6 %)
+                        tol = 2e-2 if wfmt == "bf16" else 1e-1 if str(acts).startswith("fp8") else 8e-2
                         correct = {"max_rel_error": err, "passed": err <= tol, "reference": "float32, first 16 tokens"}
                         if not err <= tol:
                             emit(make_record(**rec_kw, measurement=None, status="failed", correctness=correct,
