@@ -187,6 +187,21 @@ def test_gpu_sweep_writes_records_and_survives_a_failure(tmp_path, monkeypatch):
     assert all(r["kind"] == "moe_experts" and 0 < r["derived"]["pct_read_bandwidth"] for r in ok)
 
 
+def test_w4a8_weights_need_their_layouts_tiles():
+    # gpt-oss-120b at TP2 has I = 1440 = 22.5 x 64: the down projection's K cannot be cut into the w4a8 layout's
+    # 64-element tiles (nor into w4a16's 64-element steps), so the format's points are skipped; with w4a8 the sweep
+    # used to abort in the float32 reference
+    pytest.importorskip("torch")
+    from truepeak.errors import UnsupportedError
+
+    small = moe.ExpertShape("toy", H=128, I=96, E=4, E_local=4, top_k=2)
+    with pytest.raises(UnsupportedError, match="mxfp4 with fp8 activations .w4a8. needs N and K multiples of 64, got "
+                                               "N=128, K=96"):
+        moe.make_weights(small, "mxfp4", "cpu", w4a8=True)
+    with pytest.raises(UnsupportedError, match="K=96 is not a multiple of 64: the fp4 MoE kernel"):
+        moe.make_weights(small, "mxfp4", "cpu")
+
+
 def test_bad_fp4_activations_named_before_any_measurement():
     with pytest.raises(TruepeakError, match="--fp4-activations 'int4': expected fp16 .w4a16. or fp8 .w4a8."):
         moe.run_bench("deepseek-v3", weights=["nvfp4"], fp4_activations="int4")

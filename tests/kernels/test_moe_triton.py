@@ -142,7 +142,29 @@ def test_w4a8_layout_hand_example():
     import dataclasses
 
     nv2 = dataclasses.replace(nv, scale=torch.full_like(sc, 0x40).view(torch.float8_e4m3fn))
-    assert int(nv2.in_kernel_order(w4a8=True).w4a8_scale_words()[0, 0, 0]) == 0x40404040
+    k2 = nv2.in_kernel_order(w4a8=True)
+    assert int(k2.w4a8_scale_words()[0, 0, 0]) == 0x40404040
+    # ... and scales loaded in place (the tensor's version counter changes) are repacked again, into a copy
+    k2.scale.view(torch.uint8).fill_(0x30)
+    assert int(k2.w4a8_scale_words()[0, 0, 0]) == 0x30303030
+    before = k2.w4a8_scale_words()
+    k2.scale.view(torch.uint8)[0, 0, 0] = 0x38
+    assert int(before[0, 0, 0]) == 0x30303030 and int(k2.w4a8_scale_words()[0, 0, 0]) == 0x30303038
+
+
+def test_fused_moe_refuses_configurations_out_of_range():
+    w = mt.quantize_experts(torch.zeros(2, 128, 64), "bf16")
+    w2 = mt.quantize_experts(torch.zeros(2, 64, 64), "bf16")
+    for tune in ({"block_n": 0}, {"block_k": 0}, {"num_stages": 0}, {"block_m": 8}, {"num_warps": 3}):
+        with pytest.raises(TruepeakError, match="out of range: block_m, block_n and block_k must be >= 16"):
+            mt.FusedMoE(torch.zeros(3, 64).bfloat16(), w, w2, torch.zeros(3, 1, dtype=torch.long), torch.ones(3, 1),
+                        tune=tune)
+    with pytest.raises(TruepeakError, match="k_dim .the GEMM's K. must be a positive integer, got 64.0"):
+        mt.choose_config(1, "bf16", True, k_dim=64.0)
+    with pytest.raises(TruepeakError, match="must be a positive integer, got True"):
+        mt.choose_config(1, "bf16", True, k_dim=True)
+    with pytest.raises(UnsupportedError, match="K=0 is not a multiple of 64"):
+        mt.w4a8_block_k("mxfp4", 0)
 
 
 def test_choose_config_block_k_divides_k_and_bad_format():

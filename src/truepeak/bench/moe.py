@@ -179,6 +179,10 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
     Values are drawn directly in the stored format (random bytes for fp4 codes, fp8 values from uniform [-1, 1] ·
     0.05, block scales in a realistic range), so a 20 GB bf16 weight set needs no float32 copy; the reference
     dequantises only the experts it checks.
+
+    Raises:
+        UnknownNameError: unknown format. UnsupportedError: a shape the format (or, with ``w4a8``, its layout: N
+        and K multiples of 64) cannot hold; the bench makes the format's points ``skipped``.
     """
     torch = require("torch", "building MoE weights")
     from truepeak.kernels.moe_triton import ExpertWeights, check_wfmt, fp4_block_k
@@ -201,6 +205,9 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
                     raise UnsupportedError(f"fp8_block needs N and K multiples of 128, got N={n}, K={k}")
                 s = torch.rand(e, n // 128, k // 128, device=device, generator=g) * 1e-4 + 5e-5
             return ExpertWeights(wfmt, v, s)
+        if w4a8 and (n % 64 or k % 64):  # to_w4a8_layout's tiles; checked here, as the bytes are labelled, not made
+            raise UnsupportedError(f"{wfmt} with fp8 activations (w4a8) needs N and K multiples of 64, got N={n}, "
+                                   f"K={k}")
         packed = torch.randint(0, 256, (e, n, k // 2), device=device, generator=g, dtype=torch.uint8)
         if wfmt == "nvfp4":
             if k % 16:

@@ -118,7 +118,7 @@ def _fp4_scale_f32(words, j: tl.constexpr, WFMT: tl.constexpr):
     if WFMT == 3:
         return s8.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float32)
     else:
-        return ((s8 << 23) | ((s8 == 255).to(tl.int32) << 22)).to(tl.float32, bitcast=True)
+        return _e8m0_f32(s8)
 
 
 @triton.jit
@@ -138,6 +138,14 @@ def _fp4_pair_asm2(b):
 
 
 @triton.jit
+def _e8m0_f32(s8):
+    """e8m0 bytes -> fp32 2^(s - 127): the byte as fp32's exponent field (0 gives 0); 255, e8m0's NaN, a quiet NaN
+    (the exponent field alone would make it inf)."""
+    s = s8.to(tl.int32)
+    return ((s << 23) | ((s == 255).to(tl.int32) << 22)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _fp4_scale(s8, unit, WFMT: tl.constexpr):
     """fp16 block scales times ``unit`` (= 2^6): e4m3 (nvfp4) or 2^(e8m0 - 127) (mxfp4, rebased per expert by
     :meth:`truepeak.kernels.moe_triton.ExpertWeights.in_kernel_order` so the largest is 2^9). With the decode's
@@ -148,8 +156,8 @@ def _fp4_scale(s8, unit, WFMT: tl.constexpr):
     if WFMT == 3:
         return (s8.to(tl.float32) * unit).to(tl.float16)
     else:
-        # e8m0 s -> 2^(s - 127): s is the exponent field of an fp32 (s = 0, 2^-127, becomes 0; 255, NaN, inf)
-        return ((s8.to(tl.int32) << 23).to(tl.float32, bitcast=True) * unit).to(tl.float16)
+        # e8m0 s -> 2^(s - 127) (_e8m0_f32: s = 0, 2^-127, becomes 0; 255 stays NaN)
+        return (_e8m0_f32(s8) * unit).to(tl.float16)
 
 
 @triton.jit
@@ -159,7 +167,7 @@ def _fp4_scale_const(s8, WFMT: tl.constexpr):
     if WFMT == 3:
         return (s8.to(tl.float32) * 64.0).to(tl.float16)
     else:
-        return ((s8.to(tl.int32) << 23).to(tl.float32, bitcast=True) * 64.0).to(tl.float16)
+        return (_e8m0_f32(s8) * 64.0).to(tl.float16)
 
 
 @triton.jit

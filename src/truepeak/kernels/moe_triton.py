@@ -140,12 +140,13 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     if k_dim is not None:
         import operator
 
+        given = k_dim
         try:
-            k_dim = operator.index(k_dim)
+            k_dim = 0 if isinstance(k_dim, bool) else operator.index(k_dim)
         except TypeError:
             k_dim = 0
         if k_dim <= 0:
-            raise TruepeakError(f"k_dim (the GEMM's K) must be a positive integer, got {k_dim!r}")
+            raise TruepeakError(f"k_dim (the GEMM's K) must be a positive integer, got {given!r}")
     t = max(t, 1.0)
     fp4 = wfmt in ("nvfp4", "mxfp4")
     fp8 = wfmt in ("fp8", "fp8_block")
@@ -316,7 +317,7 @@ def w4a8_block_k(wfmt: str, k_dim: int | None = None) -> int:
         UnknownNameError: not an fp4 format. UnsupportedError: K not a multiple of 64."""
     if wfmt not in ("nvfp4", "mxfp4"):
         raise UnknownNameError(f"the w4a8 kernel takes nvfp4 or mxfp4 weights, not {wfmt!r}")
-    if k_dim is not None and k_dim % 64:
+    if k_dim is not None and (k_dim <= 0 or k_dim % 64):
         raise UnsupportedError(f"K={k_dim} is not a multiple of 64: the w4a8 {wfmt} MoE kernel needs K in whole "
                                f"steps of 64 elements")
     return 64 if wfmt == "nvfp4" or (k_dim is not None and k_dim % 128) else 128
@@ -472,15 +473,19 @@ class ExpertWeights:
         if bk not in ((64,) if g == 16 else (64, 128)) or k % bk:
             raise TruepeakError(f"no w4a8 scale words for {self.wfmt} with K={k} in steps of {bk} (steps of "
                                 f"{'64' if g == 16 else '64 or 128'} elements dividing K)")
+        # cached per step and per state of the scale tensor (its identity and in-place version counter), so scales
+        # replaced or loaded in place are repacked again
+        key = (bk, id(self.scale), getattr(self.scale, "_version", None))
         words = self._words if isinstance(self._words, dict) else {}
-        if bk not in words:
+        if key not in words:
             torch = require("torch", "repacking fp4 scales")
             b = self.scale.contiguous().view(torch.uint8).reshape(e, n, k // bk, bk // g)
             if bk // g < 4:  # mxfp4 in 64-element steps: 2 scale bytes, zero-padded to a word
                 b = torch.cat([b, torch.zeros_like(b)], dim=-1)
-            words[bk] = b.contiguous().view(torch.int32).reshape(e, n, k // bk).transpose(1, 2).contiguous()
+            w = b.contiguous().view(torch.int32).reshape(e, n, k // bk).transpose(1, 2)
+            words = {key: w.contiguous().clone()}  # a copy even where the transpose is a view (one step)
             self._words = words
-        return words[bk]
+        return words[key]
 
     def in_kernel_order(self, chunk: int | None = None, w4a8: bool = False) -> "ExpertWeights":
         """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
@@ -614,8 +619,10 @@ class FusedMoE:
             multiply does not grow with the token block). bf16 takes only None.
 
     Range: the fp4 w4a16 and fp8 w8a16 paths run x and the intermediate ``silu(g) · u`` in **fp16**: magnitudes
-    above 65,504 become inf/NaN and below ~6e-5 lose precision (fp16's range; bf16 and w8a8 keep bf16). The weights'
-    own magnitude does not matter: block scales are applied relative to a per-expert scale.
+    above 65,504 become inf/NaN and below ~6e-5 lose precision (fp16's range; bf16 keeps bf16's). With fp8
+    activations (w8a8, w4a8) each row is scaled by its own largest magnitude, floored at 1e-12: rows below that
+    quantise to zero. The weights' own magnitude does not matter: block scales are applied relative to a per-expert
+    scale.
 
     Raises:
         TruepeakError: shapes that do not fit, formats that differ, ``activations`` not allowed for the format.
@@ -665,6 +672,11 @@ class FusedMoE:
                                     f"{', '.join(fields)}")
             self.cfg1 = dataclasses.replace(self.cfg1, **tune)
             self.cfg2 = dataclasses.replace(self.cfg2, **tune)
+        for cfg in (self.cfg1, self.cfg2):  # tl.dot needs 16 rows or more; a stage count below 1 is no pipeline
+            if not (cfg.block_m >= 16 and cfg.block_n >= 16 and cfg.block_k >= 16 and cfg.num_stages >= 1
+                    and cfg.num_warps in (1, 2, 4, 8, 16)):
+                raise TruepeakError(f"MoE kernel configuration {cfg} out of range: block_m, block_n and block_k "
+                                    "must be >= 16, num_stages >= 1 and num_warps a power of two up to 16")
         for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
             if kd % cfg.block_k:
                 raise UnsupportedError(f"K={kd} is not a multiple of block_k={cfg.block_k}")
@@ -684,6 +696,11 @@ class FusedMoE:
         if x.device.type != "cuda" and not _interpreting():
             raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
                                    "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
+        if w8a8 and x.device.type == "cuda" and not _interpreting():
+            cc = torch.cuda.get_device_capability(x.device)
+            if cc < (8, 9):  # fp8 tensor-core MMAs: Ada (sm_89) and Hopper (sm_90) onward (PTX ISA, mma / wgmma)
+                raise UnsupportedError(f"{w1.wfmt} weights with fp8 activations need fp8 MMAs (compute capability "
+                                       f">= 8.9); this GPU is sm_{cc[0]}{cc[1]}: pass activations='fp16'")
         # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
         self.x = x
         w4a8 = fp4 and w8a8  # 64-element nibble chunks in the e4m3 bit layout
