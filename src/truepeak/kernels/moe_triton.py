@@ -495,8 +495,9 @@ class ExpertWeights:
         rebasing power of two folded into the per-expert ``global_scale`` that the kernel applies after the K loop:
         the fp16 block scales then do not depend on the weights' magnitude. Dequantised values are unchanged except
         for blocks more than 2^136 below their expert's largest (they become 2^-127 x value); NaN scales (255) stay
-        NaN. The rebasing is per expert, not per row: a row 10^8 times larger than the rest of its expert leaves the
-        others in fp16's subnormal range (seen in Triton's interpreter)."""
+        255 (the w4a8 kernel decodes them as NaN, the w4a16 kernel as inf). The rebasing is per expert, not per
+        row: a row 10^8 times larger than the rest of its expert leaves the others in fp16's subnormal range (seen
+        in Triton's interpreter)."""
         if self.wfmt not in ("nvfp4", "mxfp4"):
             return self
         torch = require("torch", "repacking fp4 weights")
