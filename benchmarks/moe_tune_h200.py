@@ -10,8 +10,11 @@ format, tokens per expert, overrides, the resolved configs, time, % of the read 
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py OUT_DIR [FORMAT ...]  (FORMAT: a key of GRID; fp8a8 = fp8
 weights with fp8 activations, fp8 = fp8 weights with fp16 activations; nvfp4a8 / mxfp4a8 = fp4 weights with fp8
-activations (w4a8), nvfp4 / mxfp4 = w4a16)
+activations (w4a8), nvfp4 / mxfp4 = w4a16; a suffix after "-" names another list for the same format, e.g.
+nvfp4a8-defaults)
 Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds.
+TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel with its block scales left out (wrong results, timing only:
+how fast the loop runs without them; docs/results/h200/moe/tuning/call03_*, call13_*).
 """
 import dataclasses
 import json
