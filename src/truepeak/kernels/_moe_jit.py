@@ -285,16 +285,17 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
         else:  # blocks 0..3 = chunk a's low / high half, chunk b's low / high half
             lo_b, hi_b = _fp4_e4m3_pair(raw1, INTERP)
             w0, w1, w2, w3 = lo_a, hi_a, lo_b, hi_b
+        FOUR: tl.constexpr = WFMT == 3 or BLOCK_K == 128  # 4 scale blocks per step (mxfp4 in 64-element steps: 2)
         if (ACT8 & 2) != 0:  # EXPERIMENT (timing only, wrong numbers): block scales ignored, one loop-carried accumulator
             acc = _dot(w0, x0, acc, INTERP)
             acc = _dot(w1, x1, acc, INTERP)
-            if WFMT == 3 or BLOCK_K == 128:
+            if FOUR:
                 acc = _dot(w2, x2, acc, INTERP)
                 acc = _dot(w3, x3, acc, INTERP)
         else:
             acc = _scaled_dot(w0, x0, _fp4_scale_f32(raw2, 0, WFMT), acc, INTERP)
             acc = _scaled_dot(w1, x1, _fp4_scale_f32(raw2, 1, WFMT), acc, INTERP)
-            if WFMT == 3 or BLOCK_K == 128:  # mxfp4 in 64-element steps has 2 blocks
+            if FOUR:
                 acc = _scaled_dot(w2, x2, _fp4_scale_f32(raw2, 2, WFMT), acc, INTERP)
                 acc = _scaled_dot(w3, x3, _fp4_scale_f32(raw2, 3, WFMT), acc, INTERP)
     elif WFMT >= 3:

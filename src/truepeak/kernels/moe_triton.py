@@ -179,11 +179,9 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
             hoist = True  # decode in the MMA layout: 40.6 vs 34.7 % at 1 tok/expert (nvfp4)
         else:  # 64-row blocks for every larger count (128 spills registers), 8 warps on 128 weight rows
             bm, bn, warps = 64, 128, 8
-    if k_dim is not None and fp4 and w8a8:
-        pass  # w4a8_block_k checked K
-    elif k_dim is not None and fp4:
+    if k_dim is not None and fp4 and not w8a8:  # (w4a8: w4a8_block_k above checked K)
         bk = fp4_block_k(k_dim)  # also the weights' nibble-order chunk (see to_kernel_nibble_order)
-    elif k_dim is not None:  # the largest power-of-two step <= bk that divides K (the kernels do not mask K)
+    elif k_dim is not None and not fp4:  # the largest power-of-two step <= bk that divides K (kernels do not mask K)
         while bk > 16 and k_dim % bk:
             bk //= 2
         if k_dim % bk:
