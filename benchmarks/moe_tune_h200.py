@@ -13,8 +13,9 @@ weights with fp8 activations, fp8 = fp8 weights with fp16 activations; nvfp4a8 /
 activations (w4a8), nvfp4 / mxfp4 = w4a16; a suffix after "-" names another list for the same format, e.g.
 nvfp4a8-defaults)
 Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds.
+TRUEPEAK_MOE_W4A16_UNTILED=1: fp4 with fp16 activations through the untiled w4a16 kernel of stop 11 (for comparison).
 TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel with its block scales left out (wrong results, timing only:
-how fast the loop runs without them; docs/results/h200/moe/tuning/call03_*, call13_*).
+how fast the loop runs without them; docs/results/h200/moe/tuning/call03_*, call13_*; list nvfp4a8-noscale).
 """
 import dataclasses
 import json
@@ -43,10 +44,16 @@ W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "
 # the last call's list (w4a8, tiled layout); tuning/ keeps each call's records (earlier lists tried a Gluon kernel,
 # since removed: slower than this one once the weights were tiled)
 W = [{}, {"block_n": 64}, {"num_stages": 3}, {"num_stages": 6}]
+# stop 13: the tiled w4a16 (fp16 activations, block scale multiplied in fp16, fp16 MMAs) against the w4a8 defaults
+T16 = {1: [{}, {"block_n": 64}], 4: [{}], 8: [{}, {"block_m": 16}], 16: [{}, {"block_m": 32}],
+       32: [{}, {"block_m": 32}], 64: [{}], 256: [{}, {"num_warps": 4}]}
+D = {t: [{}] for t in (1, 4, 8, 16, 32, 64, 256)}
 GRID = {
+    "nvfp4": T16, "mxfp4": T16,
+    "nvfp4a8-defaults": D, "mxfp4a8-defaults": D,
     "nvfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
     "mxfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
-    "nvfp4a8-defaults": {1: [{}], 8: [{}]},  # with TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the cost of the block scales
+    "nvfp4a8-noscale": {1: [{}], 8: [{}]},  # with TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the cost of the block scales
 }
 formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):
@@ -61,11 +68,13 @@ with open(path, "a") as f:
         if fmt.split("-")[0].endswith("a8"):
             wfmt, acts = fmt.split("-")[0][:-2], "fp8"
         else:
-            wfmt, acts = fmt, "fp16" if fmt.startswith("fp8") else None
-        w4a8 = wfmt in ("nvfp4", "mxfp4") and acts == "fp8"
-        w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0, w4a8=w4a8)
-        # fp4 weights repacked once for a 128-element K step (FusedMoE would otherwise repack per variant)
-        w128 = ((w1.in_kernel_order(128), w2.in_kernel_order(128)) if wfmt in ("nvfp4", "mxfp4") and not w4a8
+            wfmt, acts = fmt.split("-")[0], "fp16" if fmt.startswith(("fp8", "nvfp4", "mxfp4")) else None
+        # fp4 weights in the tiled layout (w4a8 and the tiled w4a16) or, with TRUEPEAK_MOE_W4A16_UNTILED=1 and fp16
+        # activations, repacked once for the untiled kernel's 128-element K step (FusedMoE would repack per variant)
+        untiled = acts != "fp8" and os.environ.get("TRUEPEAK_MOE_W4A16_UNTILED") == "1"
+        tiled = wfmt in ("nvfp4", "mxfp4") and not untiled
+        w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0, w4a8=tiled)
+        w128 = ((w1.in_kernel_order(128), w2.in_kernel_order(128)) if wfmt in ("nvfp4", "mxfp4") and untiled
                 else (w1, w2))
         for tpe, variants in GRID[fmt].items():
             if time.time() - t0 > deadline:

@@ -185,7 +185,7 @@ ROUTINGS = {
 # Runs in a fresh interpreter with TRITON_INTERPRET=1 set before triton is imported (the variable is read when
 # ``@triton.jit`` runs and the interpreter keeps process-wide state, so it cannot be switched on inside this process).
 _CHILD = """
-import json, sys
+import json, os, sys
 import torch
 from truepeak.kernels import moe_triton as mt
 routings = json.loads(sys.argv[1])
@@ -204,17 +204,19 @@ for routing, rows in routings.items():
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
         bk = 64 if wfmt in ("nvfp4", "mxfp4") else 32
         cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=(routing == "all_in_one"))
-        acts = ["fp8", "fp16"] if wfmt.startswith("fp8") or wfmt.endswith("fp4") else [None]
+        acts = ["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", "fp16", "fp16u"] if wfmt.endswith("fp4") else [None]
         for act in acts:
             c = cfg
-            if act == "fp8" and wfmt.endswith("fp4"):  # w4a8: 4 scale blocks per step
+            if act in ("fp8", "fp16") and wfmt.endswith("fp4"):  # the tiled kernels: 4 scale blocks per step
                 c = mt.KernelConfig(16, 64, mt.w4a8_block_k(wfmt), 4, 1, prefetch=(routing == "mixed"))
-            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=act)
+            os.environ["TRUEPEAK_MOE_W4A16_UNTILED"] = "1" if act == "fp16u" else "0"  # fp16u: the untiled w4a16
+            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=act and act[:4])
+            os.environ.pop("TRUEPEAK_MOE_W4A16_UNTILED")
             y = fused()
             err = float((y.float() - ref).abs().max() / ref.abs().max())
             out[routing + "/" + wfmt + ("/" + act if act else "")] = {
                 "err": err, "shape": list(y.shape), "dtype": str(y.dtype), "counts": fused.align.counts.tolist(),
-                "activations": fused.activations}
+                "activations": fused.activations, "tiled": getattr(fused, "tiled", None)}
 # small weights (scale 1e-3) through the fp4 path that decodes in the loaded layout: the per-expert scale is applied
 # after the K loop, so the fp16 tiles do not lose precision with the weights' magnitude (8.4e-3 when it was not)
 torch.manual_seed(0)
@@ -226,8 +228,13 @@ for wfmt in ("nvfp4", "mxfp4"):
     w1 = mt.quantize_experts(torch.randn(E, 2 * I, H) * 1e-3, wfmt)
     w2 = mt.quantize_experts(torch.randn(E, H, I) * 1e-3, wfmt)
     ref = mt.moe_reference(xs, w1.dequantize(), w2.dequantize(), ids, tw)
+    os.environ["TRUEPEAK_MOE_W4A16_UNTILED"] = "1"
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, 128, 4, 1, hoist=False), activations="fp16")()
+    os.environ.pop("TRUEPEAK_MOE_W4A16_UNTILED")
     out["small/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
+    y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, mt.w4a8_block_k(wfmt), 4, 1),
+                    activations="fp16")()
+    out["small_tiled/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
 # mxfp4 w4a8 with K not a multiple of 128 (gpt-oss-like: 64-element steps, 2 scale blocks), H = 192, I = 64
 torch.manual_seed(1)
 w1g = mt.quantize_experts(torch.randn(4, 128, 192) * 0.1, "mxfp4")
@@ -287,7 +294,7 @@ def interpreted():
 
 
 @pytest.mark.parametrize("wfmt", ["bf16", "fp8/fp8", "fp8/fp16", "fp8_block/fp8", "fp8_block/fp16", "nvfp4/fp16",
-                                  "mxfp4/fp16", "nvfp4/fp8", "mxfp4/fp8"])
+                                  "mxfp4/fp16", "nvfp4/fp16u", "mxfp4/fp16u", "nvfp4/fp8", "mxfp4/fp8"])
 @pytest.mark.parametrize("routing", list(ROUTINGS))
 def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     r = interpreted[f"{routing}/{wfmt}"]
@@ -301,11 +308,16 @@ def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
                                 "fp8 e4m3, per-row scale" if wfmt.endswith("/fp8") else "fp16")
     # expert 2 receives no token in "mixed" (its blocks are skipped); in "all_in_one" it receives all 18
     assert r["counts"] == ([2, 5, 0, 2] if routing == "mixed" else [0, 0, 18, 0])
+    # fp4 reads the tiled layout except with TRUEPEAK_MOE_W4A16_UNTILED=1 (fp16u); other formats have no layout
+    fp4 = wfmt.startswith(("nvfp4", "mxfp4"))
+    assert r["tiled"] == (fp4 and not wfmt.endswith("fp16u"))
 
 
 @pytest.mark.parametrize("wfmt", ["nvfp4", "mxfp4"])
 def test_fp4_small_weights_keep_precision_in_interpreter(interpreted, wfmt):
+    # both w4a16 kernels apply the per-expert scale after the K loop (the untiled one was 8.4e-3 when it did not)
     assert interpreted["small/" + wfmt] < 6.5e-3
+    assert interpreted["small_tiled/" + wfmt] < 6.5e-3
 
 
 def test_mxfp4_scales_rebased_per_expert_for_the_kernel():

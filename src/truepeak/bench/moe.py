@@ -457,6 +457,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     expert <= 0. Per point, errors become ``failed`` records and unsupported combinations ``skipped`` ones.
     """
     torch = require("torch", "the MoE benchmark")
+    from truepeak.kernels.moe_triton import fits_tiled_layout
     from truepeak.bench.records import RecordWriter, environment, make_record
 
     shape = expert_shape(model, tp, ep)
@@ -509,8 +510,10 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     try:
         for wfmt in weights:
             try:
-                w1, w2 = make_weights(shape, wfmt, "cuda", seed,
-                                      w4a8=wfmt in ("nvfp4", "mxfp4") and fp4_activations == "fp8")
+                # fp4 in the tiled layout: always for w4a8, for w4a16 where it fits (FusedMoE's choice)
+                tiled = (fp4_activations == "fp8" or (fits_tiled_layout(2 * shape.I, shape.H)
+                                                      and fits_tiled_layout(shape.H, shape.I)))
+                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=wfmt in ("nvfp4", "mxfp4") and tiled)
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()
                 for t in tpes:

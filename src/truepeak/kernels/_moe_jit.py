@@ -16,16 +16,17 @@ def _fp4_to_f16(c):
 
 @triton.jit
 def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn,
-              WFMT: tl.constexpr, BLOCK_K: tl.constexpr, ACT8: tl.constexpr = False):
+              WFMT: tl.constexpr, BLOCK_K: tl.constexpr, TILED: tl.constexpr = False):
     """The stored weight tile of K step ``k0``: (packed bytes [BN, BK/2], scales of the low nibbles, scales of the
     high nibbles [BN, BK/2/G]) for fp4 in the kernel's nibble order (low nibbles = the step's first BK/2 elements,
-    high = its last BK/2; G = 16 for nvfp4, 32 for mxfp4), (values [BN, BK], values, values) otherwise; fp4 with
-    ACT8 (w4a8): (bytes of the step's first 64-element chunk [BN, 32], of its second chunk (mxfp4 with BK = 128;
+    high = its last BK/2; G = 16 for nvfp4, 32 for mxfp4), (values [BN, BK], values, values) otherwise; fp4 in the
+    TILED layout (moe_triton.to_w4a8_layout: w4a8 and the tiled w4a16): (bytes of the step's first 64-element chunk
+    [BN, 32], of its second chunk (mxfp4 with BK = 128;
     otherwise the first again), the step's block scales of each row as one int32 word [BN]: ``ws_ptr`` is then
     :meth:`ExpertWeights.w4a8_scale_words`; _acc_tiles loads the words one step ahead itself, as Triton's pipeliner
     does not prefetch loads that do not feed a dot). Only loads: the caller may issue it one step ahead (register
     prefetch)."""
-    if WFMT >= 3 and ACT8:
+    if WFMT >= 3 and TILED:
         # the w4a8 layout (moe_triton.to_w4a8_layout): 64-row x 64-element tiles of 2 KB, tile (n // 64, chunk)
         # at ((n // 64) * K/64 + chunk) * 2048, rows 32 bytes apart; an mxfp4 step's second chunk is the next tile
         p_b = (w_ptr + e * stride_we + (offs_n // 64)[:, None] * ((K // 64) * 2048) + (k0 // 64) * 2048
@@ -97,6 +98,26 @@ _ASM_E4M3 = tl.constexpr(
     "and.b32 t, t, 0x8C8C8C8C; and.b32 u, u, 0x10101010; or.b32 $1, t, u; }")
 
 
+# The tiled w4a16's decode, 2 bytes (one 16-bit register $2, two consecutive K positions in the MMA operand's
+# register layout) -> lo = $0, hi = $1 as fp16x2: the _ASM_E4M3 bit moves, then the hardware's e4m3x2 -> f16x2 cvt.
+_ASM_F16_2BYTES = tl.constexpr(
+    "{ .reg .b32 t, u, v, l, h; .reg .b16 l16, h16; cvt.u32.u16 t, $2; and.b32 l, t, 0x9C9C; shl.b32 u, t, 2; "
+    "shr.b32 v, t, 2; and.b32 u, u, 0x8C8C; and.b32 v, v, 0x1010; or.b32 h, u, v; cvt.u16.u32 l16, l; "
+    "cvt.u16.u32 h16, h; cvt.rn.f16x2.e4m3x2 $0, l16; cvt.rn.f16x2.e4m3x2 $1, h16; }")
+
+
+@triton.jit
+def _fp4_f16_pair(b, INTERP: tl.constexpr):
+    """(lo, hi) fp16 tensors of b's shape (uint8 in the e4m3 bit layout): the e2m1 values x 2^-6, two bytes per
+    PTX call (the MMA operand's layout holds K pairs)."""
+    if INTERP:
+        lo, hi = _fp4_e4m3_pair(b, INTERP)
+        return lo.to(tl.float16), hi.to(tl.float16)
+    else:
+        return tl.inline_asm_elementwise(asm=_ASM_F16_2BYTES, constraints="=r,=r,h", args=[b],
+                                         dtype=(tl.float16, tl.float16), is_pure=True, pack=2)
+
+
 @triton.jit
 def _fp4_e4m3_pair(b, INTERP: tl.constexpr):
     """(lo, hi) e4m3 tensors of b's shape (b: uint8 in the e4m3 bit layout): the e2m1 values of each byte's low /
@@ -119,6 +140,19 @@ def _fp4_scale_f32(words, j: tl.constexpr, WFMT: tl.constexpr):
         return s8.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float32)
     else:
         return _e8m0_f32(s8)
+
+
+@triton.jit
+def _fp4_scale_f16(words, j: tl.constexpr, WFMT: tl.constexpr):
+    """Byte ``j`` of each int32 scale word as an fp16 block scale for the tiled w4a16: e4m3 (nvfp4; exact in fp16)
+    or 2^(e8m0 - 127) (mxfp4, rebased per expert so the largest is 2^9: ExpertWeights.in_kernel_order; scales
+    below 2^-24 flush to 0, 255 (NaN) stays NaN). Times a decoded e2m1 value x 2^-6 (0.5..6 x 2^-6) the product is
+    at most 6 x 448 x 2^-6 = 42 (nvfp4) or 6 x 2^3 = 48 (mxfp4): finite in fp16."""
+    s8 = (words >> (8 * j)) & 0xFF
+    if WFMT == 3:
+        return s8.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
+    else:
+        return _e8m0_f32(s8).to(tl.float16)
 
 
 @triton.jit
@@ -226,21 +260,22 @@ def _dot_fp8(a, b, acc, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
 
 @triton.jit
 def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
-             ACT8: tl.constexpr):
+             ACT8: tl.constexpr, TILED: tl.constexpr):
     """The activations of K step k0 as MMA B operands: (X[rows, k0:k0+BK]^T, same, same, same) [BK, BM] for bf16/fp8
     weights, (first half, second half, same, same) [BK/2, BM] for fp4 (matching the low / high nibbles of the
     kernel's nibble order). fp4 with ACT8 (w4a8): four [32, BM] tiles, one per scale block of the step: mxfp4
     (BK = 128) the step's four 32-element quarters; nvfp4 (BK = 64) its first half from activation plane 0 and plane
     1 (``x_plane`` elements further), then its second half from both (plane 0 keeps the even 16-element blocks of
-    each row, plane 1 the odd ones, the rest zero), so that each fp8 MMA of K = 32 sums one nvfp4 block."""
-    if WFMT >= 3 and ACT8:
+    each row, plane 1 the odd ones, the rest zero), so that each fp8 MMA of K = 32 sums one nvfp4 block. fp4 TILED
+    with fp16 activations: the step's 32-element quarters (x0, x1, and for BK = 128 x2, x3; else x0, x1 again)."""
+    if WFMT >= 3 and TILED:
         p_x = x_ptr + rows[None, :] * stride_x + (k0 + tl.arange(0, 32))[:, None]
-        if WFMT == 3:
+        if WFMT == 3 and ACT8:
             return (tl.load(p_x, mask=row_ok[None, :], other=0.0),
                     tl.load(p_x + x_plane, mask=row_ok[None, :], other=0.0),
                     tl.load(p_x + 32, mask=row_ok[None, :], other=0.0),
                     tl.load(p_x + x_plane + 32, mask=row_ok[None, :], other=0.0))
-        elif BLOCK_K == 64:  # mxfp4 in 64-element steps: two blocks
+        elif BLOCK_K == 64:  # mxfp4 in 64-element steps (two blocks), nvfp4 with fp16 activations
             x0 = tl.load(p_x, mask=row_ok[None, :], other=0.0)
             x1 = tl.load(p_x + 32, mask=row_ok[None, :], other=0.0)
             return x0, x1, x0, x1
@@ -269,13 +304,35 @@ def _scaled_dot(w, x, s, acc, INTERP: tl.constexpr):
 
 @triton.jit
 def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: tl.constexpr, K: tl.constexpr,
-         WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr):
+         WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr,
+         TILED: tl.constexpr):
     """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0..x3 from _x_tiles). X is bf16 for bf16
     weights, e4m3 for fp8 weights with ACT8 (w8a8: an fp8 x fp8 MMA, no conversion), fp16 otherwise (dequantised
     weights are fp16). fp4 with ACT8 (w4a8; BLOCK_K = 64 nvfp4, 128 or 64 mxfp4: 4 or 2 scale blocks per step): e2m1 -> e4m3
     in registers (exact), one fp8 MMA of K = 32 per scale block, each fp32 result multiplied by its block scale and
-    added (the scales never touch the fp8 values, so they stay exact)."""
-    if WFMT >= 3 and ACT8:
+    added (the scales never touch the fp8 values, so they stay exact). fp4 TILED with fp16 activations (the tiled
+    w4a16): the same e4m3 decode, converted to fp16 (one cvt per 2 values) and multiplied by the block scale in fp16
+    (exact: e2m1 x 2^-6 times an e4m3 or rebased e8m0 scale has at most 6 significant bits and stays within fp16's
+    range, see _fp4_scale_f16), then fp16 MMAs: the scale costs one multiply per weight value whatever the token
+    block (w4a8's per-block FFMAs grow with it)."""
+    if WFMT >= 3 and TILED and not ACT8:
+        lo_a, hi_a = _fp4_f16_pair(raw0, INTERP)
+        if WFMT == 3:  # 16-element blocks: 0, 1 in the low half, 2, 3 in the high half
+            BN: tl.constexpr = lo_a.shape[0]
+            s01 = tl.join(_fp4_scale_f16(raw2, 0, WFMT), _fp4_scale_f16(raw2, 1, WFMT))
+            s23 = tl.join(_fp4_scale_f16(raw2, 2, WFMT), _fp4_scale_f16(raw2, 3, WFMT))
+            lo_a = tl.reshape(tl.reshape(lo_a, (BN, 2, 16)) * s01[:, :, None], (BN, 32))
+            hi_a = tl.reshape(tl.reshape(hi_a, (BN, 2, 16)) * s23[:, :, None], (BN, 32))
+            acc = _dot(lo_a, x0, acc, INTERP)
+            acc = _dot(hi_a, x1, acc, INTERP)
+        else:
+            acc = _dot(lo_a * _fp4_scale_f16(raw2, 0, WFMT)[:, None], x0, acc, INTERP)
+            acc = _dot(hi_a * _fp4_scale_f16(raw2, 1, WFMT)[:, None], x1, acc, INTERP)
+            if BLOCK_K == 128:
+                lo_b, hi_b = _fp4_f16_pair(raw1, INTERP)
+                acc = _dot(lo_b * _fp4_scale_f16(raw2, 2, WFMT)[:, None], x2, acc, INTERP)
+                acc = _dot(hi_b * _fp4_scale_f16(raw2, 3, WFMT)[:, None], x3, acc, INTERP)
+    elif WFMT >= 3 and ACT8:
         # raw0 / raw1: the step's 64-element chunks (one for nvfp4), raw2: its 4 block scales per row (int32 word)
         lo_a, hi_a = _fp4_e4m3_pair(raw0, INTERP)
         if WFMT == 3:  # blocks 0, 1 = the low half against planes 0, 1; blocks 2, 3 = the high half
@@ -320,7 +377,7 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
 
 @triton.jit
 def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, ACT8: tl.constexpr, xs_ptr,
-              rows, row_ok):
+              rows, row_ok, TILED: tl.constexpr):
     """Scales applied once after the K loop: fp8 per-channel scales; with ACT8 the per-row activation scales; fp4's
     2^8 (w4a16, see _fp4_scale) or 2^6 (w4a8, see _fp4_e4m3_pair) times the per-expert scale ``gscale`` (nvfp4's
     global scale; mxfp4's rebasing power of 2)."""
@@ -331,7 +388,8 @@ def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexp
         s = tl.load(ws_ptr + e * N + offs_n, mask=offs_n < N, other=0.0)
         acc = acc * s[:, None]
     if WFMT >= 3:
-        acc = acc * (gscale * (64.0 if ACT8 else 256.0))  # w4a8: the e4m3 decode's 2^-6; w4a16: see _fp4_scale
+        # the e4m3 decode's 2^-6 (w4a8, tiled w4a16); the untiled w4a16: see _fp4_scale
+        acc = acc * (gscale * (64.0 if ACT8 or TILED else 256.0))
     return acc
 
 
@@ -339,7 +397,7 @@ def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexp
 def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, rows, row_ok, stride_x, x_plane,
                N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
                INTERP: tl.constexpr, PREFETCH: tl.constexpr, TWO: tl.constexpr, HOIST: tl.constexpr,
-               ACT8: tl.constexpr, xs_ptr):
+               ACT8: tl.constexpr, xs_ptr, TILED: tl.constexpr = False):
     """acc_a[BN, BM] += W_e[offs_a, :] @ X[rows, :]^T over all of K and, if TWO, acc_b likewise with rows offs_b of
     W_e (the up projection's rows beside the gate's): one K loop, so each activation tile is loaded once for both.
 
@@ -351,29 +409,29 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
         gscale = tl.load(wgs_ptr + e)  # the per-expert scale (epilogue)
         unit = gscale * 0.0 + 64.0  # 64, but a runtime value (see _fp4_scale)
     if PREFETCH:
-        a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
+        a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
         b0, b1, b2 = a0, a1, a2
         if TWO:
-            b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
+            b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
         for k0 in range(0, K, BLOCK_K):
             k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
-            na0, na1, na2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k_next, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
+            na0, na1, na2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k_next, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
             nb0, nb1, nb2 = na0, na1, na2
             if TWO:
                 nb0, nb1, nb2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k_next, N, K, stride_we, stride_wn, WFMT,
-                                          BLOCK_K, ACT8)
-            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8)
+                                          BLOCK_K, TILED)
+            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8, TILED)
             acc_a = _mma(acc_a, a0, a1, a2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST, ACT8)
+                             HOIST, ACT8, TILED)
             if TWO:
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST, ACT8)
+                             HOIST, ACT8, TILED)
             a0, a1, a2 = na0, na1, na2
             b0, b1, b2 = nb0, nb1, nb2
     else:
         # w4a8: the scale words are loaded one step ahead in registers (Triton's pipeliner only prefetches loads that
         # feed a dot, and these feed the FFMAs after it: loaded in-step they stalled every step, seen in the SASS)
-        SPRE: tl.constexpr = WFMT >= 3 and ACT8
+        SPRE: tl.constexpr = WFMT >= 3 and TILED
         sa = tl.zeros_like(offs_a)
         sb = sa
         if SPRE:
@@ -381,24 +439,24 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
             if TWO:
                 sb = _scale_words(ws_ptr, e, offs_b, 0, N, K, BLOCK_K)
         for k0 in range(0, K, BLOCK_K):
-            a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
+            a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
             if SPRE:
                 k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
                 a2 = sa
                 sa = _scale_words(ws_ptr, e, offs_a, k_next, N, K, BLOCK_K)
-            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8)
+            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8, TILED)
             acc_a = _mma(acc_a, a0, a1, a2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
-                         HOIST, ACT8)
+                         HOIST, ACT8, TILED)
             if TWO:
-                b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, ACT8)
+                b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
                 if SPRE:
                     b2 = sb
                     sb = _scale_words(ws_ptr, e, offs_b, tl.minimum(k0 + BLOCK_K, K - BLOCK_K), N, K, BLOCK_K)
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K,
-                             INTERP, HOIST, ACT8)
-    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok)
+                             INTERP, HOIST, ACT8, TILED)
+    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED)
     if TWO:
-        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, ACT8, xs_ptr, rows, row_ok)
+        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED)
     return acc_a, acc_b
 
 
@@ -424,14 +482,15 @@ def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, b
                    stride_wn, x_plane,
                    WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False):
+                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
+                  TILED: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
                                                           BLOCK_M, BLOCK_N)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, x_plane, 2 * I, H,
                       stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST,
-                      ACT8, xs_ptr)
+                      ACT8, xs_ptr, TILED)
     h = g / (1.0 + tl.exp(-g)) * u
     optr = out_ptr + slots[None, :].to(tl.int64) * stride_out + offs_n[:, None]
     tl.store(optr, h.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < I))
@@ -441,13 +500,14 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
                 num_blocks, num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn, x_plane,
                 WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False):
+                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
+                  TILED: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
                                                           BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, x_plane, H,
                               I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
-                              HOIST, ACT8, xs_ptr)
+                              HOIST, ACT8, xs_ptr, TILED)
     wt = tl.load(topw_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * wt[None, :]
     optr = out_ptr + rows[None, :] * stride_out + offs_n[:, None]

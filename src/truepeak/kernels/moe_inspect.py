@@ -22,10 +22,11 @@ _WFMT_ID = {"bf16": 0, "fp8": 1, "fp8_block": 2, "nvfp4": 3, "mxfp4": 4}
 
 
 def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 90, H: int = 7168,
-                    I: int = 2048) -> Any:  # noqa: E741 - the field's name for the expert width
+                    I: int = 2048, tiled: bool = True) -> Any:  # noqa: E741 - the field's name for the expert width
     """The gate/up kernel compiled for ``capability`` (e.g. 90 = sm_90) with ``cfg`` (a KernelConfig), weights
     ``wfmt``, K = H and 2I weight rows. Pointers and strides are marked 16-byte divisible, as Triton's JIT marks
-    them for real expert tensors. Returns Triton's CompiledKernel (``.metadata.shared`` bytes, ``.asm``)."""
+    them for real expert tensors. ``tiled`` (fp4): the weights in the tiled layout (w4a8 and the tiled w4a16;
+    False: the untiled w4a16 kernel). Returns Triton's CompiledKernel (``.metadata.shared`` bytes, ``.asm``)."""
     triton = require("triton", "compiling the MoE kernel", "pip install triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -34,8 +35,10 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
 
     w = {"bf16": "*bf16", "fp8": "*fp8e4nv", "fp8_block": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8"}[wfmt]
     sc = {"bf16": "*fp32", "fp8": "*fp32", "fp8_block": "*fp32", "nvfp4": "*fp8e4nv", "mxfp4": "*u8"}[wfmt]
-    if w8a8 and wfmt in ("nvfp4", "mxfp4"):
-        sc = "*i32"  # w4a8 reads the block scales as one int32 word per row and step
+    fp4 = wfmt in ("nvfp4", "mxfp4")
+    tiled = fp4 and (tiled or w8a8)
+    if tiled:
+        sc = "*i32"  # the tiled kernels read the block scales as one int32 word per row and step
     act = "*fp8e4nv" if w8a8 else "*bf16" if wfmt == "bf16" else "*fp16"  # w8a8: fp8 or fp4 weights, fp8 x
     fn = _moe_jit.gate_up_kernel
     sig = {"x_ptr": act, "xs_ptr": "*fp32", "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32",
@@ -43,7 +46,8 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
            "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "stride_x": "i32", "stride_out": "i32",
            "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32"}
     consts = {"I": I, "H": H, "WFMT": _WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
-              "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8}
+              "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8,
+              "TILED": tiled}
     sig.update({k: "constexpr" for k in consts})
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
              if t.startswith("*") or n.startswith("stride") or n == "x_plane"}

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +114,7 @@ class KernelConfig:
 
 
 def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: Any = None,
-                  k_dim: int | None = None, w8a8: bool = False) -> KernelConfig:
+                  k_dim: int | None = None, w8a8: bool = False, untiled: bool = False) -> KernelConfig:
     """Pick the tile configuration from the mean tokens per expert (case C17: a decode batch is many small GEMMs of
     ~tokens-per-expert rows each, so the batch size says nothing about the tile), then check its shared memory.
 
@@ -173,13 +174,16 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         # 32 at 16 (mxfp4 62.9 vs 48.8 %, nvfp4 41.8 vs 29.3 with 64); 3 stages (91.0 vs 90.3 % with 4 at 1)
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         bk, bn, stages, warps = w4a8_block_k(wfmt, k_dim), 128 if bm <= 32 else 64, 3, 4
-    elif fp4:  # w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
+    elif fp4 and not untiled:  # tiled w4a16: the w4a8 layout and step, fp16 MMAs after an fp16 scale multiply
+        bm = 16 if t <= 4 else 32 if t <= 10 else 64 if t <= 40 else 128
+        bk, bn, stages, warps = w4a8_block_k(wfmt, k_dim), 128, 3, 4 if bm <= 64 else 8
+    elif fp4:  # untiled w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
         bk, stages = 128, 3
         if bm <= 32:
             hoist = True  # decode in the MMA layout: 40.6 vs 34.7 % at 1 tok/expert (nvfp4)
         else:  # 64-row blocks for every larger count (128 spills registers), 8 warps on 128 weight rows
             bm, bn, warps = 64, 128, 8
-    if k_dim is not None and fp4 and not w8a8:  # (w4a8: w4a8_block_k above checked K)
+    if k_dim is not None and fp4 and untiled and not w8a8:  # (tiled: w4a8_block_k above checked K)
         bk = fp4_block_k(k_dim)  # also the weights' nibble-order chunk (see to_kernel_nibble_order)
     elif k_dim is not None and not fp4:  # the largest power-of-two step <= bk that divides K (kernels do not mask K)
         while bk > 16 and k_dim % bk:
@@ -283,8 +287,6 @@ def _kernels() -> tuple[Any, Any]:
 
 
 def _interpreting() -> bool:
-    import os
-
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
@@ -409,6 +411,13 @@ def to_w4a8_layout(packed: Any) -> Any:
     t = W4A8_TILE
     b = to_e4m3_bit_layout(to_kernel_nibble_order(packed, t))
     return b.reshape(e, n // t, t, kb // (t // 2), t // 2).permute(0, 1, 3, 2, 4).contiguous().reshape(e, n, kb)
+
+
+def fits_tiled_layout(n: int, k: int) -> bool:
+    """Whether fp4 weights of ``n`` rows and ``k`` elements per row fit :func:`to_w4a8_layout` (both multiples of
+    :data:`W4A8_TILE`): the w4a8 kernel needs it; the w4a16 kernel uses it where it fits and its untiled layout
+    otherwise (e.g. gpt-oss-120b's I = 1440 at TP2)."""
+    return n % W4A8_TILE == 0 and k % W4A8_TILE == 0
 
 
 def _check_w4a8_bytes(packed: Any) -> None:
@@ -659,8 +668,14 @@ class FusedMoE:
             tokens_per_expert = max(1.0, float(valid.sum().item())
                                     / max(1, int(torch.unique(topk_ids[valid]).numel())))
         w8a8 = (fp8 or fp4) and activations != "fp16"
-        self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8)
-        self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8)
+        # fp4 weights are read in the tiled layout (to_w4a8_layout) by both the w4a8 and the w4a16 kernel; the
+        # untiled w4a16 kernel (stop 11) stays for comparison, behind TRUEPEAK_MOE_W4A16_UNTILED=1
+        # (and by the w4a16 kernel only where the layout holds both projections: N and K multiples of 64)
+        fits = fp4 and all(fits_tiled_layout(w.shape[1], w.shape[2]) for w in (w1, w2))
+        self.tiled = fp4 and (w8a8 or (fits and os.environ.get("TRUEPEAK_MOE_W4A16_UNTILED") != "1"))
+        untiled = fp4 and not self.tiled
+        self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled)
+        self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled)
         if tune:  # overrides of KernelConfig fields for both kernels (benchmark-side tuning)
             import dataclasses
 
@@ -686,8 +701,8 @@ class FusedMoE:
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
         for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
             ok = (64,) if w1.wfmt == "nvfp4" else (64, 128)
-            if fp4 and w8a8 and cfg.block_k not in ok:
-                raise UnsupportedError(f"{w1.wfmt} weights with fp8 activations need block_k in {ok} (4 scale blocks "
+            if self.tiled and cfg.block_k not in ok:
+                raise UnsupportedError(f"{w1.wfmt} weights in the tiled layout need block_k in {ok} (4 scale blocks "
                                        f"per step; mxfp4 also 2), got {cfg.block_k} for K={kd}")
         if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
             raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
@@ -702,9 +717,9 @@ class FusedMoE:
                                        f">= 8.9); this GPU is sm_{cc[0]}{cc[1]}: pass activations='fp16'")
         # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
         self.x = x
-        w4a8 = fp4 and w8a8  # 64-element nibble chunks in the e4m3 bit layout
-        self.w1 = w1.in_kernel_order(None if w4a8 else self.cfg1.block_k, w4a8=w4a8)
-        self.w2 = w2.in_kernel_order(None if w4a8 else self.cfg2.block_k, w4a8=w4a8)
+        tiled = self.tiled  # 64-element nibble chunks in the e4m3 bit layout, 2 KB tiles
+        self.w1 = w1.in_kernel_order(None if tiled else self.cfg1.block_k, w4a8=tiled)
+        self.w2 = w2.in_kernel_order(None if tiled else self.cfg2.block_k, w4a8=tiled)
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
@@ -738,7 +753,7 @@ class FusedMoE:
 
     def _args(self, w: ExpertWeights, block_k: int) -> tuple[Any, Any, Any]:
         scale = w.scale if w.scale is not None else self._dummy
-        if self.act8 and w.wfmt in ("nvfp4", "mxfp4"):  # w4a8: one int32 word = a row's block scales of a step
+        if self.tiled:  # one int32 word = a row's block scales of a step
             scale = w.w4a8_scale_words(block_k)
         return w.data, scale, (w.global_scale if w.global_scale is not None else self._ones)
 
@@ -749,7 +764,7 @@ class FusedMoE:
         gate_up, down = _kernels()
         a = self.align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
+                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(), TILED=self.tiled,
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if which == 1:
             d, s, g = self._args(self.w1, cfg.block_k)
@@ -776,8 +791,6 @@ class FusedMoE:
         """The kernels' ACT8 value: 1 with fp8 activations, 0 without; for fp4 weights the timing experiments of
         benchmarks/moe_tune_h200.py add 2 (TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: block scales ignored, so the results
         are wrong: how fast the w4a8 loop runs without them)."""
-        import os
-
         flag = int(self.act8)
         if self.act8 and self.wfmt >= 3 and os.environ.get("TRUEPEAK_MOE_EXPERIMENT_NOSCALE") == "1":
             flag |= 2
