@@ -45,11 +45,14 @@ W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "
 # since removed: slower than this one once the weights were tiled)
 W = [{}, {"block_n": 64}, {"num_stages": 3}, {"num_stages": 6}]
 # stop 13: the tiled w4a16 (fp16 activations, block scale multiplied in fp16, fp16 MMAs) against the w4a8 defaults
-T16 = {1: [{}, {"block_n": 64}], 4: [{}], 8: [{}, {"block_m": 16}], 16: [{}, {"block_m": 32}],
-       32: [{}, {"block_m": 32}], 64: [{}], 256: [{}, {"num_warps": 4}]}
+# (call 1: tuning/stop13_call01_*); call 2: stages, 256-row weight tiles and 8 warps around the new defaults
+T16 = {1: [{}, {"num_stages": 4}, {"num_stages": 2}], 8: [{}, {"num_stages": 4}],
+       16: [{}, {"block_n": 256}, {"num_warps": 8}], 32: [{}, {"block_n": 256}, {"num_warps": 8}],
+       64: [{}, {"num_warps": 8}, {"block_n": 256, "num_warps": 8}], 256: [{}, {"block_n": 256}]}
+A8 = {16: [{}, {"block_n": 256}], 32: [{}, {"block_n": 128}, {"block_n": 128, "num_warps": 8}]}
 D = {t: [{}] for t in (1, 4, 8, 16, 32, 64, 256)}
 GRID = {
-    "nvfp4": T16, "mxfp4": T16,
+    "nvfp4": T16, "mxfp4": T16, "mxfp4a8-tiles": A8,
     "nvfp4a8-defaults": D, "mxfp4a8-defaults": D,
     "nvfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
     "mxfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
