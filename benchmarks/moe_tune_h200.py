@@ -49,10 +49,10 @@ W = [{}, {"block_n": 64}, {"num_stages": 3}, {"num_stages": 6}]
 T16 = {1: [{}, {"num_stages": 4}, {"num_stages": 2}], 8: [{}, {"num_stages": 4}],
        16: [{}, {"block_n": 256}, {"num_warps": 8}], 32: [{}, {"block_n": 256}, {"num_warps": 8}],
        64: [{}, {"num_warps": 8}, {"block_n": 256, "num_warps": 8}], 256: [{}, {"block_n": 256}]}
-A8 = {16: [{}, {"block_n": 256}], 32: [{}, {"block_n": 128}, {"block_n": 128, "num_warps": 8}]}
+T8 = {16: [{}, {"block_n": 256}], 32: [{}, {"block_n": 128}, {"block_n": 128, "num_warps": 8}]}
 D = {t: [{}] for t in (1, 4, 8, 16, 32, 64, 256)}
 GRID = {
-    "nvfp4": T16, "mxfp4": T16, "mxfp4a8-tiles": A8,
+    "nvfp4": T16, "mxfp4": T16, "mxfp4a8-tiles": T8,
     "nvfp4a8-defaults": D, "mxfp4a8-defaults": D,
     "nvfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
     "mxfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
