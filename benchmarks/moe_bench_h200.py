@@ -2,7 +2,7 @@
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_bench_h200.py OUT_DIR [--quick] [--routing uniform|powerlaw:1.2]
                                                          [--weights bf16,fp8,nvfp4,mxfp4]
-                                                         [--fp4-activations fp8|fp16] [--models deepseek-v3,glm-5]
+                                                         [--fp4-activations auto|fp8|fp16] [--models deepseek-v3,glm-5]
   --quick: DeepSeek-V3 E=256, uniform only (the first device check). Without it: DeepSeek-V3 and GLM-5, E=256 and
   EP8-local, uniform and powerlaw:1.2, bf16/fp8/nvfp4/mxfp4, all backends. --routing keeps one routing (to split
   the sweep over two device calls); --weights keeps those formats.
@@ -40,7 +40,7 @@ if "--weights" in sys.argv:
 if "--models" in sys.argv:
     keep = sys.argv[sys.argv.index("--models") + 1].split(",")
     cases = [c for c in cases if c[0] in keep]
-fp4_acts = sys.argv[sys.argv.index("--fp4-activations") + 1] if "--fp4-activations" in sys.argv else "fp8"
+fp4_acts = sys.argv[sys.argv.index("--fp4-activations") + 1] if "--fp4-activations" in sys.argv else "auto"
 budget = float(os.environ.get("MOE_BUDGET_S", "0.08"))
 
 

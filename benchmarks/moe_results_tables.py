@@ -2,8 +2,9 @@
 
 For each (model, local experts, routing): one row per tokens per expert; for bf16 our kernel's % of the measured read
 bandwidth and time, then the best other backend's; for fp8 ours (w8a8) and torch's ``_scaled_grouped_mm`` (w8a8,
-the ``grouped_mm`` backend); for nvfp4 and mxfp4 ours (w4a8 since stop 12; no other backend runs fp4 on Hopper). Then, per format, how
-ours compares with the issue's targets (#5), computed from the same records.
+the ``grouped_mm`` backend); for nvfp4 ours as w4a16 (the default since stop 13) and, where the records hold it, as
+w4a8; for mxfp4 ours as w4a8 (no other backend runs fp4 on Hopper). Then, per format, how ours compares with the
+issue's targets (#5), computed from the same records.
 
 Usage: python3 benchmarks/moe_results_tables.py RECORDS.jsonl
 """
@@ -18,7 +19,10 @@ def main(path: str) -> None:
     by = defaultdict(dict)  # (model, E, routing) -> {(fmt, tpe, backend): record}
     for r in ok:
         w = r["workload"]
-        by[(w["model"], w["E_local"], w["routing"])][(r["format"], w["tokens_per_expert"], r["backend"])] = r
+        fmt = r["format"]
+        if fmt in ("nvfp4", "mxfp4") and r["backend"] == "triton":  # which activations ran: w4a8 or w4a16
+            fmt += " w4a8" if str(w.get("activations", "")).startswith("fp8") else " w4a16"
+        by[(w["model"], w["E_local"], w["routing"])][(fmt, w["tokens_per_expert"], r["backend"])] = r
 
     def pct(r):
         return 100 * r["derived"]["pct_read_bandwidth"]
@@ -31,12 +35,14 @@ def main(path: str) -> None:
                                                                         kv[0][0])):
         where = "E = 256 (all experts on one GPU)" if e == 256 else f"E_local = {e} (EP{256 // e}, {e} of 256 experts)"
         print(f"\n#### {model}, {where}, {routing}\n")
-        print("| tok/expert | bf16: **ours** · best other | fp8 w8a8: **ours** · scaled_grouped_mm | nvfp4 w4a8: **ours** "
-              "| mxfp4 w4a8: **ours** |")
-        print("|---:|---|---|---|---|")
+        fmts = [f for f in ("bf16", "fp8", "nvfp4 w4a16", "nvfp4 w4a8", "mxfp4 w4a8", "mxfp4 w4a16")
+                if any(k[0] == f for k in pts)]
+        head = {"bf16": "bf16: **ours** · best other", "fp8": "fp8 w8a8: **ours** · scaled_grouped_mm"}
+        print("| tok/expert | " + " | ".join(head.get(f, f"{f}: **ours**") for f in fmts) + " |")
+        print("|---:|" + "---|" * len(fmts))
         for t in sorted({k[1] for k in pts}):
             cells = []
-            for fmt in ("bf16", "fp8", "nvfp4", "mxfp4"):
+            for fmt in fmts:
                 ours = pts.get((fmt, t, "triton"))
                 others = [r for (f, tt, b), r in pts.items() if f == fmt and tt == t and b != "triton"]
                 best = min(others, key=us) if others else None

@@ -203,7 +203,8 @@ def test_w4a8_weights_need_their_layouts_tiles():
 
 
 def test_bad_fp4_activations_named_before_any_measurement():
-    with pytest.raises(TruepeakError, match="--fp4-activations 'int4': expected fp16 .w4a16. or fp8 .w4a8."):
+    with pytest.raises(TruepeakError, match=r"--fp4-activations 'int4': expected auto \(fp16 for nvfp4, fp8 for mxfp4\), "
+                                            r"fp16 \(w4a16\) or fp8 \(w4a8\)"):
         moe.run_bench("deepseek-v3", weights=["nvfp4"], fp4_activations="int4")
 
 

@@ -252,6 +252,11 @@ yn = mt.FusedMoE((torch.rand(ids.shape[0], 128) * 2 - 1).bfloat16(), w1n, w2n, i
 out["nan_scale"] = {"nan": int(yn.float().isnan().sum()), "inf": int(yn.float().isinf().sum())}
 # fp4 weights with no activations argument run w4a8 (the default since stop 12)
 out["default_fp4"] = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16, 64, 128, 4, 1)).activations
+# nvfp4 with no activations argument runs the tiled w4a16 (the default since stop 13)
+w1v = mt.quantize_experts(torch.randn(4, 512, 256) * 0.1, "nvfp4")
+w2v = mt.quantize_experts(torch.randn(4, 256, 256) * 0.1, "nvfp4")
+fv = mt.FusedMoE(xs, w1v, w2v, ids, tw, config=mt.KernelConfig(16, 64, 64, 4, 1))
+out["default_nvfp4"] = {"activations": fv.activations, "tiled": fv.tiled}
 # an EP rank with no local slot, and an empty batch: zeros, not an error
 for name, ids_n in (("nowhere", torch.full((3, 2), -1)), ("empty", torch.zeros(0, 2, dtype=torch.long))):
     w1 = mt.quantize_experts(torch.randn(4, 256, 128) * 0.1, "bf16")
@@ -346,7 +351,8 @@ def test_mxfp4_nan_scale_stays_nan_in_w4a8_in_interpreter(interpreted):
 
 
 def test_fp4_defaults_to_fp8_activations_in_interpreter(interpreted):
-    assert interpreted["default_fp4"] == "fp8 e4m3, per-row scale"
+    assert interpreted["default_fp4"] == "fp8 e4m3, per-row scale"  # mxfp4: w4a8
+    assert interpreted["default_nvfp4"]["activations"] == "fp16" and interpreted["default_nvfp4"]["tiled"]
 
 
 def test_no_local_slot_and_empty_batch_give_zeros_in_interpreter(interpreted):
@@ -565,3 +571,10 @@ def test_choose_config_and_tune_bad_values():
     assert mt.choose_config(np.float32(8), "bf16", True, k_dim=np.int64(7168)) == mt.choose_config(8, "bf16", True,
                                                                                                     k_dim=7168)
     assert mt.choose_config(torch.tensor(8.0), "bf16", True).block_m == 32
+
+
+def test_default_activations_per_format():
+    # measured on the H200 (docs/results/h200/moe/README.md): nvfp4 runs w4a16, mxfp4 w4a8, fp8 w8a8
+    assert [mt.default_activations(f) for f in mt.WEIGHT_FORMATS] == [None, "fp8", "fp8", "fp16", "fp8"]
+    with pytest.raises(UnknownNameError, match="int4"):
+        mt.default_activations("int4")

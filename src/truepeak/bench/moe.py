@@ -445,19 +445,20 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
               out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
               read_bw: float | None = None, seed: int = 0, progress: Callable[[dict], None] | None = None,
               env: Any = None, triton_tune: dict[str, dict] | None = None,
-              fp8_activations: str = "fp8", fp4_activations: str = "fp8") -> list[dict]:
+              fp8_activations: str = "fp8", fp4_activations: str = "auto") -> list[dict]:
     """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records.
 
     ``triton_tune`` maps a weight format to KernelConfig overrides for the triton backend (recorded in the workload as
     ``triton_tune``). ``fp8_activations``: our kernel with fp8 weights runs ``"fp8"`` (w8a8, the default) or
-    ``"fp16"`` (w8a16); ``fp4_activations`` likewise for nvfp4 / mxfp4 weights: ``"fp8"`` (w4a8, the default) or
-    ``"fp16"`` (w4a16). The record's ``workload.activations`` says which.
+    ``"fp16"`` (w8a16); ``fp4_activations`` for nvfp4 / mxfp4 weights: ``"auto"`` (default: each format's
+    :func:`~truepeak.kernels.moe_triton.default_activations`, fp16 for nvfp4 and fp8 for mxfp4), ``"fp8"`` (w4a8)
+    or ``"fp16"`` (w4a16). The record's ``workload.activations`` says which.
 
     Raises (before any measurement): TruepeakError for bad model/layout/routing/format/backend names or tokens per
     expert <= 0. Per point, errors become ``failed`` records and unsupported combinations ``skipped`` ones.
     """
     torch = require("torch", "the MoE benchmark")
-    from truepeak.kernels.moe_triton import fits_tiled_layout
+    from truepeak.kernels.moe_triton import default_activations, fits_tiled_layout
     from truepeak.bench.records import RecordWriter, environment, make_record
 
     shape = expert_shape(model, tp, ep)
@@ -466,8 +467,9 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     if fp8_activations not in ("fp8", "fp16"):
         raise TruepeakError(f"--fp8-activations {fp8_activations!r}: expected fp8 (w8a8) or fp16 (w8a16)")
     fp4_activations = str(fp4_activations).lower()
-    if fp4_activations not in ("fp8", "fp16"):
-        raise TruepeakError(f"--fp4-activations {fp4_activations!r}: expected fp16 (w4a16) or fp8 (w4a8)")
+    if fp4_activations not in ("auto", "fp8", "fp16"):
+        raise TruepeakError(f"--fp4-activations {fp4_activations!r}: expected auto (fp16 for nvfp4, fp8 for mxfp4), "
+                            "fp16 (w4a16) or fp8 (w4a8)")
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
         raise TruepeakError(f"--budget {budget_s} must be a finite number of seconds > 0 (timed seconds per point, "
                             "e.g. 0.2)")
@@ -510,10 +512,12 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     try:
         for wfmt in weights:
             try:
+                fp4 = wfmt in ("nvfp4", "mxfp4")
+                fp4_acts = (default_activations(wfmt) if fp4_activations == "auto" else fp4_activations) if fp4 else None
                 # fp4 in the tiled layout: always for w4a8, for w4a16 where it fits (FusedMoE's choice)
-                tiled = (fp4_activations == "fp8" or (fits_tiled_layout(2 * shape.I, shape.H)
-                                                      and fits_tiled_layout(shape.H, shape.I)))
-                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=wfmt in ("nvfp4", "mxfp4") and tiled)
+                tiled = (fp4_acts == "fp8" or (fits_tiled_layout(2 * shape.I, shape.H)
+                                               and fits_tiled_layout(shape.H, shape.I)))
+                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled)
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()
                 for t in tpes:
@@ -547,8 +551,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         tune = (triton_tune or {}).get(wfmt) if b == "triton" else None
                         if tune:
                             rec_kw["workload"] = {**wl, "triton_tune": tune}
-                        acts_arg = (fp8_activations if wfmt.startswith("fp8") else
-                                    fp4_activations if wfmt in ("nvfp4", "mxfp4") else None)
+                        acts_arg = fp8_activations if wfmt.startswith("fp8") else fp4_acts
                         fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune,
                                            activations=acts_arg)
                         # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)

@@ -21,8 +21,9 @@ HELP = "\n\n".join([
     "Σ weight · down(silu(gate x) · up x), the whole unit replayed from a CUDA graph, for each backend: per_expert "
     "(two matmuls per active expert), bmm (padded batched matmul), grouped_mm (torch._grouped_mm; fp8: "
     "torch._scaled_grouped_mm, w8a8) and triton (truepeak's fused kernel: fp8 weights run w8a8 with per-row e4m3 "
-    "activations like the torch fp8 backend; nvfp4/mxfp4 weights run w4a8 on Hopper, decoded to e4m3 in registers, "
-    "or w4a16 with --fp4-activations fp16).",
+    "activations like the torch fp8 backend; on Hopper nvfp4 weights run w4a16 (e2m1 decoded and block-scaled in "
+    "fp16 registers) and mxfp4 weights w4a8 (decoded to e4m3, one fp8 MMA per scale block): --fp4-activations "
+    "picks either for both).",
     "At decode each expert sees a handful of tokens (tokens per expert = T·k/E: 16 at batch 512 for E=256, k=8), so "
     "the unit is bound by streaming the active experts' weights: the figure reported is the fraction of the read "
     "bandwidth measured in the same run (a 4 GiB Triton read-only reduction), next to TFLOPS and % of the roofline "
@@ -76,10 +77,11 @@ def bench(
     fp8_activations: str = typer.Option("fp8", "--fp8-activations", help="Our kernel with fp8 weights: fp8 (w8a8, "
                                         "activations quantised per row to e4m3, as grouped_mm does) or fp16 "
                                         "(w8a16: weights converted in registers)."),
-    fp4_activations: str = typer.Option("fp8", "--fp4-activations", help="Our kernel with nvfp4/mxfp4 weights: "
-                                        "fp8 (w4a8: activations quantised per row to e4m3, e2m1 decoded to e4m3, "
-                                        "one fp8 MMA per scale block) or fp16 (w4a16: e2m1 decoded to fp16; "
-                                        "faster for nvfp4 from 64 tokens per expert)."),
+    fp4_activations: str = typer.Option("auto", "--fp4-activations", help="Our kernel with nvfp4/mxfp4 weights: "
+                                        "auto (fp16 for nvfp4, fp8 for mxfp4: the faster on the H200), fp8 (w4a8: "
+                                        "activations quantised per row to e4m3, e2m1 decoded to e4m3, one fp8 MMA "
+                                        "per scale block) or fp16 (w4a16: e2m1 decoded to fp16 and multiplied by "
+                                        "its block scale, fp16 MMAs)."),
     out: Optional[Path] = typer.Option(None, "--out", help="JSON Lines file the records are appended to."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
                                         "(needs matplotlib)."),
