@@ -12,7 +12,8 @@ Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py OUT_DIR [FORMAT ...]  
 weights with fp8 activations, fp8 = fp8 weights with fp16 activations; nvfp4a8 / mxfp4a8 = fp4 weights with fp8
 activations (w4a8), nvfp4 / mxfp4 = w4a16; a suffix after "-" names another list for the same format, e.g.
 nvfp4a8-defaults)
-Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds.
+Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds. TUNE_ROUTING (default
+uniform): the routing of every point (e.g. powerlaw:1.2; recorded in each line).
 TRUEPEAK_MOE_W4A16_UNTILED=1: fp4 with fp16 activations through the untiled w4a16 kernel of stop 11 (for comparison).
 TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel with its block scales left out (wrong results, timing only:
 how fast the loop runs without them; docs/results/h200/moe/tuning/call03_*, call13_*; list nvfp4a8-noscale).
@@ -32,6 +33,7 @@ from truepeak.kernels.moe_triton import FusedMoE
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 deadline = float(os.environ.get("TUNE_DEADLINE_S", "420"))
+routing = os.environ.get("TUNE_ROUTING", "uniform")
 t0 = time.time()
 bw = moe.measure_read_bandwidth()
 print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=True)
@@ -54,6 +56,11 @@ D = {t: [{}] for t in (1, 4, 8, 16, 32, 64, 256)}
 # call 4: bf16 and fp8 w8a8 where they miss (8 tokens per expert for fp8, 16-32 for both): smaller token blocks (less
 # activation traffic through L2), wider weight tiles, longer steps
 GRID = {
+    # call 5: 32-token blocks at 16 tokens per expert (bf16 also 128-row tiles) under uniform and power-law routing;
+    # nvfp4 w4a16 in 128-element steps (two chunks and two scale words per step)
+    "bf16-16": {16: [{}, {"block_m": 32, "block_n": 128}, {"block_m": 32}]},
+    "fp8a8-16": {16: [{}, {"block_m": 32}]},
+    "nvfp4-bk": {t: [{}, {"block_k": 128}] for t in (1, 8, 16, 32, 64)},
     "bf16": {16: [{}, {"block_m": 32}, {"block_m": 32, "block_n": 128}, {"block_n": 128, "num_warps": 8}],
              32: [{}, {"block_n": 128, "num_warps": 8}, {"block_m": 32}]},
     "fp8a8": {8: [{}, {"block_k": 256}, {"num_stages": 4}, {"block_n": 128}],
@@ -91,7 +98,7 @@ with open(path, "a") as f:
                 print(f"deadline: {fmt} tpe {tpe} and later not run", flush=True)
                 break
             T = moe.tokens_for(tpe, shape)
-            ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
+            ids = moe.local_ids(moe.sample_routing(routing, T, shape.E, shape.top_k, 0), shape).cuda()
             topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(0)), 1).cuda()
             x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16,
                             generator=torch.Generator(device="cuda").manual_seed(0)) * 2 - 1)
@@ -99,7 +106,8 @@ with open(path, "a") as f:
             nbytes = moe.active_bytes(w1, w2, counts)
             ref = moe.reference_rows(x, w1, w2, ids, topw)
             for v in variants:
-                row = {"format": fmt, "tokens_per_expert": tpe, "tune": v, "T": T, "bytes": nbytes}
+                row = {"format": fmt, "tokens_per_expert": tpe, "routing": routing, "tune": v, "T": T,
+                       "bytes": nbytes}
                 try:
                     a, b = w128 if v.get("block_k") == 128 else (w1, w2)
                     fn = FusedMoE(x, a, b, ids, topw, tokens_per_expert=tpe, tune=v or None, activations=acts)

@@ -33,9 +33,9 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
                + (offs_n % 64)[:, None] * 32 + tl.arange(0, 32)[None, :])
         b_a = tl.load(p_b, mask=offs_n[:, None] < N, other=0)
         b_b = b_a
-        if WFMT == 4 and BLOCK_K == 128:
+        if BLOCK_K == 128:  # mxfp4, and nvfp4 with fp16 activations: two chunks per step
             b_b = tl.load(p_b + 2048, mask=offs_n[:, None] < N, other=0)
-        return b_a, b_b, _scale_words(ws_ptr, e, offs_n, k0, N, K, BLOCK_K)
+        return b_a, b_b, _scale_words(ws_ptr, e, offs_n, k0, N, K, BLOCK_K, WFMT)
     elif WFMT >= 3:
         offs_b = k0 // 2 + tl.arange(0, BLOCK_K // 2)
         b = tl.load(w_ptr + e * stride_we + offs_n[:, None] * stride_wn + offs_b[None, :],
@@ -62,12 +62,20 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
 
 
 @triton.jit
-def _scale_words(ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, BLOCK_K: tl.constexpr):
+def _scale_words(ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, BLOCK_K: tl.constexpr,
+                 WFMT: tl.constexpr = 4):
     """w4a8: the 4 block scales of K step k0 of rows offs_n, one int32 word per row [BN], from the step-major word
     array [E, K/BK, N] (ExpertWeights.w4a8_scale_words): one step's words of consecutive rows are contiguous, so
     a tile's scales are a few coalesced sectors (row-major, each row's word was its own 32-byte sector: the L2 ran at
     74 % of its throughput with DRAM at 48 %, ncu on the H200)."""
-    return tl.load(ws_ptr + (e * (K // BLOCK_K) + k0 // BLOCK_K) * N + offs_n, mask=offs_n < N, other=0)
+    if WFMT == 3 and BLOCK_K == 128:  # nvfp4 in 128-element steps: the two 64-element steps' words as one int64
+        p = ws_ptr + (e * (K // 64) + k0 // 64) * N + offs_n
+        w0 = tl.load(p, mask=offs_n < N, other=0).to(tl.uint32).to(tl.int64)
+        w1 = tl.load(p + N, mask=offs_n < N, other=0).to(tl.uint32).to(tl.int64)
+        words = w0 | (w1 << 32)
+    else:
+        words = tl.load(ws_ptr + (e * (K // BLOCK_K) + k0 // BLOCK_K) * N + offs_n, mask=offs_n < N, other=0)
+    return words
 
 
 def _lane_decode(dst: str, src: str, tmp: str) -> str:
@@ -325,6 +333,14 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
             hi_a = tl.reshape(tl.reshape(hi_a, (BN, 2, 16)) * s23[:, :, None], (BN, 32))
             acc = _dot(lo_a, x0, acc, INTERP)
             acc = _dot(hi_a, x1, acc, INTERP)
+            if BLOCK_K == 128:  # the step's second chunk: blocks 4..7
+                lo_b, hi_b = _fp4_f16_pair(raw1, INTERP)
+                s45 = tl.join(_fp4_scale_f16(raw2, 4, WFMT), _fp4_scale_f16(raw2, 5, WFMT))
+                s67 = tl.join(_fp4_scale_f16(raw2, 6, WFMT), _fp4_scale_f16(raw2, 7, WFMT))
+                lo_b = tl.reshape(tl.reshape(lo_b, (BN, 2, 16)) * s45[:, :, None], (BN, 32))
+                hi_b = tl.reshape(tl.reshape(hi_b, (BN, 2, 16)) * s67[:, :, None], (BN, 32))
+                acc = _dot(lo_b, x2, acc, INTERP)
+                acc = _dot(hi_b, x3, acc, INTERP)
         else:
             acc = _dot(lo_a * _fp4_scale_f16(raw2, 0, WFMT)[:, None], x0, acc, INTERP)
             acc = _dot(hi_a * _fp4_scale_f16(raw2, 1, WFMT)[:, None], x1, acc, INTERP)
@@ -435,15 +451,15 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
         sa = tl.zeros_like(offs_a)
         sb = sa
         if SPRE:
-            sa = _scale_words(ws_ptr, e, offs_a, 0, N, K, BLOCK_K)
+            sa = _scale_words(ws_ptr, e, offs_a, 0, N, K, BLOCK_K, WFMT)
             if TWO:
-                sb = _scale_words(ws_ptr, e, offs_b, 0, N, K, BLOCK_K)
+                sb = _scale_words(ws_ptr, e, offs_b, 0, N, K, BLOCK_K, WFMT)
         for k0 in range(0, K, BLOCK_K):
             a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
             if SPRE:
                 k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
                 a2 = sa
-                sa = _scale_words(ws_ptr, e, offs_a, k_next, N, K, BLOCK_K)
+                sa = _scale_words(ws_ptr, e, offs_a, k_next, N, K, BLOCK_K, WFMT)
             x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8, TILED)
             acc_a = _mma(acc_a, a0, a1, a2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
                          HOIST, ACT8, TILED)
@@ -451,7 +467,8 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
                 b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
                 if SPRE:
                     b2 = sb
-                    sb = _scale_words(ws_ptr, e, offs_b, tl.minimum(k0 + BLOCK_K, K - BLOCK_K), N, K, BLOCK_K)
+                    sb = _scale_words(ws_ptr, e, offs_b, tl.minimum(k0 + BLOCK_K, K - BLOCK_K), N, K, BLOCK_K,
+                                      WFMT)
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K,
                              INTERP, HOIST, ACT8, TILED)
     acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED)

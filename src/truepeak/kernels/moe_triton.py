@@ -718,7 +718,7 @@ class FusedMoE:
             raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
         for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
-            ok = (64,) if w1.wfmt == "nvfp4" else (64, 128)
+            ok = (64,) if w1.wfmt == "nvfp4" and w8a8 else (64, 128)
             if self.tiled and cfg.block_k not in ok:
                 raise UnsupportedError(f"{w1.wfmt} weights in the tiled layout need block_k in {ok} (4 scale blocks "
                                        f"per step; mxfp4 also 2), got {cfg.block_k} for K={kd}")
@@ -771,8 +771,8 @@ class FusedMoE:
 
     def _args(self, w: ExpertWeights, block_k: int) -> tuple[Any, Any, Any]:
         scale = w.scale if w.scale is not None else self._dummy
-        if self.tiled:  # one int32 word = a row's block scales of a step
-            scale = w.w4a8_scale_words(block_k)
+        if self.tiled:  # one int32 word = a row's block scales of a step (nvfp4: of 64 elements)
+            scale = w.w4a8_scale_words(64 if w.wfmt == "nvfp4" else block_k)
         return w.data, scale, (w.global_scale if w.global_scale is not None else self._ones)
 
     def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
