@@ -43,7 +43,8 @@ def test_c17_config_follows_tokens_per_expert_not_batch():
     # C17: E=512, k=10, batch 512 -> 10 tokens per expert; the tile is picked from that, whatever the batch
     assert mt.choose_config(10, "bf16", True).block_m == 32
     assert mt.choose_config(1.875, "bf16", True).block_m == 16
-    assert mt.choose_config(15, "bf16", True).block_m == 64
+    assert mt.choose_config(15, "bf16", True).block_m == 32   # 32-token blocks up to 20 (stop 13)
+    assert mt.choose_config(25, "bf16", True).block_m == 64
     assert mt.choose_config(256, "bf16", False).block_m == 128
 
 
