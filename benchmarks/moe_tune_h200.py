@@ -13,7 +13,8 @@ weights with fp8 activations, fp8 = fp8 weights with fp16 activations; nvfp4a8 /
 activations (w4a8), nvfp4 / mxfp4 = w4a16; a suffix after "-" names another list for the same format, e.g.
 nvfp4a8-defaults)
 Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds. TUNE_ROUTING (default
-uniform): the routing of every point (e.g. powerlaw:1.2; recorded in each line).
+uniform): the routing of every point (e.g. powerlaw:1.2; recorded in each line). TUNE_EP (default 1): expert
+parallelism, e.g. 8 for the EP8-local experts 0-31 and the slots routed to them (recorded as E_local).
 TRUEPEAK_MOE_W4A16_UNTILED=1: fp4 with fp16 activations through the untiled w4a16 kernel of stop 11 (for comparison).
 TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel with its block scales left out (wrong results, timing only:
 how fast the loop runs without them; docs/results/h200/moe/tuning/call03_*, call13_*; list nvfp4a8-noscale).
@@ -56,6 +57,11 @@ D = {t: [{}] for t in (1, 4, 8, 16, 32, 64, 256)}
 # call 4: bf16 and fp8 w8a8 where they miss (8 tokens per expert for fp8, 16-32 for both): smaller token blocks (less
 # activation traffic through L2), wider weight tiles, longer steps
 GRID = {
+    # call 7 (TUNE_EP=8): narrower weight tiles where the EP8-local grid is a few programs per SM
+    "mxfp4a8-ep": {t: [{}, {"block_n": 64}] for t in (1, 4, 8)},
+    "nvfp4-ep": {t: [{}, {"block_n": 64}] for t in (1, 8)},
+    "fp8a8-ep": {t: [{}, {"block_n": 32}, {"block_k": 128}] for t in (1, 8)},
+    "bf16-ep": {1: [{}, {"block_n": 32}]},
     # call 5: 32-token blocks at 16 tokens per expert (bf16 also 128-row tiles) under uniform and power-law routing;
     # nvfp4 w4a16 in 128-element steps (two chunks and two scale words per step)
     "bf16-16": {16: [{}, {"block_m": 32, "block_n": 128}, {"block_m": 32}]},
@@ -76,7 +82,7 @@ formats = sys.argv[2:] or list(GRID)
 if set(formats) - set(GRID):
     sys.exit(f"no variant list for {', '.join(sorted(set(formats) - set(GRID)))}: this version of the script has "
              f"{', '.join(GRID)} (edit GRID; tuning/ holds the records of earlier lists)")
-shape = moe.expert_shape("deepseek-v3")
+shape = moe.expert_shape("deepseek-v3", ep=int(os.environ.get("TUNE_EP", "1")))
 path = os.path.join(out, "tune.jsonl")
 with open(path, "a") as f:
     for fmt in formats:
@@ -106,8 +112,8 @@ with open(path, "a") as f:
             nbytes = moe.active_bytes(w1, w2, counts)
             ref = moe.reference_rows(x, w1, w2, ids, topw)
             for v in variants:
-                row = {"format": fmt, "tokens_per_expert": tpe, "routing": routing, "tune": v, "T": T,
-                       "bytes": nbytes}
+                row = {"format": fmt, "tokens_per_expert": tpe, "routing": routing, "E_local": shape.E_local,
+                       "tune": v, "T": T, "bytes": nbytes}
                 try:
                     a, b = w128 if v.get("block_k") == 128 else (w1, w2)
                     fn = FusedMoE(x, a, b, ids, topw, tokens_per_expert=tpe, tune=v or None, activations=acts)
