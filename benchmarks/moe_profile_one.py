@@ -20,7 +20,7 @@ acts = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "-" else None
 tune = json.loads(sys.argv[4]) if len(sys.argv) > 4 else None
 ep = int(os.environ.get("MOE_EP", "1"))  # 8: the EP8-local layout (32 experts, only their tokens)
 shape = moe.expert_shape("deepseek-v3", 1, ep)
-w4a8 = wfmt in ("nvfp4", "mxfp4") and acts == "fp8"
+w4a8 = wfmt in ("nvfp4", "mxfp4")  # the tiled layout (w4a8 and w4a16; FusedMoE repacks for the untiled one)
 w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0, w4a8=w4a8)
 T = moe.tokens_for(tpe, shape)
 ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
