@@ -57,6 +57,10 @@ D = {t: [{}] for t in (1, 4, 8, 16, 32, 64, 256)}
 # call 4: bf16 and fp8 w8a8 where they miss (8 tokens per expert for fp8, 16-32 for both): smaller token blocks (less
 # activation traffic through L2), wider weight tiles, longer steps
 GRID = {
+    # call 9: a register cap for more programs per SM (nvfp4 w4a16: 128 -> 96 registers, 4 -> 5 programs; mxfp4
+    # w4a8: 139 -> 128, 3 -> 4; no spills in the compiled sm_90 K loop)
+    "nvfp4-reg": {t: [{}, {"maxnreg": 96}] for t in (1, 8)},
+    "mxfp4a8-reg": {t: [{}, {"maxnreg": 128}] for t in (1, 8)},
     # call 7 (TUNE_EP=8): narrower weight tiles where the EP8-local grid is a few programs per SM
     "mxfp4a8-ep": {t: [{}, {"block_n": 64}] for t in (1, 4, 8)},
     "nvfp4-ep": {t: [{}, {"block_n": 64}] for t in (1, 8)},

@@ -53,7 +53,8 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
              if t.startswith("*") or n.startswith("stride") or n == "x_plane"}
     return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                           target=GPUTarget("cuda", capability, 32),
-                          options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+                          options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages,
+                                   **({"maxnreg": cfg.maxnreg} if getattr(cfg, "maxnreg", None) else {})})
 
 
 @dataclass

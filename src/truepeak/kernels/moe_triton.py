@@ -95,6 +95,7 @@ class KernelConfig:
     num_stages: int = 4
     prefetch: bool = False
     hoist: bool = False
+    maxnreg: int | None = None  # a register cap per thread (ptxas .maxnreg): more programs per SM, or spills
 
     def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:
         """Shared memory one program needs, estimated: ``num_stages`` x (weight tile(s) + activation tile) bytes,
@@ -212,8 +213,9 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         except UnsupportedError:
             if cfg.num_stages <= 1:
                 raise
-            cfg = KernelConfig(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages - 1,
-                               cfg.prefetch, cfg.hoist)
+            import dataclasses
+
+            cfg = dataclasses.replace(cfg, num_stages=cfg.num_stages - 1)
 
 
 def default_activations(wfmt: str) -> str | None:
@@ -712,9 +714,11 @@ class FusedMoE:
             self.cfg2 = dataclasses.replace(self.cfg2, **tune)
         for cfg in (self.cfg1, self.cfg2):  # tl.dot needs 16 rows or more; a stage count below 1 is no pipeline
             if not (cfg.block_m >= 16 and cfg.block_n >= 16 and cfg.block_k >= 16 and cfg.num_stages >= 1
-                    and cfg.num_warps in (1, 2, 4, 8, 16)):
+                    and cfg.num_warps in (1, 2, 4, 8, 16)
+                    and (cfg.maxnreg is None or (isinstance(cfg.maxnreg, int) and 24 <= cfg.maxnreg <= 255))):
                 raise TruepeakError(f"MoE kernel configuration {cfg} out of range: block_m, block_n and block_k "
-                                    "must be >= 16, num_stages >= 1 and num_warps a power of two up to 16")
+                                    "must be >= 16, num_stages >= 1, num_warps a power of two up to 16 and maxnreg "
+                                    "None or 24..255 registers (ptxas' .maxnreg)")
         for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
             if kd % cfg.block_k:
                 raise UnsupportedError(f"K={kd} is not a multiple of block_k={cfg.block_k}")
@@ -790,6 +794,8 @@ class FusedMoE:
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                   INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(), TILED=self.tiled,
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        if cfg.maxnreg:
+            kw["maxnreg"] = cfg.maxnreg
         if which == 1:
             d, s, g = self._args(self.w1, cfg.block_k)
             xa, xs = (self.xq, self.xs) if self.act8 else (self.xin, self._dummy)
