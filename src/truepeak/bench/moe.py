@@ -23,7 +23,8 @@ Backends: ``per_expert`` (two matmuls per active expert, replayed from a CUDA gr
 over all local experts), ``grouped_mm`` (``torch._grouped_mm``, bf16) / ``scaled_grouped_mm``
 (``torch._scaled_grouped_mm``, fp8 w8a8 with per-row activation and per-channel weight scales), and ``triton``
 (truepeak's kernel, :mod:`truepeak.kernels.moe_triton`; fp8 there is w8a8 with per-row e4m3 activations, as
-the torch fp8 backend; fp4 is w4a8 by default, w4a16 with ``fp4_activations="fp16"``). A combination a backend cannot run is a
+the torch fp8 backend; fp4 by default as each format's :func:`~truepeak.kernels.moe_triton.default_activations`:
+nvfp4 w4a16, mxfp4 w4a8; ``fp4_activations`` picks one for both). A combination a backend cannot run is a
 ``skipped`` record with the reason; an error or out-of-memory is a ``failed`` record and the sweep goes on.
 """
 

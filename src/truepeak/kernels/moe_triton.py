@@ -1,10 +1,11 @@
 """truepeak's fused-MoE Triton kernels for decode: stream each active expert's weights once.
 
-Measured on an H200 (docs/results/h200/moe/README.md; % of the read bandwidth measured in the same run, all 256
-experts on one GPU, uniform and power-law routing): bf16 93-100 % at <= 8 tokens per expert, 79-90 % at 16-32; fp8
-weights with fp8 activations (w8a8) 94-99 % at <= 4, 91-93 % at 8, 78-87 % at 16-32; mxfp4 with fp8 activations
-(w4a8) 85-91 % at <= 8 with uniform routing (69-87 % power law), nvfp4 w4a8 62-67 % (48-63 %). The fastest of the
-benchmark's backends at every point up to 32 tokens per expert for bf16 and fp8 (torch has no fp4 path on Hopper).
+Measured on an H200 (docs/results/h200/moe/README.md, stop 13; % of the read bandwidth measured in the same run, all
+256 experts on one GPU, uniform and power-law routing): bf16 93-100 % at <= 8 tokens per expert, 79-93 % at 16-32;
+fp8 weights with fp8 activations (w8a8) 94-99 % at <= 4, 90-92 % at 8, 77-88 % at 16-32; mxfp4 with fp8 activations
+(w4a8) 83-91 % at <= 8 with uniform routing (67-86 % power law); nvfp4 with fp16 activations (the tiled w4a16)
+59-64 % (46-59 %). The fastest of the benchmark's backends at every point up to 32 tokens per expert for bf16 and fp8
+(torch has no fp4 path on Hopper).
 
 The unit of work (issue #5): hidden states ``x [T, H]`` and router output (``topk_ids``, ``topk_weights`` ``[T, k]``)
 → ``out [T, H] = Σ_j w[t, j] · down_e(act(gate_up_e(x[t])))`` with ``e = topk_ids[t, j]`` and the SiLU-gated
@@ -33,21 +34,24 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   memory like bf16, with the tensor core's partial sums added into fp32 every 128 products (Hopper's fp8 MMA
   accumulates with limited precision: DeepSeek-V3 report §3.3.2). ``activations="fp16"`` gives w8a16 (e4m3 → fp16
   in registers, one cvt per 2 values).
-- FP4 weights run **w4a8** by default (``activations="fp8"``): the activations quantised per row as for fp8, the
-  weights repacked once (:func:`to_w4a8_layout`: 64-element nibble chunks, a bit permutation that makes e2m1 → e4m3
-  5 integer instructions per 8 values, and 64-row x 64-element tiles of 2 KB stored contiguously), the step's 4 scale
-  blocks each one fp8 MMA of K = 32 whose fp32 result is multiplied by the block scale (nvfp4's 16-element blocks
-  through two activation planes, even and odd blocks, the other zeroed). The 2 KB tiles matter most: with rows
-  3.5 KB apart the same kernel stayed near 50 % (docs/results/h200/moe/README.md, "What changed for fp4").
-- With ``activations="fp16"`` (w4a16) FP4 weights are decoded in registers into fp16 by inline PTX: with the nibble at the top of a 16-bit lane, the sign
-  stays and the exponent/mantissa bits move right by 3 (an fp16 equal to the e2m1 value times 2^-14), multiplied by
-  the block scale in fp16 (times 2^6; the remaining 2^8 is applied to the accumulator) and fed to an fp16 MMA with the
-  activations cast to fp16. The bytes are repacked once, at load time, into the kernel's nibble order
-  (:func:`to_kernel_nibble_order`): in each K step the low nibbles are the first half and the high nibbles the second
-  half, so the two fp16 tiles are two MMAs against two contiguous halves of the activations. Slower than w4a8 up
-  to 32 tokens per expert, faster for nvfp4 from 64 (its scale multiply does not grow with the token block). Both are
-  the Hopper path; Blackwell's native block-scaled fp4 MMA (sm_100+) is not used here (it would be gated on compute
-  capability >= 10.0 and was not run: the device is an H200, sm_90).
+- FP4 weights are repacked once (:func:`to_w4a8_layout`: 64-element nibble chunks, a bit permutation that makes
+  e2m1 → e4m3 5 integer instructions per 8 values, and 64-row x 64-element tiles of 2 KB stored contiguously; the
+  block scales as one int32 word per row and 64- or 128-element step, :meth:`ExpertWeights.w4a8_scale_words`). The
+  2 KB tiles matter most: with rows 3.5 KB apart the kernels stayed near 50 % (docs/results/h200/moe/README.md).
+  Two kernels read them; :func:`default_activations` picks the faster one measured per format:
+- **w4a8** (``activations="fp8"``, mxfp4's default): the activations quantised per row as for fp8, e2m1 decoded to
+  e4m3, the step's scale blocks each one fp8 MMA of K = 32 whose fp32 result is multiplied by the block scale
+  (nvfp4's 16-element blocks through two activation planes, even and odd blocks, the other zeroed).
+- **the tiled w4a16** (``activations="fp16"``, nvfp4's default): the same e4m3 decode converted to fp16 (one cvt per 2
+  values), multiplied by the block scale in fp16 (exact: at most 6 significant bits and 42 (nvfp4) or 48 (mxfp4,
+  rebased per expert) in magnitude) and fed to fp16 MMAs with the activations cast to fp16: one multiply per weight
+  value whatever the token count (w4a8's FFMAs grow with the token block), and fp16 instead of e4m3 activations.
+- Where the 2 KB tiles do not fit (N or K not a multiple of 64) or with ``TRUEPEAK_MOE_W4A16_UNTILED=1``, fp16
+  activations run the untiled w4a16 kernel of stop 11: nibbles decoded into fp16 by inline PTX (with the nibble at
+  the top of a 16-bit lane, the sign stays and the exponent/mantissa bits move right by 3: the e2m1 value times
+  2^-14), bytes repacked into the kernel's nibble order (:func:`to_kernel_nibble_order`). All are the Hopper path;
+  Blackwell's native block-scaled fp4 MMA (sm_100+) is not used here (it would be gated on compute capability >= 10.0
+  and was not run: the device is an H200, sm_90).
 - ``KernelConfig.hoist`` (fp4): decode in the MMA operand's register layout straight from shared memory (2 bytes per
   PTX call) rather than in the loaded layout plus a shared-memory round trip; ``prefetch``: register double
   buffering of the next K step (kept for experiments; slower in every measured fp4 configuration after the rewrite).
@@ -126,7 +130,8 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     ``k_dim`` (the GEMM's K) shrinks ``block_k`` to a divisor of K. ``w8a8``: fp8 activations: for fp8 weights an
     fp8 MMA fed straight from shared memory, tiled like bf16, rather than w8a16 (weights converted in registers); for
     fp4 weights w4a8 (e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block, 64-element K steps) rather
-    than w4a16.
+    than w4a16. ``untiled`` (fp4 without ``w8a8``): the untiled w4a16 kernel's configurations instead of the tiled
+    w4a16's (see :class:`FusedMoE`).
 
     Raises:
         UnknownNameError: an unknown ``wfmt``.
@@ -645,10 +650,10 @@ class FusedMoE:
         tune: KernelConfig field overrides applied to both kernels (e.g. ``{"prefetch": True, "num_stages": 1}``).
         activations: for fp8 weights, ``"fp8"`` (default: w8a8, activations quantised per row to e4m3 with scale
             max|row| / 448 by :func:`quant_rows_kernel` inside the call, then fp8 x fp8 MMAs) or ``"fp16"`` (w8a16:
-            weights converted to fp16 in registers); for fp4 weights, ``"fp8"`` (default: w4a8, the same activations,
-            e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block, weights in :func:`to_w4a8_layout`) or
-            ``"fp16"`` (w4a16: e2m1 decoded to fp16; faster for nvfp4 from 64 tokens per expert: its scale
-            multiply does not grow with the token block). bf16 takes only None.
+            weights converted to fp16 in registers); for fp4 weights, ``"fp8"`` (w4a8, mxfp4's default: the same
+            activations, e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block) or ``"fp16"`` (w4a16,
+            nvfp4's default: e2m1 decoded to fp16 and multiplied by its block scale, fp16 MMAs); both read
+            :func:`to_w4a8_layout`. None: :func:`default_activations`. bf16 takes only None.
 
     Range: the fp4 w4a16 and fp8 w8a16 paths run x and the intermediate ``silu(g) · u`` in **fp16**: magnitudes
     above 65,504 become inf/NaN and below ~6e-5 lose precision (fp16's range; bf16 keeps bf16's). With fp8
