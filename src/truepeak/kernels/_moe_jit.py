@@ -304,6 +304,25 @@ def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT: tl.constexpr, BLO
 
 
 @triton.jit
+def _chunk_f16_dot(raw, words, j0: tl.constexpr, x_lo, x_hi, acc, WFMT: tl.constexpr, INTERP: tl.constexpr):
+    """The tiled w4a16's step on one 64-element chunk: acc + (lo x scales) @ x_lo + (hi x scales) @ x_hi, with lo / hi
+    the chunk's first / last 32 elements decoded to fp16 ([BN, 32]) and multiplied by their block scales, bytes
+    ``j0``... of ``words`` (nvfp4: 2 blocks of 16 per half, mxfp4: 1 block of 32)."""
+    lo, hi = _fp4_f16_pair(raw, INTERP)
+    if WFMT == 3:
+        BN: tl.constexpr = lo.shape[0]
+        s_lo = tl.join(_fp4_scale_f16(words, j0, WFMT), _fp4_scale_f16(words, j0 + 1, WFMT))
+        s_hi = tl.join(_fp4_scale_f16(words, j0 + 2, WFMT), _fp4_scale_f16(words, j0 + 3, WFMT))
+        lo = tl.reshape(tl.reshape(lo, (BN, 2, 16)) * s_lo[:, :, None], (BN, 32))
+        hi = tl.reshape(tl.reshape(hi, (BN, 2, 16)) * s_hi[:, :, None], (BN, 32))
+    else:
+        lo = lo * _fp4_scale_f16(words, j0, WFMT)[:, None]
+        hi = hi * _fp4_scale_f16(words, j0 + 1, WFMT)[:, None]
+    acc = _dot(lo, x_lo, acc, INTERP)
+    return _dot(hi, x_hi, acc, INTERP)
+
+
+@triton.jit
 def _scaled_dot(w, x, s, acc, INTERP: tl.constexpr):
     """acc + (w @ x) * s[:, None]: one block-scaled fp8 MMA (K = 32, one scale block), its fp32 result scaled per
     weight row."""
@@ -324,30 +343,11 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
     range, see _fp4_scale_f16), then fp16 MMAs: the scale costs one multiply per weight value whatever the token
     block (w4a8's per-block FFMAs grow with it)."""
     if WFMT >= 3 and TILED and not ACT8:
-        lo_a, hi_a = _fp4_f16_pair(raw0, INTERP)
-        if WFMT == 3:  # 16-element blocks: 0, 1 in the low half, 2, 3 in the high half
-            BN: tl.constexpr = lo_a.shape[0]
-            s01 = tl.join(_fp4_scale_f16(raw2, 0, WFMT), _fp4_scale_f16(raw2, 1, WFMT))
-            s23 = tl.join(_fp4_scale_f16(raw2, 2, WFMT), _fp4_scale_f16(raw2, 3, WFMT))
-            lo_a = tl.reshape(tl.reshape(lo_a, (BN, 2, 16)) * s01[:, :, None], (BN, 32))
-            hi_a = tl.reshape(tl.reshape(hi_a, (BN, 2, 16)) * s23[:, :, None], (BN, 32))
-            acc = _dot(lo_a, x0, acc, INTERP)
-            acc = _dot(hi_a, x1, acc, INTERP)
-            if BLOCK_K == 128:  # the step's second chunk: blocks 4..7
-                lo_b, hi_b = _fp4_f16_pair(raw1, INTERP)
-                s45 = tl.join(_fp4_scale_f16(raw2, 4, WFMT), _fp4_scale_f16(raw2, 5, WFMT))
-                s67 = tl.join(_fp4_scale_f16(raw2, 6, WFMT), _fp4_scale_f16(raw2, 7, WFMT))
-                lo_b = tl.reshape(tl.reshape(lo_b, (BN, 2, 16)) * s45[:, :, None], (BN, 32))
-                hi_b = tl.reshape(tl.reshape(hi_b, (BN, 2, 16)) * s67[:, :, None], (BN, 32))
-                acc = _dot(lo_b, x2, acc, INTERP)
-                acc = _dot(hi_b, x3, acc, INTERP)
-        else:
-            acc = _dot(lo_a * _fp4_scale_f16(raw2, 0, WFMT)[:, None], x0, acc, INTERP)
-            acc = _dot(hi_a * _fp4_scale_f16(raw2, 1, WFMT)[:, None], x1, acc, INTERP)
-            if BLOCK_K == 128:
-                lo_b, hi_b = _fp4_f16_pair(raw1, INTERP)
-                acc = _dot(lo_b * _fp4_scale_f16(raw2, 2, WFMT)[:, None], x2, acc, INTERP)
-                acc = _dot(hi_b * _fp4_scale_f16(raw2, 3, WFMT)[:, None], x3, acc, INTERP)
+        # a 64-element chunk per call: nvfp4 4 blocks (scale bytes 0..3, then 4..7 for a 128-element step's second
+        # chunk), mxfp4 2 blocks (bytes 0, 1, then 2, 3)
+        acc = _chunk_f16_dot(raw0, raw2, 0, x0, x1, acc, WFMT, INTERP)
+        if BLOCK_K == 128:
+            acc = _chunk_f16_dot(raw1, raw2, 4 if WFMT == 3 else 2, x2, x3, acc, WFMT, INTERP)
     elif WFMT >= 3 and ACT8:
         # raw0 / raw1: the step's 64-element chunks (one for nvfp4), raw2: its 4 block scales per row (int32 word)
         lo_a, hi_a = _fp4_e4m3_pair(raw0, INTERP)
