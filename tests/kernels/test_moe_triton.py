@@ -579,3 +579,19 @@ def test_default_activations_per_format():
     assert [mt.default_activations(f) for f in mt.WEIGHT_FORMATS] == [None, "fp8", "fp8", "fp16", "fp8"]
     with pytest.raises(UnknownNameError, match="int4"):
         mt.default_activations("int4")
+
+
+def test_tiled_w4a16_scale_multiply_is_exact_in_fp16():
+    # the tiled w4a16 multiplies each decoded e2m1 value (times 2^-6) by its block scale in fp16 (_moe_jit's
+    # _chunk_f16_dot); every product must equal the exact one: e2m1 has <= 2 significant bits, e4m3 <= 4, so <= 6
+    e2m1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=torch.float64)
+    e2m1 = torch.cat([e2m1, -e2m1]) * 2.0 ** -6
+    codes = torch.arange(256, dtype=torch.uint8)
+    e4m3 = codes.view(torch.float8_e4m3fn).double()
+    e4m3 = e4m3[torch.isfinite(e4m3)]                                   # nvfp4 block scales (all finite e4m3)
+    mx = 2.0 ** torch.arange(-17, 10, dtype=torch.float64)              # mxfp4 scales rebased to at most 2^9
+    for scales, largest in ((e4m3, 6 * 448 * 2.0 ** -6), (mx, 6 * 2.0 ** 9 * 2.0 ** -6)):
+        exact = e2m1[:, None] * scales[None, :]
+        in_fp16 = (e2m1.half()[:, None] * scales.half()[None, :]).double()
+        assert torch.equal(in_fp16, exact)
+        assert float(exact.abs().max()) == largest                      # 42 for nvfp4, 48 for mxfp4: finite in fp16
