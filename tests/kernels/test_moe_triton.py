@@ -258,6 +258,20 @@ w1v = mt.quantize_experts(torch.randn(4, 512, 256) * 0.1, "nvfp4")
 w2v = mt.quantize_experts(torch.randn(4, 256, 256) * 0.1, "nvfp4")
 fv = mt.FusedMoE(xs, w1v, w2v, ids, tw, config=mt.KernelConfig(16, 64, 64, 4, 1))
 out["default_nvfp4"] = {"activations": fv.activations, "tiled": fv.tiled}
+# fp16 activations (w4a16, w8a16) with inputs or weights far from 1: each row is scaled by a power of two, so nothing
+# overflows fp16 (x of +-300 made the intermediate inf before) or sinks to zero (weights x 1e-5)
+torch.manual_seed(2)
+ids_r, tw_r = torch.randint(0, 4, (8, 2)), torch.softmax(torch.rand(8, 2), 1)
+out["range"] = {}
+for wfmt, xscale, wscale in (("nvfp4", 300.0, 0.05), ("nvfp4", 1.0, 1e3), ("nvfp4", 1.0, 1e-5), ("fp8", 300.0, 0.05),
+                             ("fp8", 1e-6, 0.05)):
+    w1r = mt.quantize_experts(torch.randn(4, 256, 128) * wscale, wfmt)
+    w2r = mt.quantize_experts(torch.randn(4, 128, 128) * wscale, wfmt)
+    xr_ = ((torch.rand(8, 128) * 2 - 1) * xscale).bfloat16()
+    ref_r = mt.moe_reference(xr_, w1r.dequantize(), w2r.dequantize(), ids_r, tw_r)
+    y_r = mt.FusedMoE(xr_, w1r, w2r, ids_r, tw_r, activations="fp16")().float()
+    out["range"][f"{wfmt} x{xscale:g} w{wscale:g}"] = {
+        "nonfinite": int((~torch.isfinite(y_r)).sum()), "err": float((y_r - ref_r).abs().max() / ref_r.abs().max())}
 # an EP rank with no local slot, and an empty batch: zeros, not an error
 for name, ids_n in (("nowhere", torch.full((3, 2), -1)), ("empty", torch.zeros(0, 2, dtype=torch.long))):
     w1 = mt.quantize_experts(torch.randn(4, 256, 128) * 0.1, "bf16")
@@ -310,8 +324,8 @@ def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     # emulation of exactly that rounding is itself 4-7 % from the float32 reference, so a looser bound
     tol = 1e-1 if wfmt.endswith("/fp8") else 2e-2
     assert r["err"] < tol, f"{wfmt} {routing}: relative error {r['err']:.3g}"
-    assert r["activations"] == ("bf16" if wfmt == "bf16" else
-                                "fp8 e4m3, per-row scale" if wfmt.endswith("/fp8") else "fp16")
+    assert r["activations"] == ("bf16" if wfmt == "bf16" else "fp8 e4m3, per-row scale" if wfmt.endswith("/fp8")
+                                else "fp16, per-row power-of-two scale")
     # expert 2 receives no token in "mixed" (its blocks are skipped); in "all_in_one" it receives all 18
     assert r["counts"] == ([2, 5, 0, 2] if routing == "mixed" else [0, 0, 18, 0])
     # fp4 reads the tiled layout except with TRUEPEAK_MOE_W4A16_UNTILED=1 (fp16u); other formats have no layout
@@ -353,7 +367,8 @@ def test_mxfp4_nan_scale_stays_nan_in_w4a8_in_interpreter(interpreted):
 
 def test_fp4_defaults_to_fp8_activations_in_interpreter(interpreted):
     assert interpreted["default_fp4"] == "fp8 e4m3, per-row scale"  # mxfp4: w4a8
-    assert interpreted["default_nvfp4"]["activations"] == "fp16" and interpreted["default_nvfp4"]["tiled"]
+    nv = interpreted["default_nvfp4"]
+    assert nv["activations"] == "fp16, per-row power-of-two scale" and nv["tiled"]
 
 
 def test_no_local_slot_and_empty_batch_give_zeros_in_interpreter(interpreted):
@@ -595,3 +610,10 @@ def test_tiled_w4a16_scale_multiply_is_exact_in_fp16():
         in_fp16 = (e2m1.half()[:, None] * scales.half()[None, :]).double()
         assert torch.equal(in_fp16, exact)
         assert float(exact.abs().max()) == largest                      # 42 for nvfp4, 48 for mxfp4: finite in fp16
+
+
+def test_fp16_activations_are_scaled_per_row_in_interpreter(interpreted):
+    # x of +-300, weights x 1e3 or x 1e-5, x of 1e-6: finite and within 2e-2 of the float32 reference (before the
+    # per-row scaling, x of +-150 already turned every nvfp4 w4a16 output into NaN/inf, weights x 1e-5 into zeros)
+    for case, r in interpreted["range"].items():
+        assert r["nonfinite"] == 0 and r["err"] < 2e-2, (case, r)

@@ -393,11 +393,11 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
 
 @triton.jit
 def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, ACT8: tl.constexpr, xs_ptr,
-              rows, row_ok, TILED: tl.constexpr):
+              rows, row_ok, TILED: tl.constexpr, XSCALE: tl.constexpr):
     """Scales applied once after the K loop: fp8 per-channel scales; with ACT8 the per-row activation scales; fp4's
     2^8 (w4a16, see _fp4_scale) or 2^6 (w4a8, see _fp4_e4m3_pair) times the per-expert scale ``gscale`` (nvfp4's
     global scale; mxfp4's rebasing power of 2)."""
-    if ACT8:
+    if ACT8 or XSCALE:  # the activations' per-row scales (e4m3, or fp16 with a power of two)
         sx = tl.load(xs_ptr + rows, mask=row_ok, other=0.0)
         acc = acc * sx[None, :]
     if WFMT == 1:
@@ -413,7 +413,7 @@ def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexp
 def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, rows, row_ok, stride_x, x_plane,
                N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
                INTERP: tl.constexpr, PREFETCH: tl.constexpr, TWO: tl.constexpr, HOIST: tl.constexpr,
-               ACT8: tl.constexpr, xs_ptr, TILED: tl.constexpr = False):
+               ACT8: tl.constexpr, xs_ptr, TILED: tl.constexpr = False, XSCALE: tl.constexpr = False):
     """acc_a[BN, BM] += W_e[offs_a, :] @ X[rows, :]^T over all of K and, if TWO, acc_b likewise with rows offs_b of
     W_e (the up projection's rows beside the gate's): one K loop, so each activation tile is loaded once for both.
 
@@ -471,9 +471,9 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
                                       WFMT)
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K,
                              INTERP, HOIST, ACT8, TILED)
-    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED)
+    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED, XSCALE)
     if TWO:
-        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED)
+        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED, XSCALE)
     return acc_a, acc_b
 
 
@@ -500,14 +500,14 @@ def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, b
                    WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
-                  TILED: tl.constexpr = False):
+                  TILED: tl.constexpr = False, XSCALE: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
                                                           BLOCK_M, BLOCK_N)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, x_plane, 2 * I, H,
                       stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST,
-                      ACT8, xs_ptr, TILED)
+                      ACT8, xs_ptr, TILED, XSCALE)
     h = g / (1.0 + tl.exp(-g)) * u
     optr = out_ptr + slots[None, :].to(tl.int64) * stride_out + offs_n[:, None]
     tl.store(optr, h.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < I))
@@ -518,13 +518,13 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
                 WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
-                  TILED: tl.constexpr = False):
+                  TILED: tl.constexpr = False, XSCALE: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
                                                           BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, x_plane, H,
                               I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
-                              HOIST, ACT8, xs_ptr, TILED)
+                              HOIST, ACT8, xs_ptr, TILED, XSCALE)
     wt = tl.load(topw_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * wt[None, :]
     optr = out_ptr + rows[None, :] * stride_out + offs_n[:, None]
@@ -533,11 +533,13 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
 
 @triton.jit
 def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: tl.constexpr, BLOCK: tl.constexpr,
-                      INTERP: tl.constexpr = False, SPLIT16: tl.constexpr = False):
+                      INTERP: tl.constexpr = False, SPLIT16: tl.constexpr = False, F16: tl.constexpr = False):
     """Dynamic per-row e4m3 quantisation (program r = row r): s[r] = max(max|x[r, :]|, 1e-12) / 448 (fp32) and
     q[r, :] = x[r, :] / s[r] rounded to e4m3 (448 = e4m3's largest finite value: OCP OFP8 spec). The same scales as
     the bench's torch w8a8 backend. SPLIT16 (the nvfp4 w4a8 kernel's activations): two planes ``q_plane`` elements
-    apart, plane 0 with the odd 16-element blocks of each row zeroed and plane 1 with the even ones."""
+    apart, plane 0 with the odd 16-element blocks of each row zeroed and plane 1 with the even ones. F16 (the w8a16 /
+    w4a16 kernels' activations): fp16 with s[r] = 2^(ceil(log2 max|x[r, :]|) - 14), a power of two (exact), so the
+    row's largest magnitude lands in (2^13, 2^14]: no fp16 overflow (65,504) and fp16's normal range below it."""
     r = tl.program_id(0).to(tl.int64)
     amax = tl.zeros((BLOCK,), dtype=tl.float32)
     nans = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -548,14 +550,20 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
         nans = tl.maximum(nans, (v != v).to(tl.float32))
     # a row holding a NaN gets a NaN scale and NaN values (max and clamps would otherwise drop the NaN, and the row
     # would come out finite and wrong)
-    scale = tl.where(tl.max(nans) > 0, float("nan"), tl.maximum(tl.max(amax), 1e-12) / 448.0)
+    if F16:
+        scale = tl.exp2(tl.ceil(tl.log2(tl.maximum(tl.max(amax), 1e-30))) - 14.0)
+    else:
+        scale = tl.maximum(tl.max(amax), 1e-12) / 448.0
+    scale = tl.where(tl.max(nans) > 0, float("nan"), scale)
     for c0 in range(0, n_cols, BLOCK):
         offs = c0 + tl.arange(0, BLOCK)
         v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
         # clamped: v / scale can round just above 448 for the row's largest element
         qv = tl.minimum(tl.maximum(v / scale, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
                         propagate_nan=tl.PropagateNan.ALL)
-        if INTERP:  # Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64): round here
+        if F16:
+            qv = v / scale
+        elif INTERP:  # Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64): round here
             a = tl.abs(qv)
             step = tl.exp2(tl.maximum(tl.floor(tl.log2(tl.maximum(a, 1e-30))), -6.0) - 3.0)  # e4m3: 3 mantissa bits
             t = a / step

@@ -756,25 +756,32 @@ class FusedMoE:
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
-        # Dequantised weights are fp16 in registers (e4m3 and e2m1 convert to fp16 in one step, to bf16 not), so the
-        # activations are fp16 for them: x is cast once per call (T x H elements, part of the timed unit) and the
-        # intermediate is stored in fp16. bf16 weights keep bf16 activations.
+        # Quantised weights multiply activations in fp8 (w8a8, w4a8: e4m3, scale max|row| / 448) or fp16 (w8a16, w4a16:
+        # dequantised weights are fp16 in registers, e4m3 and e2m1 convert to fp16 in one step, to bf16 not); either
+        # way each row of x and of the intermediate is scaled by its own factor (fp16: a power of two putting the row's
+        # largest magnitude in (2^13, 2^14], exact, so no row overflows fp16's 65,504 or sinks into its subnormals),
+        # applied back after the K loop. bf16 weights keep bf16 activations, unscaled.
         self.act8 = w8a8
-        self.act_dtype = torch.bfloat16 if w1.wfmt == "bf16" else torch.float16
-        self.activations = ("fp8 e4m3, per-row scale" if self.act8 else
-                            "bf16" if w1.wfmt == "bf16" else "fp16")
+        self.rowscale = w1.wfmt != "bf16"
+        self.activations = ("fp8 e4m3, per-row scale" if self.act8 else "bf16" if w1.wfmt == "bf16" else
+                            "fp16, per-row power-of-two scale")
         # nvfp4 w4a8: the quantised activations in two planes (even / odd 16-element blocks; see quant_rows_kernel)
         self.planes = 2 if self.act8 and w1.wfmt == "nvfp4" else 1
-        self.xin = x if x.dtype == self.act_dtype or self.act8 else torch.empty(x.shape, dtype=self.act_dtype,
-                                                                                    device=dev)
         n_slots = self.T * self.k
-        # w8a8: the intermediate stays bf16 (no fp16 range limit) until it is quantised per row for the down GEMM
-        # zeros: rows of slots routed to another rank are never written, and w8a8 quantises every row
-        self.inter = torch.zeros(n_slots, self.I, dtype=x.dtype if self.act8 else self.act_dtype, device=dev)
-        if self.act8:
-            self.xq = torch.empty(self.planes, self.T, self.H, dtype=torch.float8_e4m3fn, device=dev)
+        # the intermediate silu(g) * u is written unscaled, then scaled per row: in x's dtype for fp8 activations (its
+        # e4m3 rounding dominates), in float32 for fp16 activations (bf16 would lose 3 of fp16's mantissa bits: 1.3e-2
+        # vs 5.5e-3 of max |output| for nvfp4 in Triton's interpreter); zeros: rows of slots routed to another rank
+        # are never written, and every row is scaled
+        inter_dt = (x.dtype if self.act8 else torch.float32) if self.rowscale else torch.bfloat16
+        self.inter = torch.zeros(n_slots, self.I, dtype=inter_dt, device=dev)
+        # bf16 weights: x as bf16 (a copy, made per call, when it is not)
+        self.xin = x if self.rowscale or x.dtype == torch.bfloat16 else torch.empty(x.shape, dtype=torch.bfloat16,
+                                                                                       device=dev)
+        if self.rowscale:
+            qdt = torch.float8_e4m3fn if self.act8 else torch.float16
+            self.xq = torch.empty(self.planes, self.T, self.H, dtype=qdt, device=dev)
             self.xs = torch.empty(self.T, dtype=torch.float32, device=dev)
-            self.interq = torch.empty(self.planes, n_slots, self.I, dtype=torch.float8_e4m3fn, device=dev)
+            self.interq = torch.empty(self.planes, n_slots, self.I, dtype=qdt, device=dev)
             self.inters = torch.empty(n_slots, dtype=torch.float32, device=dev)
         self.partial = torch.zeros(self.T * self.k, self.H, dtype=x.dtype, device=dev)
         self.out = torch.empty(self.T, self.H, dtype=x.dtype, device=dev)
@@ -798,12 +805,13 @@ class FusedMoE:
         a = self.align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                   INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(), TILED=self.tiled,
+                  XSCALE=self.rowscale,
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if cfg.maxnreg:
             kw["maxnreg"] = cfg.maxnreg
         if which == 1:
             d, s, g = self._args(self.w1, cfg.block_k)
-            xa, xs = (self.xq, self.xs) if self.act8 else (self.xin, self._dummy)
+            xa, xs = (self.xq, self.xs) if self.rowscale else (self.xin, self._dummy)
             plane = self.T * self.H if self.act8 else 0
             grid = (a.num_blocks * (self.I // cfg.block_n + (self.I % cfg.block_n > 0)),)
             args = (xa, xs, d, s, g, self.inter, a.sorted_slots, a.block_expert, a.num_blocks, a.num_slots, self.k,
@@ -811,7 +819,7 @@ class FusedMoE:
             kernel = gate_up
         else:
             d, s, g = self._args(self.w2, cfg.block_k)
-            xa, xs = (self.interq, self.inters) if self.act8 else (self.inter, self._dummy)
+            xa, xs = (self.interq, self.inters) if self.rowscale else (self.inter, self._dummy)
             plane = self.T * self.k * self.I if self.act8 else 0
             grid = (a.num_blocks * (self.H // cfg.block_n + (self.H % cfg.block_n > 0)),)
             args = (xa, xs, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw, a.num_blocks,
@@ -833,14 +841,17 @@ class FusedMoE:
 
     @staticmethod
     def _quant_rows(src: Any, q: Any, scales: Any) -> None:
-        """Per-row e4m3 quantisation of ``src [R, C]`` into ``q [P, R, C]`` and ``scales [R]`` (one program per
-        row; P = 2 planes: even / odd 16-element blocks, for nvfp4 w4a8)."""
+        """Per-row quantisation of ``src [R, C]`` into ``q [P, R, C]`` and ``scales [R]`` (one program per row): e4m3
+        (q's dtype float8_e4m3fn; P = 2 planes: even / odd 16-element blocks, for nvfp4 w4a8) or fp16 with a
+        power-of-two scale (q float16)."""
         from truepeak.kernels._moe_jit import quant_rows_kernel
 
+        torch = require("torch", "running the MoE kernel")
         rows, cols = src.shape
         block = min(8192, 1 << max(4, (cols - 1).bit_length()))
         quant_rows_kernel[(rows,)](src, q, scales, src.stride(0), q.stride(1), q.stride(0), n_cols=cols,
-                                   BLOCK=block, INTERP=_interpreting(), SPLIT16=q.shape[0] == 2, num_warps=4)
+                                   BLOCK=block, INTERP=_interpreting(), SPLIT16=q.shape[0] == 2,
+                                   F16=q.dtype == torch.float16, num_warps=4)
 
     def _fit_shared_memory(self) -> None:
         """Case C14 with the compiler's own figure: compile each kernel and drop pipeline stages until the shared
@@ -872,12 +883,12 @@ class FusedMoE:
         if a.num_blocks == 0:
             self.out.zero_()
             return self.out
-        if self.act8:
+        if self.rowscale:
             self._quant_rows(self.x, self.xq, self.xs)
         elif self.xin is not self.x:
             self.xin.copy_(self.x)
         self._launch(1, self.cfg1)
-        if self.act8:
+        if self.rowscale:
             self._quant_rows(self.inter, self.interq, self.inters)
         self._launch(2, self.cfg2)
         # combine: the k rows of each token (rows of slots routed elsewhere stay zero from construction)
