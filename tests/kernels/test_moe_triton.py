@@ -251,7 +251,7 @@ w2n = mt.quantize_experts(torch.randn(4, 128, 64) * 0.1, "mxfp4")
 w1n.scale[1, 0, 0] = 255
 yn = mt.FusedMoE((torch.rand(ids.shape[0], 128) * 2 - 1).bfloat16(), w1n, w2n, ids, tw, activations="FP8")()
 out["nan_scale"] = {"nan": int(yn.float().isnan().sum()), "inf": int(yn.float().isinf().sum())}
-# fp4 weights with no activations argument run w4a8 (the default since stop 12)
+# mxfp4 weights with no activations argument run w4a8 (its default since stop 12)
 out["default_fp4"] = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16, 64, 128, 4, 1)).activations
 # nvfp4 with no activations argument runs the tiled w4a16 (the default since stop 13)
 w1v = mt.quantize_experts(torch.randn(4, 512, 256) * 0.1, "nvfp4")
@@ -365,7 +365,7 @@ def test_mxfp4_nan_scale_stays_nan_in_w4a8_in_interpreter(interpreted):
     assert r["nan"] > 0 and r["inf"] == 0, r
 
 
-def test_fp4_defaults_to_fp8_activations_in_interpreter(interpreted):
+def test_fp4_default_activations_in_interpreter(interpreted):
     assert interpreted["default_fp4"] == "fp8 e4m3, per-row scale"  # mxfp4: w4a8
     nv = interpreted["default_nvfp4"]
     assert nv["activations"] == "fp16, per-row power-of-two scale" and nv["tiled"]
@@ -617,3 +617,41 @@ def test_fp16_activations_are_scaled_per_row_in_interpreter(interpreted):
     # per-row scaling, x of +-150 already turned every nvfp4 w4a16 output into NaN/inf, weights x 1e-5 into zeros)
     for case, r in interpreted["range"].items():
         assert r["nonfinite"] == 0 and r["err"] < 2e-2, (case, r)
+
+
+def test_kernel_config_validates_its_fields():
+    import numpy as np
+
+    for kw in ({"block_m": 24}, {"block_n": 48}, {"block_k": 8}, {"num_warps": 3}, {"num_stages": 0},
+               {"maxnreg": 23}, {"maxnreg": 256}, {"maxnreg": True}, {"maxnreg": "128"}, {"block_m": "16"},
+               {"num_warps": 4.0}):
+        fields = {"block_m": 16, "block_n": 64, "block_k": 64, **kw}
+        name = next(iter(kw))
+        with pytest.raises(TruepeakError, match=f"out of range: .*got {name}="):
+            mt.KernelConfig(**fields)
+    assert mt.KernelConfig(16, 64, 64, maxnreg=np.int64(128)).maxnreg == 128   # numpy integers are integers
+
+
+def test_fused_moe_refuses_inputs_it_would_read_wrongly():
+    import dataclasses
+
+    torch.manual_seed(0)
+    w1 = mt.quantize_experts(torch.randn(2, 128, 64), "bf16")
+    w2 = mt.quantize_experts(torch.randn(2, 64, 64), "bf16")
+    x, ids, tw = torch.rand(3, 64).bfloat16(), torch.zeros(3, 1, dtype=torch.long), torch.ones(3, 1)
+    with pytest.raises(TruepeakError, match="tune must be a dict of KernelConfig fields"):
+        mt.FusedMoE(x, w1, w2, ids, tw, tune="maxnreg")
+    # the same values stored with K not contiguous (the fresh-clone pass saw an error of 1.13 of max |ref|)
+    strided = mt.ExpertWeights("bf16", w1.data.transpose(1, 2).contiguous().transpose(1, 2))
+    with pytest.raises(TruepeakError, match=r"w1.data must be contiguous along K \(stride 1\)"):
+        mt.FusedMoE(x, strided, w2, ids, tw)
+    with pytest.raises(TruepeakError, match="topk_ids must hold integer expert ids, got torch.float32"):
+        mt.FusedMoE(x, w1, w2, ids.float(), tw)
+    f1 = mt.quantize_experts(torch.randn(2, 128, 64), "fp8")
+    f2 = mt.quantize_experts(torch.randn(2, 64, 64), "fp8")
+    with pytest.raises(TruepeakError, match=r"w2: fp8 scales must be \[2, 64\] for values \[2, 64, 64\], got \[2, 1, 64\]"):
+        mt.FusedMoE(x, f1, dataclasses.replace(f2, scale=f2.scale[:, None, :]), ids, tw)
+    with pytest.raises(TruepeakError, match="w1.scale must be contiguous"):
+        mt.FusedMoE(x, dataclasses.replace(f1, scale=f1.scale.t().contiguous().t()), f2, ids, tw)
+    with pytest.raises(UnknownNameError, match="fp4"):
+        mt.FusedMoE(x, mt.ExpertWeights("fp4", w1.data), w2, ids, tw)

@@ -459,7 +459,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     expert <= 0. Per point, errors become ``failed`` records and unsupported combinations ``skipped`` ones.
     """
     torch = require("torch", "the MoE benchmark")
-    from truepeak.kernels.moe_triton import default_activations, fits_tiled_layout
+    from truepeak.kernels.moe_triton import default_activations, untiled_w4a16_requested
     from truepeak.bench.records import RecordWriter, environment, make_record
 
     shape = expert_shape(model, tp, ep)
@@ -515,9 +515,9 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
             try:
                 fp4 = wfmt in ("nvfp4", "mxfp4")
                 fp4_acts = (default_activations(wfmt) if fp4_activations == "auto" else fp4_activations) if fp4 else None
-                # fp4 in the tiled layout: always for w4a8, for w4a16 where it fits (FusedMoE's choice)
-                tiled = (fp4_acts == "fp8" or (fits_tiled_layout(2 * shape.I, shape.H)
-                                               and fits_tiled_layout(shape.H, shape.I)))
+                # fp4 in the layout FusedMoE reads (made here, so it does not repack a copy): the tiled one unless
+                # the untiled w4a16 is asked for (TRUEPEAK_MOE_W4A16_UNTILED=1 with fp16 activations)
+                tiled = fp4_acts == "fp8" or not untiled_w4a16_requested()
                 w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled)
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()

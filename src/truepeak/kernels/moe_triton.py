@@ -46,8 +46,8 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   values), multiplied by the block scale in fp16 (exact: at most 6 significant bits and 42 (nvfp4) or 48 (mxfp4,
   rebased per expert) in magnitude) and fed to fp16 MMAs with the activations cast to fp16: one multiply per weight
   value whatever the token count (w4a8's FFMAs grow with the token block), and fp16 instead of e4m3 activations.
-- Where the 2 KB tiles do not fit (N or K not a multiple of 64) or with ``TRUEPEAK_MOE_W4A16_UNTILED=1``, fp16
-  activations run the untiled w4a16 kernel of stop 11: nibbles decoded into fp16 by inline PTX (with the nibble at
+- With ``TRUEPEAK_MOE_W4A16_UNTILED=1`` (kept for comparison) fp16 activations run the untiled w4a16 kernel of
+  stop 11: nibbles decoded into fp16 by inline PTX (with the nibble at
   the top of a 16-bit lane, the sign stays and the exponent/mantissa bits move right by 3: the e2m1 value times
   2^-14), bytes repacked into the kernel's nibble order (:func:`to_kernel_nibble_order`). All are the Hopper path;
   Blackwell's native block-scaled fp4 MMA (sm_100+) is not used here (it would be gated on compute capability >= 10.0
@@ -89,7 +89,13 @@ class KernelConfig:
     step (for fp4: unpacked elements, so ``block_k // 2`` bytes per row). ``prefetch``: load the next K step's weights
     into registers before converting the current one (for dequantised formats). ``hoist`` (fp4): let Triton decode in
     the MMA operand's register layout, straight from shared memory, instead of decoding in the loaded layout and
-    moving the fp16 tile to the MMA through shared memory (more instructions, less shared memory and no barrier).
+    moving the fp16 tile to the MMA through shared memory (more instructions, less shared memory and no barrier;
+    the untiled w4a16 kernel only). ``maxnreg``: a cap on registers per thread (ptxas ``.maxnreg``; None = the
+    compiler's choice): more programs per SM, or spills; measured no faster at stop 13.
+
+    Raises:
+        TruepeakError: a field of the wrong type or out of range (tiles powers of two >= 16, ``num_stages`` >= 1,
+            ``num_warps`` 1..16 and a power of two, ``maxnreg`` None or 24..255).
     """
 
     block_m: int
@@ -99,7 +105,28 @@ class KernelConfig:
     num_stages: int = 4
     prefetch: bool = False
     hoist: bool = False
-    maxnreg: int | None = None  # a register cap per thread (ptxas .maxnreg): more programs per SM, or spills
+    maxnreg: int | None = None
+
+    def __post_init__(self) -> None:
+        import operator
+
+        bad = []
+        for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "maxnreg"):
+            v = getattr(self, name)
+            if v is None and name == "maxnreg":
+                continue
+            try:
+                i = -1 if isinstance(v, bool) else operator.index(v)
+            except TypeError:
+                i = -1
+            ok = {"num_warps": i in (1, 2, 4, 8, 16), "num_stages": i >= 1,
+                  "maxnreg": 24 <= i <= 255}.get(name, i >= 16 and i & (i - 1) == 0)
+            if not ok:
+                bad.append(f"{name}={v!r}")
+        if bad:
+            raise TruepeakError(f"MoE kernel configuration out of range: block_m, block_n and block_k must be >= 16 and "
+                                f"powers of two, num_stages >= 1, num_warps a power of two up to 16 and maxnreg None "
+                                f"or 24..255 registers (ptxas' .maxnreg); got {', '.join(bad)}")
 
     def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:
         """Shared memory one program needs, estimated: ``num_stages`` x (weight tile(s) + activation tile) bytes,
@@ -129,7 +156,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     :func:`truepeak.hardware.limits.check_shared_memory` takes: an Accelerator, DeviceInfo, name or bytes; None skips).
     ``k_dim`` (the GEMM's K) shrinks ``block_k`` to a divisor of K. ``w8a8``: fp8 activations: for fp8 weights an
     fp8 MMA fed straight from shared memory, tiled like bf16, rather than w8a16 (weights converted in registers); for
-    fp4 weights w4a8 (e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block, 64-element K steps) rather
+    fp4 weights w4a8 (e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block, 64- or 128-element K steps) rather
     than w4a16. ``untiled`` (fp4 without ``w8a8``): the untiled w4a16 kernel's configurations instead of the tiled
     w4a16's (see :class:`FusedMoE`).
 
@@ -227,9 +254,10 @@ def default_activations(wfmt: str) -> str | None:
     """The activations :class:`FusedMoE` runs a weight format with when none is asked for: ``"fp8"`` for fp8 weights
     (w8a8) and mxfp4 (w4a8), ``"fp16"`` for nvfp4 (the tiled w4a16), None for bf16. Measured on the H200 (DeepSeek-V3,
     E = 256, uniform; docs/results/h200/moe/README.md): mxfp4 w4a8 was faster than the tiled w4a16 at every tokens per
-    expert (91 vs 60 % of the read bandwidth at 1); nvfp4's w4a16 was within 2-5 points of its w4a8 up to 8 tokens
-    per expert, faster from 16 (50.8 vs 45.1 % at 16, 2.4x at 64 and 256) and 14x more accurate (fp16 instead of
-    e4m3 activations: 3.3e-3 vs 4.7e-2 of max |output|), so nvfp4's default does not depend on the batch.
+    expert (91 vs 60 % of the read bandwidth at 1); nvfp4's w4a16 was 4-9 % slower than its w4a8 up to 8 tokens
+    per expert, 1.1-1.5x faster at 16-32 and 2.2-2.7x at 64-256, and 9-17x closer to the float32 reference (fp16
+    instead of e4m3 activations: 2.4-5.1e-3 vs 4.1-5.2e-2 of max |output|), so nvfp4's default does not depend on
+    the batch.
 
     Raises:
         UnknownNameError: an unknown format."""
@@ -395,8 +423,8 @@ def to_e4m3_bit_layout(packed: Any) -> Any:
 
     Why: the low value's bits then sit where an e4m3 byte has its sign, exponent lsbs and mantissa msb (one AND
     with 0x9C gives an e4m3 equal to the e2m1 value x 2^-6, exactly), and the high value's after shifts by 2 and one
-    more AND/OR: 5 integer instructions decode 8 values on Hopper, against ~17 for e2m1 -> fp16 (the w4a16 path,
-    docs/results/cpu/moe_kernel_sass.md). Example: L = 0b0011 (1.5), H = 0b1110 (-4), byte 0xE3 → 0b01101110. Inverse: :func:`from_e4m3_bit_layout`."""
+    more AND/OR: 5 integer instructions decode 8 values on Hopper, against ~17 for the untiled w4a16 kernel's e2m1
+    -> fp16 (stop 11; the tiled w4a16 decodes this layout too, then converts e4m3 -> fp16). Example: L = 0b0011 (1.5), H = 0b1110 (-4), byte 0xE3 → 0b01101110. Inverse: :func:`from_e4m3_bit_layout`."""
     lo, hi = packed & 15, packed >> 4
 
     def bit(v: Any, i: int) -> Any:
@@ -440,13 +468,6 @@ def to_w4a8_layout(packed: Any) -> Any:
     t = W4A8_TILE
     b = to_e4m3_bit_layout(to_kernel_nibble_order(packed, t))
     return b.reshape(e, n // t, t, kb // (t // 2), t // 2).permute(0, 1, 3, 2, 4).contiguous().reshape(e, n, kb)
-
-
-def fits_tiled_layout(n: int, k: int) -> bool:
-    """Whether fp4 weights of ``n`` rows and ``k`` elements per row fit :func:`to_w4a8_layout` (both multiples of
-    :data:`W4A8_TILE`): the w4a8 kernel needs it; the w4a16 kernel uses it where it fits and its untiled layout
-    otherwise (e.g. gpt-oss-120b's I = 1440 at TP2)."""
-    return n % W4A8_TILE == 0 and k % W4A8_TILE == 0
 
 
 def _check_w4a8_bytes(packed: Any) -> None:
@@ -531,7 +552,7 @@ class ExpertWeights:
         rebasing power of two folded into the per-expert ``global_scale`` that the kernel applies after the K loop:
         the fp16 block scales then do not depend on the weights' magnitude. Dequantised values are unchanged except
         for blocks more than 2^136 below their expert's largest (they become 2^-127 x value); NaN scales (255) stay
-        255 (the w4a8 kernel decodes them as NaN, the w4a16 kernel as inf). The rebasing is per expert, not per
+        255 (the tiled kernels decode them as NaN, the untiled w4a16 kernel as inf). The rebasing is per expert, not per
         row: a row 10^8 times larger than the rest of its expert leaves the others in fp16's subnormal range (seen
         in Triton's interpreter)."""
         if self.wfmt not in ("nvfp4", "mxfp4"):
@@ -624,7 +645,40 @@ def quantize_experts(w: Any, wfmt: str) -> ExpertWeights:
 
 
 # -- the forward -------------------------------------------------------------------------------------------------------
+def untiled_w4a16_requested() -> bool:
+    """Whether ``TRUEPEAK_MOE_W4A16_UNTILED=1`` asks for the untiled w4a16 kernel (stop 11's, kept for comparison)
+    instead of the tiled one for fp4 weights with fp16 activations."""
+    return os.environ.get("TRUEPEAK_MOE_W4A16_UNTILED") == "1"
+
+
+def _check_weights(name: str, w: ExpertWeights) -> None:
+    """The kernels index values with the tensors' strides but assume K contiguous (stride 1) and scales stored
+    densely in the documented shapes: anything else would be read wrongly without an error."""
+    torch = require("torch", "running the MoE kernel")
+    check_wfmt(w.wfmt)
+    e, n, k = w.shape
+    fp4 = w.wfmt in ("nvfp4", "mxfp4")
+    if fp4 and w.data.dtype != torch.uint8:
+        raise TruepeakError(f"{name}: {w.wfmt} values are packed uint8 [E, N, K/2], got {w.data.dtype}")
+    if (w.data.stride(-1) != 1 if not fp4 else not w.data.is_contiguous()):
+        raise TruepeakError(f"{name}.data must be contiguous along K (stride 1{'' if not fp4 else ', and dense'}), "
+                            f"got strides {tuple(w.data.stride())}: pass a .contiguous() copy")
+    want = {"fp8": (e, n), "fp8_block": (e, n // 128, k // 128), "nvfp4": (e, n, k // 16),
+            "mxfp4": (e, n, k // 32)}.get(w.wfmt)
+    if want is not None:
+        if w.scale is None or tuple(w.scale.shape) != want:
+            got = None if w.scale is None else list(w.scale.shape)
+            raise TruepeakError(f"{name}: {w.wfmt} scales must be {list(want)} for values {list(w.shape)}, got {got}")
+        if not w.scale.is_contiguous():
+            raise TruepeakError(f"{name}.scale must be contiguous: pass a .contiguous() copy")
+    if w.global_scale is not None and (tuple(w.global_scale.shape) != (e,) or not w.global_scale.is_contiguous()):
+        raise TruepeakError(f"{name}.global_scale must be a contiguous fp32 [E] = [{e}], got "
+                            f"{list(w.global_scale.shape)}")
+
+
 def _check_shapes(x: Any, w1: ExpertWeights, w2: ExpertWeights) -> tuple[int, int, int]:
+    for name, w in (("w1", w1), ("w2", w2)):
+        check_wfmt(w.wfmt)
     e1, n1, k1 = w1.shape
     e2, n2, k2 = w2.shape
     h = int(x.shape[-1])
@@ -633,6 +687,8 @@ def _check_shapes(x: Any, w1: ExpertWeights, w2: ExpertWeights) -> tuple[int, in
                             f"w2 {list(w2.shape)} (want [E, H, I])")
     if w1.wfmt != w2.wfmt:
         raise TruepeakError(f"w1 and w2 must share one format, got {w1.wfmt} and {w2.wfmt}")
+    for name, w in (("w1", w1), ("w2", w2)):
+        _check_weights(name, w)
     return e1, k2, h
 
 
@@ -653,16 +709,21 @@ class FusedMoE:
             weights converted to fp16 in registers); for fp4 weights, ``"fp8"`` (w4a8, mxfp4's default: the same
             activations, e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block) or ``"fp16"`` (w4a16,
             nvfp4's default: e2m1 decoded to fp16 and multiplied by its block scale, fp16 MMAs); both read
-            :func:`to_w4a8_layout`. None: :func:`default_activations`. bf16 takes only None.
+            :func:`to_w4a8_layout` (the w4a16 its untiled layout with ``TRUEPEAK_MOE_W4A16_UNTILED=1``). None:
+            :func:`default_activations`. bf16 takes only None.
 
-    Range: the fp4 w4a16 and fp8 w8a16 paths run x and the intermediate ``silu(g) · u`` in **fp16**: magnitudes
-    above 65,504 become inf/NaN and below ~6e-5 lose precision (fp16's range; bf16 keeps bf16's). With fp8
-    activations (w8a8, w4a8) each row is scaled by its own largest magnitude, floored at 1e-12: rows below that
-    quantise to zero. The weights' own magnitude does not matter: block scales are applied relative to a per-expert
-    scale.
+    Range: activations of quantised weights are scaled per row (x and the intermediate ``silu(g) · u``): fp8 by the
+    row's largest magnitude / 448, floored at 1e-12 (rows below that quantise to zero); fp16 by a power of two that
+    puts the row's largest magnitude in (2^13, 2^14] (exact; elements more than ~2^38 below their row's largest
+    become 0). The intermediate is stored in x's dtype (fp8 activations) or float32 (fp16) before that scaling. The
+    weights' own magnitude does not matter: block scales are applied relative to a per-expert scale. bf16 weights
+    keep bf16 activations unscaled.
 
     Raises:
-        TruepeakError: shapes that do not fit, formats that differ, ``activations`` not allowed for the format.
+        TruepeakError: shapes that do not fit, formats that differ, ``activations`` not allowed for the format,
+            weight values not contiguous along K, scales not in the documented shapes or not contiguous,
+            non-integer ``topk_ids``, ``tune`` not a dict of valid :class:`KernelConfig` fields.
+        UnknownNameError: a weight format truepeak does not know.
         UnsupportedError: K not a multiple of the K step; a configuration that cannot fit the device's shared memory.
     """
 
@@ -678,6 +739,8 @@ class FusedMoE:
         if topk_ids.dim() != 2 or x.dim() != 2 or int(x.shape[0]) != int(topk_ids.shape[0]):
             raise TruepeakError(f"x must be [T, H] and topk_ids [T, top_k] with the same T, got x "
                                 f"{list(x.shape)} and topk_ids {list(topk_ids.shape)}")
+        if topk_ids.dtype.is_floating_point or topk_ids.dtype.is_complex or topk_ids.dtype == torch.bool:
+            raise TruepeakError(f"topk_ids must hold integer expert ids, got {topk_ids.dtype}")
         if tuple(topk_weights.shape) != tuple(topk_ids.shape):
             raise TruepeakError(f"topk_weights must have topk_ids' shape {list(topk_ids.shape)}, got "
                                 f"{list(topk_weights.shape)}")
@@ -700,13 +763,15 @@ class FusedMoE:
                                     / max(1, int(torch.unique(topk_ids[valid]).numel())))
         w8a8 = (fp8 or fp4) and activations != "fp16"
         # fp4 weights are read in the tiled layout (to_w4a8_layout) by both the w4a8 and the w4a16 kernel; the
-        # untiled w4a16 kernel (stop 11) stays for comparison, behind TRUEPEAK_MOE_W4A16_UNTILED=1
-        # (and by the w4a16 kernel only where the layout holds both projections: N and K multiples of 64)
-        fits = fp4 and all(fits_tiled_layout(w.shape[1], w.shape[2]) for w in (w1, w2))
-        self.tiled = fp4 and (w8a8 or (fits and os.environ.get("TRUEPEAK_MOE_W4A16_UNTILED") != "1"))
+        # untiled w4a16 kernel (stop 11) stays for comparison, behind TRUEPEAK_MOE_W4A16_UNTILED=1 (both need H and
+        # I in whole 64-element steps, so the tiles always fit where either kernel runs)
+        self.tiled = fp4 and (w8a8 or not untiled_w4a16_requested())
         untiled = fp4 and not self.tiled
         self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled)
         self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled)
+        if tune is not None and not isinstance(tune, dict):
+            raise TruepeakError(f"tune must be a dict of KernelConfig fields (e.g. {{'num_stages': 3}}), got "
+                                f"{type(tune).__name__} {tune!r}")
         if tune:  # overrides of KernelConfig fields for both kernels (benchmark-side tuning)
             import dataclasses
 
@@ -717,13 +782,6 @@ class FusedMoE:
                                     f"{', '.join(fields)}")
             self.cfg1 = dataclasses.replace(self.cfg1, **tune)
             self.cfg2 = dataclasses.replace(self.cfg2, **tune)
-        for cfg in (self.cfg1, self.cfg2):  # tl.dot needs 16 rows or more; a stage count below 1 is no pipeline
-            if not (cfg.block_m >= 16 and cfg.block_n >= 16 and cfg.block_k >= 16 and cfg.num_stages >= 1
-                    and cfg.num_warps in (1, 2, 4, 8, 16)
-                    and (cfg.maxnreg is None or (isinstance(cfg.maxnreg, int) and 24 <= cfg.maxnreg <= 255))):
-                raise TruepeakError(f"MoE kernel configuration {cfg} out of range: block_m, block_n and block_k "
-                                    "must be >= 16, num_stages >= 1, num_warps a power of two up to 16 and maxnreg "
-                                    "None or 24..255 registers (ptxas' .maxnreg)")
         for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
             if kd % cfg.block_k:
                 raise UnsupportedError(f"K={kd} is not a multiple of block_k={cfg.block_k}")
@@ -864,7 +922,15 @@ class FusedMoE:
         for which in (1, 2):
             cfg = self.cfg1 if which == 1 else self.cfg2
             while True:
-                need = int(self._launch(which, cfg, warmup=True).metadata.shared)
+                try:
+                    need = int(self._launch(which, cfg, warmup=True).metadata.shared)
+                except Exception as exc:  # noqa: BLE001 - a register cap ptxas cannot meet: say so, not 1000s of lines
+                    if not cfg.maxnreg:
+                        raise
+                    why = next((ln.strip() for ln in str(exc).splitlines() if "register" in ln.lower()),
+                               type(exc).__name__)
+                    raise UnsupportedError(f"MoE kernel {which} does not compile with maxnreg={cfg.maxnreg}: {why}; "
+                                           "raise maxnreg or leave it None") from None
                 if need <= limit:
                     break
                 if cfg.num_stages <= 1:
