@@ -47,7 +47,7 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
            "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32"}
     consts = {"I": I, "H": H, "WFMT": _WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
               "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8,
-              "TILED": tiled}
+              "TILED": tiled, "XSCALE": wfmt != "bf16"}  # quantised weights: per-row activation scales, as FusedMoE
     sig.update({k: "constexpr" for k in consts})
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
              if t.startswith("*") or n.startswith("stride") or n == "x_plane"}
