@@ -195,8 +195,8 @@ def test_w4a8_weights_need_their_layouts_tiles():
     from truepeak.errors import UnsupportedError
 
     small = moe.ExpertShape("toy", H=128, I=96, E=4, E_local=4, top_k=2)
-    with pytest.raises(UnsupportedError, match="mxfp4 with fp8 activations .w4a8. needs N and K multiples of 64, got "
-                                               "N=128, K=96"):
+    with pytest.raises(UnsupportedError, match="mxfp4 in the tiled layout .the w4a8 and w4a16 kernels. needs N and K "
+                                               "multiples of 64, got N=128, K=96"):
         moe.make_weights(small, "mxfp4", "cpu", w4a8=True)
     with pytest.raises(UnsupportedError, match="K=96 is not a multiple of 64: the fp4 MoE kernel"):
         moe.make_weights(small, "mxfp4", "cpu")
@@ -211,3 +211,19 @@ def test_bad_fp4_activations_named_before_any_measurement():
 def test_bad_fp8_activations_named_before_any_measurement():
     with pytest.raises(TruepeakError, match="--fp8-activations 'int8': expected fp8 .w8a8. or fp16 .w8a16."):
         moe.run_bench("deepseek-v3", weights=["fp8"], fp8_activations="int8")
+
+
+def test_run_bench_refuses_bad_arguments_before_measuring():
+    for kw, msg in (({"tokens_per_expert": "1,2"}, "tokens_per_expert must be a list of numbers"),
+                    ({"tokens_per_expert": ["x"]}, "tokens per expert must be numbers, got .'x'."),
+                    ({"tokens_per_expert": []}, "no tokens per expert given"),
+                    ({"weights": []}, "no weight format or backend given"),
+                    ({"read_bw": 0}, "read_bw must be a finite number of bytes per second > 0, got 0"),
+                    ({"warmup_s": -1}, "warmup_s must be a finite number of seconds >= 0, got -1"),
+                    ({"triton_tune": {"bf16": {"blockk": 64}}}, r"triton_tune\['bf16'\]: .* got 'bf16' with blockk"),
+                    ({"triton_tune": {"bf16": 3}}, "triton_tune must map a weight format to a dict")):
+        with pytest.raises(TruepeakError, match=msg):
+            moe.run_bench("deepseek-v3", **kw)
+    # a comma-separated string is a list of names, not of letters
+    with pytest.raises(UnknownNameError, match="unknown --weights 'int4'"):
+        moe.run_bench("deepseek-v3", weights="bf16,int4")

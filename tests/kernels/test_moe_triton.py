@@ -205,7 +205,8 @@ for routing, rows in routings.items():
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
         bk = 64 if wfmt in ("nvfp4", "mxfp4") else 32
         cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=(routing == "all_in_one"))
-        acts = ["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", "fp16", "fp16u"] if wfmt.endswith("fp4") else [None]
+        acts = (["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", "fp16", "fp16u"] if wfmt.endswith("fp4")
+                else [None])
         for act in acts:
             c = cfg
             if act in ("fp8", "fp16") and wfmt.endswith("fp4"):  # the tiled kernels: 4 scale blocks per step
@@ -272,6 +273,16 @@ for wfmt, xscale, wscale in (("nvfp4", 300.0, 0.05), ("nvfp4", 1.0, 1e3), ("nvfp
     y_r = mt.FusedMoE(xr_, w1r, w2r, ids_r, tw_r, activations="fp16")().float()
     out["range"][f"{wfmt} x{xscale:g} w{wscale:g}"] = {
         "nonfinite": int((~torch.isfinite(y_r)).sum()), "err": float((y_r - ref_r).abs().max() / ref_r.abs().max())}
+# fp16 x with fp8 activations: the intermediate (here up to ~3e5) must not pass through fp16 (it overflowed)
+torch.manual_seed(3)
+w1h = mt.quantize_experts(torch.randn(4, 512, 128) * 0.05, "fp8")
+w2h = mt.quantize_experts(torch.randn(4, 128, 256) * 5e-5, "fp8")
+xh = ((torch.rand(6, 128) * 2 - 1) * 600).half()
+ids_h, tw_h = torch.randint(0, 4, (6, 2)), torch.softmax(torch.rand(6, 2), 1)
+ref_h = mt.moe_reference(xh.float(), w1h.dequantize(), w2h.dequantize(), ids_h, tw_h)
+y_h = mt.FusedMoE(xh, w1h, w2h, ids_h, tw_h)().float()
+out["fp16_x_w8a8"] = {"nonfinite": int((~torch.isfinite(y_h)).sum()),
+                      "err": float((y_h - ref_h).abs().max() / ref_h.abs().max())}
 # an EP rank with no local slot, and an empty batch: zeros, not an error
 for name, ids_n in (("nowhere", torch.full((3, 2), -1)), ("empty", torch.zeros(0, 2, dtype=torch.long))):
     w1 = mt.quantize_experts(torch.randn(4, 256, 128) * 0.1, "bf16")
@@ -617,6 +628,9 @@ def test_fp16_activations_are_scaled_per_row_in_interpreter(interpreted):
     # per-row scaling, x of +-150 already turned every nvfp4 w4a16 output into NaN/inf, weights x 1e-5 into zeros)
     for case, r in interpreted["range"].items():
         assert r["nonfinite"] == 0 and r["err"] < 2e-2, (case, r)
+    # and fp8 activations with fp16 x (the intermediate, ~3e5 here, is kept in float32 until its per-row scaling)
+    r = interpreted["fp16_x_w8a8"]
+    assert r["nonfinite"] == 0 and r["err"] < 1e-1, r
 
 
 def test_kernel_config_validates_its_fields():
@@ -629,7 +643,8 @@ def test_kernel_config_validates_its_fields():
         name = next(iter(kw))
         with pytest.raises(TruepeakError, match=f"out of range: .*got {name}="):
             mt.KernelConfig(**fields)
-    assert mt.KernelConfig(16, 64, 64, maxnreg=np.int64(128)).maxnreg == 128   # numpy integers are integers
+    cfg = mt.KernelConfig(np.int64(16), 64, 64, maxnreg=np.int64(128))   # numpy integers become plain ints (the
+    assert (cfg.block_m, cfg.maxnreg) == (16, 128) and type(cfg.block_m) is int and type(cfg.maxnreg) is int  # JIT)
 
 
 def test_fused_moe_refuses_inputs_it_would_read_wrongly():
@@ -655,3 +670,17 @@ def test_fused_moe_refuses_inputs_it_would_read_wrongly():
         mt.FusedMoE(x, dataclasses.replace(f1, scale=f1.scale.t().contiguous().t()), f2, ids, tw)
     with pytest.raises(UnknownNameError, match="fp4"):
         mt.FusedMoE(x, mt.ExpertWeights("fp4", w1.data), w2, ids, tw)
+    # dtypes the kernels would misread (fp8 with float64 scales gave all zeros)
+    with pytest.raises(TruepeakError, match="w1: fp8 scales must be torch.float32, got torch.float64"):
+        mt.FusedMoE(x, dataclasses.replace(f1, scale=f1.scale.double()), f2, ids, tw)
+    with pytest.raises(TruepeakError, match="w1: bf16 values must be torch.bfloat16"):
+        mt.FusedMoE(x, mt.ExpertWeights("bf16", w1.data.half()), w2, ids, tw)
+    with pytest.raises(TruepeakError, match="x must be bf16, fp16 or fp32 hidden states, got torch.int32"):
+        mt.FusedMoE(x.int(), w1, w2, ids, tw)
+    m1 = mt.quantize_experts(torch.randn(2, 128, 64), "mxfp4")
+    m2 = mt.quantize_experts(torch.randn(2, 64, 64), "mxfp4")
+    if hasattr(torch, "float8_e8m0fnu"):
+        with pytest.raises(TruepeakError, match=r"mxfp4 scales must be torch.uint8 \(e8m0 bytes: scale.view"):
+            mt.FusedMoE(x, dataclasses.replace(m1, scale=m1.scale.view(torch.float8_e8m0fnu)), m2, ids, tw)
+    with pytest.raises(TruepeakError, match="fp4 bytes must be one dense"):
+        mt.FusedMoE(x, dataclasses.replace(m1, data=torch.zeros(2, 256, 32, dtype=torch.uint8)[:, ::2]), m2, ids, tw)

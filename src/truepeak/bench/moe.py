@@ -207,7 +207,8 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
                 s = torch.rand(e, n // 128, k // 128, device=device, generator=g) * 1e-4 + 5e-5
             return ExpertWeights(wfmt, v, s)
         if w4a8 and (n % 64 or k % 64):  # to_w4a8_layout's tiles; checked here, as the bytes are labelled, not made
-            raise UnsupportedError(f"{wfmt} with fp8 activations (w4a8) needs N and K multiples of 64, got N={n}, "
+            raise UnsupportedError(f"{wfmt} in the tiled layout (the w4a8 and w4a16 kernels) needs N and K "
+                                   f"multiples of 64, got N={n}, "
                                    f"K={k}")
         packed = torch.randint(0, 256, (e, n, k // 2), device=device, generator=g, dtype=torch.uint8)
         if wfmt == "nvfp4":
@@ -474,10 +475,40 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
         raise TruepeakError(f"--budget {budget_s} must be a finite number of seconds > 0 (timed seconds per point, "
                             "e.g. 0.2)")
-    tpes = [float(t) for t in tokens_per_expert]
+    if isinstance(tokens_per_expert, (str, bytes)) or isinstance(weights, bytes) or isinstance(backends, bytes):
+        raise TruepeakError("tokens_per_expert must be a list of numbers (e.g. [1, 8, 32]); weights and backends "
+                            "lists or comma-separated strings")
+    try:
+        tpes = [float(t) for t in tokens_per_expert]
+    except (TypeError, ValueError):
+        raise TruepeakError(f"tokens per expert must be numbers, got {tokens_per_expert!r}") from None
+    if not tpes:
+        raise TruepeakError("no tokens per expert given (e.g. [1, 8, 32])")
     for t in tpes:
         tokens_for(t, shape)
-    weights, backends = list(weights), list(backends)
+    # a comma-separated string is a list (the CLI's form), not a sequence of letters
+    weights = weights.split(",") if isinstance(weights, str) else list(weights)
+    backends = backends.split(",") if isinstance(backends, str) else list(backends)
+    if not weights or not backends:
+        raise TruepeakError(f"no weight format or backend given (weights {weights!r}, backends {backends!r})")
+    if read_bw is not None and not (isinstance(read_bw, (int, float)) and 0 < read_bw < math.inf):
+        raise TruepeakError(f"read_bw must be a finite number of bytes per second > 0, got {read_bw!r}")
+    if isinstance(warmup_s, bool) or not isinstance(warmup_s, (int, float)) or not 0 <= warmup_s < math.inf:
+        raise TruepeakError(f"warmup_s must be a finite number of seconds >= 0, got {warmup_s!r}")
+    if triton_tune is not None:
+        import dataclasses
+
+        from truepeak.kernels.moe_triton import KernelConfig
+
+        fields = {f.name for f in dataclasses.fields(KernelConfig)}
+        if not isinstance(triton_tune, dict) or not all(isinstance(v, dict) for v in triton_tune.values()):
+            raise TruepeakError(f"triton_tune must map a weight format to a dict of KernelConfig fields, got "
+                                f"{triton_tune!r}")
+        for fmt, tune in triton_tune.items():
+            bad = sorted(set(tune) - fields)
+            if fmt not in WEIGHT_FORMATS or bad:
+                raise TruepeakError(f"triton_tune[{fmt!r}]: formats are {', '.join(WEIGHT_FORMATS)} and fields "
+                                    f"{', '.join(sorted(fields))}; got {fmt!r} with {', '.join(bad) or 'valid fields'}")
     for w in weights:
         if w not in WEIGHT_FORMATS:
             raise UnknownNameError(f"unknown --weights {w!r}; expected one of {', '.join(WEIGHT_FORMATS)}"
@@ -514,7 +545,9 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
         for wfmt in weights:
             try:
                 fp4 = wfmt in ("nvfp4", "mxfp4")
-                fp4_acts = (default_activations(wfmt) if fp4_activations == "auto" else fp4_activations) if fp4 else None
+                fp4_acts = None
+                if fp4:
+                    fp4_acts = default_activations(wfmt) if fp4_activations == "auto" else fp4_activations
                 # fp4 in the layout FusedMoE reads (made here, so it does not repack a copy): the tiled one unless
                 # the untiled w4a16 is asked for (TRUEPEAK_MOE_W4A16_UNTILED=1 with fp16 activations)
                 tiled = fp4_acts == "fp8" or not untiled_w4a16_requested()

@@ -44,7 +44,8 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   (nvfp4's 16-element blocks through two activation planes, even and odd blocks, the other zeroed).
 - **the tiled w4a16** (``activations="fp16"``, nvfp4's default): the same e4m3 decode converted to fp16 (one cvt per 2
   values), multiplied by the block scale in fp16 (exact: at most 6 significant bits and 42 (nvfp4) or 48 (mxfp4,
-  rebased per expert) in magnitude) and fed to fp16 MMAs with the activations cast to fp16: one multiply per weight
+  rebased per expert) in magnitude) and fed to fp16 MMAs with the activations scaled per row by a power of two into
+  fp16: one multiply per weight
   value whatever the token count (w4a8's FFMAs grow with the token block), and fp16 instead of e4m3 activations.
 - With ``TRUEPEAK_MOE_W4A16_UNTILED=1`` (kept for comparison) fp16 activations run the untiled w4a16 kernel of
   stop 11: nibbles decoded into fp16 by inline PTX (with the nibble at
@@ -123,9 +124,11 @@ class KernelConfig:
                   "maxnreg": 24 <= i <= 255}.get(name, i >= 16 and i & (i - 1) == 0)
             if not ok:
                 bad.append(f"{name}={v!r}")
+            elif type(v) is not int:  # numpy / 0-d torch integers: plain ints (Triton's JIT takes no others)
+                object.__setattr__(self, name, int(i))
         if bad:
-            raise TruepeakError(f"MoE kernel configuration out of range: block_m, block_n and block_k must be >= 16 and "
-                                f"powers of two, num_stages >= 1, num_warps a power of two up to 16 and maxnreg None "
+            raise TruepeakError(f"MoE kernel configuration out of range: block_m, block_n and block_k must be >= 16 "
+                                f"and powers of two, num_stages >= 1, num_warps a power of two up to 16 and maxnreg None "
                                 f"or 24..255 registers (ptxas' .maxnreg); got {', '.join(bad)}")
 
     def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:
@@ -191,8 +194,8 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     bk, warps, stages, prefetch, hoist = 128, 4, 4 if bm <= 64 else 3, False, False
     if bm == 128:  # 256 tokens per expert: 17.0-17.3 ms with 8 warps (38.0 ms with 4), 18.4 ms with 64 x 128 tiles
         bn, bk, warps = 128, 64, 8
-    if 10 < t <= 20 and wfmt in ("bf16", "fp8"):  # 32-token blocks at 16 tokens per expert (half the activation traffic through L2;
-        # stop 13, two H200s: bf16 with 128 weight rows 92.4 vs 90.1-90.3 %, fp8 w8a8 88.1 vs 86.7 / 87.2 vs 85.4;
+    if 10 < t <= 20 and wfmt in ("bf16", "fp8"):  # 32-token blocks at 16 tokens per expert (half the activation
+        # traffic through L2; stop 13, two H200s: bf16 with 128 weight rows 92.4 vs 90.1-90.3 %, fp8 w8a8 88.1 vs 86.7 / 87.2 vs 85.4;
         # power law 1.2 unchanged: 88.5 / 85.9 both ways)
         bm, bn = 32, 128 if gated and wfmt == "bf16" else bn
     if fp8 and w8a8:  # fp8 MMA from shared memory, partial sums promoted to fp32 every 128 products
@@ -252,12 +255,13 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
 
 def default_activations(wfmt: str) -> str | None:
     """The activations :class:`FusedMoE` runs a weight format with when none is asked for: ``"fp8"`` for fp8 weights
-    (w8a8) and mxfp4 (w4a8), ``"fp16"`` for nvfp4 (the tiled w4a16), None for bf16. Measured on the H200 (DeepSeek-V3,
-    E = 256, uniform; docs/results/h200/moe/README.md): mxfp4 w4a8 was faster than the tiled w4a16 at every tokens per
-    expert (91 vs 60 % of the read bandwidth at 1, stop 13 call 1); in the results call nvfp4's w4a16 was 5-12 %
-    slower than its w4a8 up to 8 tokens per expert, 1.06-1.38x faster at 16-32 and 2.0-2.6x at 64-256, and 9-17x
-    closer to the float32 reference (fp16 instead of e4m3 activations: 2.4-5.1e-3 vs 4.1-5.2e-2 of max |output|), so
-    nvfp4's default does not depend on the batch.
+    (w8a8) and mxfp4 (w4a8), ``"fp16"`` for nvfp4 (the tiled w4a16), None for bf16. Measured on the H200
+    (docs/results/h200/moe/README.md): mxfp4 w4a8 was faster than the tiled w4a16 at every tokens per expert
+    (DeepSeek-V3, E = 256, uniform; 91 vs 60 % of the read bandwidth at 1; stop 13 call 1); in the results call,
+    over DeepSeek-V3 and GLM-5, E = 256 and EP8, uniform and power-law routing, nvfp4's w4a16 was 5-12 % slower than
+    its w4a8 up to 8 tokens per expert, 1.06-1.38x faster at 16-32 and 2.0-2.6x at 64-256, and 9-17x closer to the
+    float32 reference (fp16 instead of e4m3 activations: 2.4-5.1e-3 vs 4.1-5.2e-2 of max |output|), so nvfp4's
+    default does not depend on the batch.
 
     Raises:
         UnknownNameError: an unknown format."""
@@ -458,7 +462,7 @@ def to_w4a8_layout(packed: Any) -> Any:
     Why the tiles: a K step of the kernel reads 32 or 64 bytes of each of its rows; with rows K/2 bytes apart
     (3,584 B for K = 7168) those small strided pieces kept the w4a8 kernel at ~50 % of the H200's read bandwidth
     whatever its MMA scheduling (docs/results/h200/moe/README.md); read as 2 KB tiles the same kernel streamed
-    mxfp4 at 85-91 % at <= 8 tokens per expert (Marlin and other serving kernels pre-tile weights for the same
+    mxfp4 at 85-91 % at <= 8 tokens per expert (stop 12) (Marlin and other serving kernels pre-tile weights for the same
     reason).
 
     Raises:
@@ -658,11 +662,24 @@ def _check_weights(name: str, w: ExpertWeights) -> None:
     check_wfmt(w.wfmt)
     e, n, k = w.shape
     fp4 = w.wfmt in ("nvfp4", "mxfp4")
-    if fp4 and w.data.dtype != torch.uint8:
-        raise TruepeakError(f"{name}: {w.wfmt} values are packed uint8 [E, N, K/2], got {w.data.dtype}")
-    if (w.data.stride(-1) != 1 if not fp4 else not w.data.is_contiguous()):
-        raise TruepeakError(f"{name}.data must be contiguous along K (stride 1{'' if not fp4 else ', and dense'}), "
-                            f"got strides {tuple(w.data.stride())}: pass a .contiguous() copy")
+    data_dt = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp8_block": torch.float8_e4m3fn,
+               "nvfp4": torch.uint8, "mxfp4": torch.uint8}[w.wfmt]
+    scale_dt = {"fp8": torch.float32, "fp8_block": torch.float32, "nvfp4": torch.float8_e4m3fn,
+                "mxfp4": torch.uint8}.get(w.wfmt)
+    if w.data.dtype != data_dt:
+        shape = "packed [E, N, K/2]" if fp4 else "[E, N, K]"
+        raise TruepeakError(f"{name}: {w.wfmt} values must be {data_dt} ({shape}), got {w.data.dtype}")
+    if w.data.stride(-1) != 1:
+        raise TruepeakError(f"{name}.data must be contiguous along K (stride 1), got strides "
+                            f"{tuple(w.data.stride())}: pass a .contiguous() copy")
+    if fp4 and not w.data.is_contiguous():
+        raise TruepeakError(f"{name}.data: fp4 bytes must be one dense [E, N, K/2] tensor (the kernels address its "
+                            f"tiles from the shape), got strides {tuple(w.data.stride())}: pass a .contiguous() copy")
+    if scale_dt is not None and w.scale is not None and w.scale.dtype != scale_dt:
+        hint = " (e8m0 bytes: scale.view(torch.uint8))" if w.wfmt == "mxfp4" else ""
+        raise TruepeakError(f"{name}: {w.wfmt} scales must be {scale_dt}{hint}, got {w.scale.dtype}")
+    if w.global_scale is not None and w.global_scale.dtype != torch.float32:
+        raise TruepeakError(f"{name}.global_scale must be float32, got {w.global_scale.dtype}")
     want = {"fp8": (e, n), "fp8_block": (e, n // 128, k // 128), "nvfp4": (e, n, k // 16),
             "mxfp4": (e, n, k // 32)}.get(w.wfmt)
     if want is not None:
@@ -739,6 +756,8 @@ class FusedMoE:
         if topk_ids.dim() != 2 or x.dim() != 2 or int(x.shape[0]) != int(topk_ids.shape[0]):
             raise TruepeakError(f"x must be [T, H] and topk_ids [T, top_k] with the same T, got x "
                                 f"{list(x.shape)} and topk_ids {list(topk_ids.shape)}")
+        if x.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            raise TruepeakError(f"x must be bf16, fp16 or fp32 hidden states, got {x.dtype}")
         if topk_ids.dtype.is_floating_point or topk_ids.dtype.is_complex or topk_ids.dtype == torch.bool:
             raise TruepeakError(f"topk_ids must hold integer expert ids, got {topk_ids.dtype}")
         if tuple(topk_weights.shape) != tuple(topk_ids.shape):
@@ -826,11 +845,13 @@ class FusedMoE:
         # nvfp4 w4a8: the quantised activations in two planes (even / odd 16-element blocks; see quant_rows_kernel)
         self.planes = 2 if self.act8 and w1.wfmt == "nvfp4" else 1
         n_slots = self.T * self.k
-        # the intermediate silu(g) * u is written unscaled, then scaled per row: in x's dtype for fp8 activations (its
-        # e4m3 rounding dominates), in float32 for fp16 activations (bf16 would lose 3 of fp16's mantissa bits: 1.3e-2
+        # the intermediate silu(g) * u is written unscaled, then scaled per row: in bf16 for fp8 activations with bf16
+        # x (its e4m3 rounding dominates; fp16 x would overflow at 65,504, so float32 then), in float32 for fp16
+        # activations (bf16 would lose 3 of fp16's mantissa bits: 1.3e-2
         # vs 5.5e-3 of max |output| for nvfp4 in Triton's interpreter); zeros: rows of slots routed to another rank
         # are never written, and every row is scaled
-        inter_dt = (x.dtype if self.act8 else torch.float32) if self.rowscale else torch.bfloat16
+        inter_dt = ((torch.bfloat16 if x.dtype == torch.bfloat16 else torch.float32) if self.act8 else torch.float32
+                    ) if self.rowscale else torch.bfloat16
         self.inter = torch.zeros(n_slots, self.I, dtype=inter_dt, device=dev)
         # bf16 weights: x as bf16 (a copy, made per call, when it is not)
         self.xin = x if self.rowscale or x.dtype == torch.bfloat16 else torch.empty(x.shape, dtype=torch.bfloat16,
@@ -862,8 +883,8 @@ class FusedMoE:
         gate_up, down = _kernels()
         a = self.align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(), TILED=self.tiled,
-                  XSCALE=self.rowscale,
+                  INTERP=_interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
+                  TILED=self.tiled, XSCALE=self.rowscale,
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if cfg.maxnreg:
             kw["maxnreg"] = cfg.maxnreg
