@@ -558,12 +558,12 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
     for c0 in range(0, n_cols, BLOCK):
         offs = c0 + tl.arange(0, BLOCK)
         v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
-        # clamped: v / scale can round just above 448 for the row's largest element
-        qv = tl.minimum(tl.maximum(v / scale, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
-                        propagate_nan=tl.PropagateNan.ALL)
-        if F16:
+        if F16:  # a power of two: exact, and the row's largest magnitude is at most 2^14
             qv = v / scale
-        elif INTERP:  # Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64): round here
+        else:  # clamped: v / scale can round just above 448 for the row's largest element
+            qv = tl.minimum(tl.maximum(v / scale, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
+                            propagate_nan=tl.PropagateNan.ALL)
+        if INTERP and not F16:  # Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64): round here
             a = tl.abs(qv)
             step = tl.exp2(tl.maximum(tl.floor(tl.log2(tl.maximum(a, 1e-30))), -6.0) - 3.0)  # e4m3: 3 mantissa bits
             t = a / step

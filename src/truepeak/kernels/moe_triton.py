@@ -45,11 +45,10 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
 - **the tiled w4a16** (``activations="fp16"``, nvfp4's default): the same e4m3 decode converted to fp16 (one cvt per 2
   values), multiplied by the block scale in fp16 (exact: at most 6 significant bits and 42 (nvfp4) or 48 (mxfp4,
   rebased per expert) in magnitude) and fed to fp16 MMAs with the activations scaled per row by a power of two into
-  fp16: one multiply per weight
-  value whatever the token count (w4a8's FFMAs grow with the token block), and fp16 instead of e4m3 activations.
+  fp16: one multiply per weight value whatever the token count (w4a8's FFMAs grow with the token block), and fp16
+  instead of e4m3 activations.
 - With ``TRUEPEAK_MOE_W4A16_UNTILED=1`` (kept for comparison) fp16 activations run the untiled w4a16 kernel of
-  stop 11: nibbles decoded into fp16 by inline PTX (with the nibble at
-  the top of a 16-bit lane, the sign stays and the exponent/mantissa bits move right by 3: the e2m1 value times
+  stop 11: nibbles decoded into fp16 by inline PTX (with the nibble at the top of a 16-bit lane, the sign stays and the exponent/mantissa bits move right by 3: the e2m1 value times
   2^-14), bytes repacked into the kernel's nibble order (:func:`to_kernel_nibble_order`). All are the Hopper path;
   Blackwell's native block-scaled fp4 MMA (sm_100+) is not used here (it would be gated on compute capability >= 10.0
   and was not run: the device is an H200, sm_90).
@@ -659,7 +658,6 @@ def _check_weights(name: str, w: ExpertWeights) -> None:
     """The kernels index values with the tensors' strides but assume K contiguous (stride 1) and scales stored
     densely in the documented shapes: anything else would be read wrongly without an error."""
     torch = require("torch", "running the MoE kernel")
-    check_wfmt(w.wfmt)
     e, n, k = w.shape
     fp4 = w.wfmt in ("nvfp4", "mxfp4")
     data_dt = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn, "fp8_block": torch.float8_e4m3fn,
@@ -678,8 +676,6 @@ def _check_weights(name: str, w: ExpertWeights) -> None:
     if scale_dt is not None and w.scale is not None and w.scale.dtype != scale_dt:
         hint = " (e8m0 bytes: scale.view(torch.uint8))" if w.wfmt == "mxfp4" else ""
         raise TruepeakError(f"{name}: {w.wfmt} scales must be {scale_dt}{hint}, got {w.scale.dtype}")
-    if w.global_scale is not None and w.global_scale.dtype != torch.float32:
-        raise TruepeakError(f"{name}.global_scale must be float32, got {w.global_scale.dtype}")
     want = {"fp8": (e, n), "fp8_block": (e, n // 128, k // 128), "nvfp4": (e, n, k // 16),
             "mxfp4": (e, n, k // 32)}.get(w.wfmt)
     if want is not None:
@@ -688,13 +684,14 @@ def _check_weights(name: str, w: ExpertWeights) -> None:
             raise TruepeakError(f"{name}: {w.wfmt} scales must be {list(want)} for values {list(w.shape)}, got {got}")
         if not w.scale.is_contiguous():
             raise TruepeakError(f"{name}.scale must be contiguous: pass a .contiguous() copy")
-    if w.global_scale is not None and (tuple(w.global_scale.shape) != (e,) or not w.global_scale.is_contiguous()):
-        raise TruepeakError(f"{name}.global_scale must be a contiguous fp32 [E] = [{e}], got "
-                            f"{list(w.global_scale.shape)}")
+    g = w.global_scale
+    if g is not None and (g.dtype != torch.float32 or tuple(g.shape) != (e,) or not g.is_contiguous()):
+        raise TruepeakError(f"{name}.global_scale must be a contiguous float32 [E] = [{e}], got {g.dtype} "
+                            f"{list(g.shape)}")
 
 
 def _check_shapes(x: Any, w1: ExpertWeights, w2: ExpertWeights) -> tuple[int, int, int]:
-    for name, w in (("w1", w1), ("w2", w2)):
+    for w in (w1, w2):
         check_wfmt(w.wfmt)
     e1, n1, k1 = w1.shape
     e2, n2, k2 = w2.shape
@@ -732,7 +729,7 @@ class FusedMoE:
     Range: activations of quantised weights are scaled per row (x and the intermediate ``silu(g) · u``): fp8 by the
     row's largest magnitude / 448, floored at 1e-12 (rows below that quantise to zero); fp16 by a power of two that
     puts the row's largest magnitude in (2^13, 2^14] (exact; elements more than ~2^38 below their row's largest
-    become 0). The intermediate is stored in x's dtype (fp8 activations) or float32 (fp16) before that scaling. The
+    become 0). The intermediate is stored in bf16 (fp8 activations with bf16 x) or float32 before that scaling. The
     weights' own magnitude does not matter: block scales are applied relative to a per-expert scale. bf16 weights
     keep bf16 activations unscaled.
 
@@ -846,12 +843,11 @@ class FusedMoE:
         self.planes = 2 if self.act8 and w1.wfmt == "nvfp4" else 1
         n_slots = self.T * self.k
         # the intermediate silu(g) * u is written unscaled, then scaled per row: in bf16 for fp8 activations with bf16
-        # x (its e4m3 rounding dominates; fp16 x would overflow at 65,504, so float32 then), in float32 for fp16
-        # activations (bf16 would lose 3 of fp16's mantissa bits: 1.3e-2
-        # vs 5.5e-3 of max |output| for nvfp4 in Triton's interpreter); zeros: rows of slots routed to another rank
-        # are never written, and every row is scaled
-        inter_dt = ((torch.bfloat16 if x.dtype == torch.bfloat16 else torch.float32) if self.act8 else torch.float32
-                    ) if self.rowscale else torch.bfloat16
+        # x (its e4m3 rounding dominates; fp16 would overflow at 65,504, so float32 for other x), in float32 for fp16
+        # activations (bf16 would lose 3 of fp16's mantissa bits: 1.3e-2 vs 5.5e-3 of max |output| for nvfp4 in
+        # Triton's interpreter); zeros: rows of slots routed to another rank are never written, every row is scaled
+        bf16_inter = not self.rowscale or (self.act8 and x.dtype == torch.bfloat16)
+        inter_dt = torch.bfloat16 if bf16_inter else torch.float32
         self.inter = torch.zeros(n_slots, self.I, dtype=inter_dt, device=dev)
         # bf16 weights: x as bf16 (a copy, made per call, when it is not)
         self.xin = x if self.rowscale or x.dtype == torch.bfloat16 else torch.empty(x.shape, dtype=torch.bfloat16,
@@ -925,12 +921,11 @@ class FusedMoE:
         power-of-two scale (q float16)."""
         from truepeak.kernels._moe_jit import quant_rows_kernel
 
-        torch = require("torch", "running the MoE kernel")
         rows, cols = src.shape
         block = min(8192, 1 << max(4, (cols - 1).bit_length()))
         quant_rows_kernel[(rows,)](src, q, scales, src.stride(0), q.stride(1), q.stride(0), n_cols=cols,
                                    BLOCK=block, INTERP=_interpreting(), SPLIT16=q.shape[0] == 2,
-                                   F16=q.dtype == torch.float16, num_warps=4)
+                                   F16=q.element_size() == 2, num_warps=4)  # e4m3 1 byte, fp16 2
 
     def _fit_shared_memory(self) -> None:
         """Case C14 with the compiler's own figure: compile each kernel and drop pipeline stages until the shared
