@@ -2,7 +2,9 @@
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_bench_h200.py OUT_DIR [--quick] [--routing uniform|powerlaw:1.2]
                                                          [--weights bf16,fp8,nvfp4,mxfp4]
-                                                         [--fp4-activations auto|fp8|fp16] [--models deepseek-v3,glm-5]
+                                                         [--fp4-activations auto|fp8|fp16|fp4] [--models deepseek-v3,glm-5]
+                                                         [--fp4-kernel auto|dequant|block-scaled] [--ep 1,8]
+                                                         [--fp8-activations fp8|fp16] [--backends triton,...]
   --quick: DeepSeek-V3 E=256, uniform only (the first device check). Without it: DeepSeek-V3 and GLM-5, E=256 and
   EP8-local, uniform and powerlaw:1.2, bf16/fp8/nvfp4/mxfp4, all backends. --routing keeps one routing (to split
   the sweep over two device calls); --weights keeps those formats.
@@ -41,6 +43,12 @@ if "--models" in sys.argv:
     keep = sys.argv[sys.argv.index("--models") + 1].split(",")
     cases = [c for c in cases if c[0] in keep]
 fp4_acts = sys.argv[sys.argv.index("--fp4-activations") + 1] if "--fp4-activations" in sys.argv else "auto"
+fp4_kernel = sys.argv[sys.argv.index("--fp4-kernel") + 1] if "--fp4-kernel" in sys.argv else "auto"
+fp8_acts = sys.argv[sys.argv.index("--fp8-activations") + 1] if "--fp8-activations" in sys.argv else "fp8"
+only = sys.argv[sys.argv.index("--backends") + 1].split(",") if "--backends" in sys.argv else None
+if "--ep" in sys.argv:
+    keep_ep = [int(v) for v in sys.argv[sys.argv.index("--ep") + 1].split(",")]
+    cases = [c for c in cases if c[1] in keep_ep]
 budget = float(os.environ.get("MOE_BUDGET_S", "0.08"))
 
 
@@ -48,7 +56,8 @@ def show(r):
     w = r["workload"]
     if r["status"] == "ok":
         d = r["derived"]
-        acts = "a8" if w.get("activations", "").startswith("fp8") else "  "
+        a = w.get("activations", "")
+        acts = "a8" if a.startswith(("fp8", "mxfp8")) else "a4" if a.startswith(("nvfp4", "mxfp4")) else "  "
         print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s}{acts} "
               f"tpe {w['tokens_per_expert']:>5g} "
               f"{r['backend']:10s} {d['time_s'] * 1e6:9.1f} us {d['bytes_per_s'] / 1e12:6.3f} TB/s "
@@ -64,9 +73,11 @@ records = []
 for model, ep, routing in cases:
     # power-law points: the fastest torch backend (grouped_mm) and ours, to stay inside the device time
     backends = moe.BACKENDS if routing == "uniform" else ("grouped_mm", "triton")
+    if only:
+        backends = tuple(only)
     records += moe.run_bench(model, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts, backends=backends,
                              out_path=path, budget_s=budget, warmup_s=0.03, read_bw=bw, progress=show, env=env,
-                             fp4_activations=fp4_acts)
+                             fp4_activations=fp4_acts, fp4_kernel=fp4_kernel, fp8_activations=fp8_acts)
     print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
 for e_local, name in ((256, "moe_pct_read_bw.png"), (32, "moe_pct_read_bw_ep8.png")):
     sel = [r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == e_local

@@ -60,6 +60,9 @@ GRID = {
     # call 9: a register cap for more programs per SM (nvfp4 w4a16: 128 -> 96 registers, 4 -> 5 programs; mxfp4
     # w4a8: 139 -> 128, 3 -> 4; no spills in the compiled sm_90 K loop)
     "nvfp4-reg": {t: [{}, {"maxnreg": 96}] for t in (1, 8)},
+    # stop 14: the tiled w4a16 gate/up kernel takes 141 registers as launched (per-row scale, float32 intermediate):
+    # 3 programs of 128 threads per SM; capped at 128, 4 fit
+    "nvfp4-reg128": {t: [{}, {"maxnreg": 128}] for t in (1, 4, 8, 16)},
     "mxfp4a8-reg": {t: [{}, {"maxnreg": 128}] for t in (1, 8)},
     # call 7 (TUNE_EP=8): narrower weight tiles where the EP8-local grid is a few programs per SM
     "mxfp4a8-ep": {t: [{}, {"block_n": 64}] for t in (1, 4, 8)},

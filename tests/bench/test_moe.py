@@ -203,9 +203,29 @@ def test_w4a8_weights_need_their_layouts_tiles():
 
 
 def test_bad_fp4_activations_named_before_any_measurement():
-    with pytest.raises(TruepeakError, match=r"--fp4-activations 'int4': expected auto \(fp16 for nvfp4, fp8 for mxfp4\), "
-                                            r"fp16 \(w4a16\) or fp8 \(w4a8\)"):
+    with pytest.raises(TruepeakError, match=r"--fp4-activations 'int4': expected auto \(fp16 for nvfp4, fp8 for mxfp4; "
+                                            r"with the block-scaled kernel fp4 for nvfp4, fp8 for mxfp4\), fp16 "
+                                            r"\(w4a16\), fp8 \(w4a8\) or fp4 \(W4A4, block-scaled kernel only\)"):
         moe.run_bench("deepseek-v3", weights=["nvfp4"], fp4_activations="int4")
+    with pytest.raises(TruepeakError, match=r"--fp4-kernel 'marlin': expected auto, dequant, block-scaled"):
+        moe.run_bench("deepseek-v3", weights=["nvfp4"], fp4_kernel="marlin")
+
+
+def test_block_scaled_backend_combinations_the_kernel_cannot_run_are_unsupported():
+    """build_backend turns activations the block-scaled kernel does not take into UnsupportedError (a ``skipped``
+    record), and weights labelled in the standard packing are made for it."""
+    from truepeak.errors import UnsupportedError
+
+    shape = moe.ExpertShape("toy", H=128, I=64, E=4, E_local=4, top_k=2)
+    w1, w2 = moe.make_weights(shape, "nvfp4", "cpu", standard=True)
+    assert w1.nibble_chunk == 0 and not w1.w4a8_layout and tuple(w1.data.shape) == (4, 128, 64)
+    ids = torch.zeros(2, 2, dtype=torch.long)
+    with pytest.raises(UnsupportedError, match="nvfp4 weights with activations 'fp4', got 'fp16'"):
+        moe.build_backend("triton", torch.zeros(2, 128), w1, w2, ids, torch.ones(2, 2), 1.0, activations="fp16",
+                          fp4_kernel="block-scaled")
+    with pytest.raises(UnsupportedError, match="takes no triton_tune"):
+        moe.build_backend("triton", torch.zeros(2, 128), w1, w2, ids, torch.ones(2, 2), 1.0, activations="fp4",
+                          tune={"num_stages": 2}, fp4_kernel="block-scaled")
 
 
 def test_bad_fp8_activations_named_before_any_measurement():

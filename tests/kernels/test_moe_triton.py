@@ -684,3 +684,34 @@ def test_fused_moe_refuses_inputs_it_would_read_wrongly():
             mt.FusedMoE(x, dataclasses.replace(m1, scale=m1.scale.view(torch.float8_e8m0fnu)), m2, ids, tw)
     with pytest.raises(TruepeakError, match="fp4 bytes must be one dense"):
         mt.FusedMoE(x, dataclasses.replace(m1, data=torch.zeros(2, 256, 32, dtype=torch.uint8)[:, ::2]), m2, ids, tw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wfmt,acts,x_dtype,untiled", [
+    ("fp8", "fp16", "bfloat16", False), ("fp8_block", "fp16", "bfloat16", False), ("nvfp4", "fp16", "bfloat16", True),
+    ("mxfp4", "fp16", "bfloat16", True), ("mxfp4", "fp16", "bfloat16", False), ("nvfp4", "fp8", "bfloat16", False),
+    ("fp8", "fp8", "float16", False), ("nvfp4", "fp16", "float16", False)])
+def test_gpu_activation_variants_match_reference(monkeypatch, wfmt, acts, x_dtype, untiled):
+    """The variants the sweeps do not run by default, on the device: w8a16 (fp8 weights, fp16 activations scaled per
+    row), the untiled w4a16 (TRUEPEAK_MOE_W4A16_UNTILED=1), fp4 with the other activations, fp16 hidden states (with
+    fp8 activations the intermediate stays float32), with x of +-200 (fp16 activations overflowed before the per-row
+    scaling), random routing with empty experts and one expert holding every token."""
+    monkeypatch.setenv("TRUEPEAK_MOE_W4A16_UNTILED", "1" if untiled else "0")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    E, H, I = 8, 1024, 512
+    w1 = mt.quantize_experts(torch.randn(E, 2 * I, H, device="cuda", generator=g) * 0.05, wfmt)
+    # fp16 x: its output must fit fp16 too (with w2 x 0.05 the reference reaches 1.2e5), while the intermediate still
+    # reaches ~1e5 (above fp16's 65,504: it must stay float32)
+    w2s = 0.05 if x_dtype == "bfloat16" else 5e-4
+    w2 = mt.quantize_experts(torch.randn(E, H, I, device="cuda", generator=g) * w2s, wfmt)
+    import numpy as np
+
+    for ids in (torch.randint(0, E, (24, 2), device="cuda", generator=g), torch.full((40, 2), 5, device="cuda")):
+        tw = torch.rand(ids.shape, device="cuda", generator=g)
+        x = ((torch.rand(ids.shape[0], H, device="cuda", generator=g) * 2 - 1) * 200).to(getattr(torch, x_dtype))
+        ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
+        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, tune={"num_stages": np.int64(2)})
+        assert f.tiled == (wfmt in ("nvfp4", "mxfp4") and not untiled)
+        y = f().float()
+        err = float((y - ref).abs().max() / ref.abs().max())
+        assert torch.isfinite(y).all() and err < (1e-1 if acts == "fp8" else 8e-2), (wfmt, acts, x_dtype, err)

@@ -24,8 +24,10 @@ over all local experts), ``grouped_mm`` (``torch._grouped_mm``, bf16) / ``scaled
 (``torch._scaled_grouped_mm``, fp8 w8a8 with per-row activation and per-channel weight scales), and ``triton``
 (truepeak's kernel, :mod:`truepeak.kernels.moe_triton`; fp8 there is w8a8 with per-row e4m3 activations, as
 the torch fp8 backend; fp4 by default as each format's :func:`~truepeak.kernels.moe_triton.default_activations`:
-nvfp4 w4a16, mxfp4 w4a8; ``fp4_activations`` picks one for both). A combination a backend cannot run is a
-``skipped`` record with the reason; an error or out-of-memory is a ``failed`` record and the sweep goes on.
+nvfp4 w4a16, mxfp4 w4a8; ``fp4_activations`` picks one for both; on Blackwell fp4 weights run the block-scaled
+kernel, :mod:`truepeak.kernels.moe_blockscaled`, compiled for sm_100 / sm_120 but not run on one). A combination a
+backend cannot run is a ``skipped`` record with the reason; an error or out-of-memory is a ``failed`` record and the
+sweep goes on.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError, c
 
 KIND = "moe_experts"
 BACKENDS = ("per_expert", "bmm", "grouped_mm", "triton")
+#: --fp4-kernel values (our kernel with nvfp4 / mxfp4 weights).
+FP4_KERNELS = ("auto", "dequant", "block-scaled")
 #: --weights values: bf16, fp8 (e4m3, per-channel fp32 scales), fp8_block (128 x 128 scales), nvfp4, mxfp4.
 WEIGHT_FORMATS = ("bf16", "fp8", "fp8_block", "nvfp4", "mxfp4")
 DEFAULT_TPE = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -170,11 +174,13 @@ def local_ids(ids: Any, shape: ExpertShape, rank: int = 0) -> Any:
 
 
 # -- weights -----------------------------------------------------------------------------------------------------------
-def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8: bool = False) -> tuple[Any, Any]:
+def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8: bool = False,
+                 standard: bool = False) -> tuple[Any, Any]:
     """Random expert weights ``w1 [E_local, 2I, H]``, ``w2 [E_local, H, I]`` as :class:`ExpertWeights`.
 
     fp4 bytes are random codes labelled as already in the layout our kernel reads (``w4a8``: the w4a8 layout of
-    :func:`~truepeak.kernels.moe_triton.to_w4a8_layout`; otherwise :func:`~truepeak.kernels.moe_triton.fp4_block_k` chunks), so no repack copy of
+    :func:`~truepeak.kernels.moe_triton.to_w4a8_layout`; ``standard``: the standard packing, which the block-scaled
+    kernels read; otherwise :func:`~truepeak.kernels.moe_triton.fp4_block_k` chunks), so no repack copy of
     gigabytes is made; the reference reads them back through that layout.
 
     Values are drawn directly in the stored format (random bytes for fp4 codes, fp8 values from uniform [-1, 1] ·
@@ -216,12 +222,15 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
                 raise UnsupportedError(f"nvfp4 needs K a multiple of 16, got K={k}")
             s = (torch.rand(e, n, k // 16, device=device, generator=g) * 200 + 100).to(torch.float8_e4m3fn)
             gs = torch.full((e,), 0.05 / (6 * 300), device=device)
-            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=64 if w4a8 else fp4_block_k(k), w4a8_layout=w4a8)
+            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=chunk(k), w4a8_layout=w4a8)
         if k % 32:
             raise UnsupportedError(f"mxfp4 needs K a multiple of 32, got K={k}")
         s = torch.randint(119, 122, (e, n, k // 32), device=device, generator=g, dtype=torch.uint8)
         # random codes: labelled as already in the kernel's nibble order (the reference reorders them back)
-        return ExpertWeights(wfmt, packed, s, nibble_chunk=64 if w4a8 else fp4_block_k(k), w4a8_layout=w4a8)
+        return ExpertWeights(wfmt, packed, s, nibble_chunk=chunk(k), w4a8_layout=w4a8)
+
+    def chunk(k: int) -> int:
+        return 0 if standard and not w4a8 else 64 if w4a8 else fp4_block_k(k)
 
     return one(2 * shape.I, shape.H), one(shape.H, shape.I)
 
@@ -344,11 +353,26 @@ def build_torch_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: 
 
 
 def build_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any, tpe: float,
-                  smem_limit: Any = None, tune: dict | None = None, activations: str | None = None
-                  ) -> Callable[[], Any]:
+                  smem_limit: Any = None, tune: dict | None = None, activations: str | None = None,
+                  fp4_kernel: str = "dequant") -> Callable[[], Any]:
     """A no-argument callable for ``backend`` (``triton`` = :class:`truepeak.kernels.moe_triton.FusedMoE`, with
     ``tune`` overriding its :class:`~truepeak.kernels.moe_triton.KernelConfig` fields and ``activations`` its
-    activation precision for fp8 weights; the torch backends ignore both)."""
+    activation precision; with fp4 weights and ``fp4_kernel="block-scaled"``,
+    :class:`truepeak.kernels.moe_blockscaled.BlockScaledMoE`, whose activations are ``"fp4"`` or ``"fp8"`` and
+    which takes no ``tune``; the torch backends ignore all three).
+
+    Raises:
+        UnsupportedError: a combination the backend cannot run on this device (the bench's ``skipped``)."""
+    if backend == "triton" and fp4_kernel == "block-scaled" and getattr(w1, "wfmt", None) in ("nvfp4", "mxfp4"):
+        from truepeak.kernels.moe_blockscaled import BlockScaledMoE, check_blockscaled_activations
+
+        try:
+            check_blockscaled_activations(w1.wfmt, activations)
+        except TruepeakError as exc:
+            raise UnsupportedError(str(exc)) from None
+        if tune:
+            raise UnsupportedError("the block-scaled kernel takes no triton_tune")
+        return BlockScaledMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe, activations=activations)
     if backend == "triton":
         from truepeak.kernels.moe_triton import FusedMoE
 
@@ -420,8 +444,9 @@ def _error(out: Any, ref: Any) -> float:
     return float((out.float() - ref).abs().max() / ref.abs().max().clamp(min=1e-12))
 
 
-def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16) -> Any:
-    """float32 reference of the first ``rows`` tokens, dequantising only the experts they use."""
+def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16, act_quant: Any = None) -> Any:
+    """float32 reference of the first ``rows`` tokens, dequantising only the experts they use (``act_quant``: as
+    :func:`~truepeak.kernels.moe_triton.moe_reference`'s)."""
     torch = require("torch", "the MoE reference")
     from truepeak.kernels.moe_triton import ExpertWeights, moe_reference
 
@@ -439,7 +464,7 @@ def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16
     remap = torch.full((w1.shape[0] + 1,), -1, dtype=torch.int64, device=x.device)
     remap[sel] = torch.arange(len(used), device=x.device)
     loc = torch.where(ids_r >= 0, remap[ids_r.clamp(min=0)], torch.full_like(ids_r, -1))
-    return moe_reference(x[:rows], sub(w1), sub(w2), loc, w_r)
+    return moe_reference(x[:rows], sub(w1), sub(w2), loc, w_r, act_quant=act_quant)
 
 
 def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterable[float] = DEFAULT_TPE,
@@ -447,19 +472,27 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
               out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
               read_bw: float | None = None, seed: int = 0, progress: Callable[[dict], None] | None = None,
               env: Any = None, triton_tune: dict[str, dict] | None = None,
-              fp8_activations: str = "fp8", fp4_activations: str = "auto") -> list[dict]:
+              fp8_activations: str = "fp8", fp4_activations: str = "auto", fp4_kernel: str = "auto") -> list[dict]:
     """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records.
 
     ``triton_tune`` maps a weight format to KernelConfig overrides for the triton backend (recorded in the workload as
     ``triton_tune``). ``fp8_activations``: our kernel with fp8 weights runs ``"fp8"`` (w8a8, the default) or
     ``"fp16"`` (w8a16); ``fp4_activations`` for nvfp4 / mxfp4 weights: ``"auto"`` (default: each format's
     :func:`~truepeak.kernels.moe_triton.default_activations`, fp16 for nvfp4 and fp8 for mxfp4), ``"fp8"`` (w4a8)
-    or ``"fp16"`` (w4a16). The record's ``workload.activations`` says which.
+    or ``"fp16"`` (w4a16), and with the block-scaled kernel ``"fp4"`` (W4A4) or ``"fp8"`` (mxfp4 W4A8).
+    ``fp4_kernel``: ``"auto"`` (the block-scaled kernel, :mod:`truepeak.kernels.moe_blockscaled`, on compute
+    capability 10 and 12 (Blackwell), else the dequantising FusedMoE), ``"dequant"`` or ``"block-scaled"``. The
+    record's ``workload.activations`` says which activations ran, ``workload.fp4_kernel`` which kernel, and for the
+    block-scaled one ``workload.kernel_path`` how the device ran it (native block-scaled MMA or Triton's emulation);
+    its correctness is checked against the float32 reference with the activations rounded as the kernel rounds them
+    (``correctness.reference`` says so; ``correctness.max_rel_error_unrounded`` is the error against unrounded
+    activations).
 
     Raises (before any measurement): TruepeakError for bad model/layout/routing/format/backend names or tokens per
     expert <= 0. Per point, errors become ``failed`` records and unsupported combinations ``skipped`` ones.
     """
     torch = require("torch", "the MoE benchmark")
+    from truepeak.kernels.moe_blockscaled import default_blockscaled_activations
     from truepeak.kernels.moe_triton import default_activations, untiled_w4a16_requested
     from truepeak.bench.records import RecordWriter, environment, make_record
 
@@ -469,9 +502,14 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     if fp8_activations not in ("fp8", "fp16"):
         raise TruepeakError(f"--fp8-activations {fp8_activations!r}: expected fp8 (w8a8) or fp16 (w8a16)")
     fp4_activations = str(fp4_activations).lower()
-    if fp4_activations not in ("auto", "fp8", "fp16"):
-        raise TruepeakError(f"--fp4-activations {fp4_activations!r}: expected auto (fp16 for nvfp4, fp8 for mxfp4), "
-                            "fp16 (w4a16) or fp8 (w4a8)")
+    if fp4_activations not in ("auto", "fp8", "fp16", "fp4"):
+        raise TruepeakError(f"--fp4-activations {fp4_activations!r}: expected auto (fp16 for nvfp4, fp8 for mxfp4; "
+                            "with the block-scaled kernel fp4 for nvfp4, fp8 for mxfp4), fp16 (w4a16), fp8 (w4a8) or "
+                            "fp4 (W4A4, block-scaled kernel only)")
+    fp4_kernel = str(fp4_kernel).lower()
+    if fp4_kernel not in FP4_KERNELS:
+        raise TruepeakError(f"--fp4-kernel {fp4_kernel!r}: expected {', '.join(FP4_KERNELS)} (auto: block-scaled on "
+                            "Blackwell, sm_100 / sm_120; dequant elsewhere)")
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
         raise TruepeakError(f"--budget {budget_s} must be a finite number of seconds > 0 (timed seconds per point, "
                             "e.g. 0.2)")
@@ -531,6 +569,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     except Exception:
         peak_bf16 = None
     layout = f"tp{tp}" if tp > 1 else (f"ep{ep}" if ep > 1 else "single")
+    if fp4_kernel == "auto":  # Blackwell: the block-scaled MMA; elsewhere the dequantising kernels
+        fp4_kernel = "block-scaled" if torch.cuda.get_device_capability()[0] in (10, 12) else "dequant"
     writer = RecordWriter(out_path) if out_path else None
     records: list[dict] = []
 
@@ -546,12 +586,15 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
             try:
                 fp4 = wfmt in ("nvfp4", "mxfp4")
                 fp4_acts = None
+                scaled = fp4 and fp4_kernel == "block-scaled"
                 if fp4:
-                    fp4_acts = default_activations(wfmt) if fp4_activations == "auto" else fp4_activations
-                # fp4 in the layout FusedMoE reads (made here, so it does not repack a copy): the tiled one unless
-                # the untiled w4a16 is asked for (TRUEPEAK_MOE_W4A16_UNTILED=1 with fp16 activations)
-                tiled = fp4_acts == "fp8" or not untiled_w4a16_requested()
-                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled)
+                    auto = default_blockscaled_activations(wfmt) if scaled else default_activations(wfmt)
+                    fp4_acts = auto if fp4_activations == "auto" else fp4_activations
+                # fp4 in the layout our kernel reads (made here, so it does not repack a copy): the standard packing
+                # for the block-scaled kernel, else the tiled one unless the untiled w4a16 is asked for
+                # (TRUEPEAK_MOE_W4A16_UNTILED=1 with fp16 activations)
+                tiled = not scaled and (fp4_acts == "fp8" or not untiled_w4a16_requested())
+                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled, standard=scaled)
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()
                 for t in tpes:
@@ -587,11 +630,17 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                             rec_kw["workload"] = {**wl, "triton_tune": tune}
                         acts_arg = fp8_activations if wfmt.startswith("fp8") else fp4_acts
                         fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune,
-                                           activations=acts_arg)
+                                           activations=acts_arg, fp4_kernel=fp4_kernel if b == "triton" else
+                                           "dequant")
                         # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)
                         acts = getattr(fn, "activations", None) or (
                             "fp8 e4m3, per-row scale" if wfmt.startswith("fp8") else "bf16")
                         rec_kw["workload"] = {**rec_kw["workload"], "activations": acts}
+                        act_fmt = getattr(fn, "act_format", None)  # the block-scaled kernel's activation rounding
+                        if fp4 and b == "triton":
+                            rec_kw["workload"]["fp4_kernel"] = "block-scaled" if act_fmt else "dequant"
+                        if act_fmt:
+                            rec_kw["workload"].update(kernel_path=fn.path, native=fn.native)
                         out = fn()
                         err = _error(out[:ref.shape[0]], ref)
                         # quantised weights: 8e-2; with e4m3 activations (w8a8, w4a8: each activation rounded by up
@@ -599,6 +648,18 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         # rounding is 4-8 % from the reference; measured shapes stay at 2-6 %)
                         tol = 2e-2 if wfmt == "bf16" else 1e-1 if str(acts).startswith("fp8") else 8e-2
                         correct = {"max_rel_error": err, "passed": err <= tol, "reference": "float32, first 16 tokens"}
+                        if act_fmt:  # against the same activation rounding: only bf16 outputs and sum order differ
+                            from truepeak.kernels.moe_blockscaled import fake_quantize_rows
+
+                            ref_q = reference_rows(x, w1, w2, ids, topw,
+                                                   act_quant=lambda a, f=act_fmt: fake_quantize_rows(a, f))
+                            err_q = _error(out[:ref_q.shape[0]], ref_q)
+                            tol = 2e-2
+                            correct = {"max_rel_error": err_q, "passed": err_q <= tol,
+                                       "reference": f"float32, first 16 tokens, activations rounded to {act_fmt} as "
+                                                    "the kernel rounds them",
+                                       "max_rel_error_unrounded": err}
+                            err = err_q
                         if not err <= tol:
                             emit(make_record(**rec_kw, measurement=None, status="failed", correctness=correct,
                                              reason=f"output differs from the float32 reference: max error "

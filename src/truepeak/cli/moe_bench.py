@@ -23,7 +23,10 @@ HELP = "\n\n".join([
     "torch._scaled_grouped_mm, w8a8) and triton (truepeak's fused kernel: fp8 weights run w8a8 with per-row e4m3 "
     "activations like the torch fp8 backend; on Hopper nvfp4 weights run w4a16 (e2m1 decoded and block-scaled in "
     "fp16 registers) and mxfp4 weights w4a8 (decoded to e4m3, one fp8 MMA per scale block): --fp4-activations "
-    "picks either for both).",
+    "picks either for both; on Blackwell, sm_100 / sm_120, fp4 weights run the block-scaled kernel instead "
+    "(tl.dot_scaled: the tensor cores read e2m1 and its scales, activations quantised per row to nvfp4 / mxfp4 "
+    "(W4A4) or mxfp8 (W4A8); compiled for those devices but never run on one: --fp4-kernel block-scaled runs it "
+    "elsewhere through Triton's bf16 emulation, mxfp4 only).",
     "At decode each expert sees a handful of tokens (tokens per expert = T·k/E: 16 at batch 512 for E=256, k=8), so "
     "the unit is bound by streaming the active experts' weights: the figure reported is the fraction of the read "
     "bandwidth measured in the same run (a 4 GiB Triton read-only reduction), next to TFLOPS and % of the roofline "
@@ -81,7 +84,12 @@ def bench(
                                         "auto (fp16 for nvfp4, fp8 for mxfp4: the faster on the H200), fp8 (w4a8: "
                                         "activations quantised per row to e4m3, e2m1 decoded to e4m3, one fp8 MMA "
                                         "per scale block) or fp16 (w4a16: e2m1 decoded to fp16 and multiplied by "
-                                        "its block scale, fp16 MMAs)."),
+                                        "its block scale, fp16 MMAs); block-scaled kernel: auto (fp4 for nvfp4, fp8 "
+                                        "for mxfp4), fp4 (W4A4) or fp8 (mxfp8 activations, mxfp4 weights)."),
+    fp4_kernel: str = typer.Option("auto", "--fp4-kernel", help="Our kernel with nvfp4/mxfp4 weights: auto "
+                                   "(block-scaled on sm_100 / sm_120, dequant elsewhere), dequant (e2m1 decoded in "
+                                   "registers: the Hopper kernels) or block-scaled (tl.dot_scaled; on Hopper "
+                                   "Triton emulates it in bf16, mxfp4 only)."),
     out: Optional[Path] = typer.Option(None, "--out", help="JSON Lines file the records are appended to."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
                                         "(needs matplotlib)."),
@@ -100,7 +108,8 @@ def bench(
 
         records = moe.run_bench(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
                                 backends=bks, out_path=str(out) if out else None, budget_s=budget, progress=progress,
-                                fp8_activations=fp8_activations, fp4_activations=fp4_activations)
+                                fp8_activations=fp8_activations, fp4_activations=fp4_activations,
+                                fp4_kernel=fp4_kernel)
         if plot:
             moe.plot_records(records, str(plot))
     except TruepeakError as exc:

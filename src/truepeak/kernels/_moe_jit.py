@@ -532,6 +532,19 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
 
 
 @triton.jit
+def _e4m3_round_interp(v):
+    """float32 values within e4m3's range rounded to e4m3's grid (nearest, ties to even, as the hardware's cvt.rn),
+    still float32: Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64), so the kernels
+    round with this before converting when they run there."""
+    a = tl.abs(v)
+    step = tl.exp2(tl.maximum(tl.floor(tl.log2(tl.maximum(a, 1e-30))), -6.0) - 3.0)  # e4m3: 3 mantissa bits
+    t = a / step
+    rn = tl.floor(t + 0.5)
+    rn = tl.where((rn - t == 0.5) & (rn % 2 == 1), rn - 1.0, rn)
+    return tl.where(v < 0, -1.0, 1.0) * rn * step
+
+
+@triton.jit
 def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: tl.constexpr, BLOCK: tl.constexpr,
                       INTERP: tl.constexpr = False, SPLIT16: tl.constexpr = False, F16: tl.constexpr = False):
     """Dynamic per-row e4m3 quantisation (program r = row r): s[r] = max(max|x[r, :]|, 1e-12) / 448 (fp32) and
@@ -563,13 +576,8 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
         else:  # clamped: v / scale can round just above 448 for the row's largest element
             qv = tl.minimum(tl.maximum(v / scale, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
                             propagate_nan=tl.PropagateNan.ALL)
-        if INTERP and not F16:  # Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64): round here
-            a = tl.abs(qv)
-            step = tl.exp2(tl.maximum(tl.floor(tl.log2(tl.maximum(a, 1e-30))), -6.0) - 3.0)  # e4m3: 3 mantissa bits
-            t = a / step
-            rn = tl.floor(t + 0.5)
-            rn = tl.where((rn - t == 0.5) & (rn % 2 == 1), rn - 1.0, rn)  # ties to even, as the hardware's cvt.rn
-            qv = tl.where(qv < 0, -1.0, 1.0) * rn * step
+        if INTERP and not F16:
+            qv = _e4m3_round_interp(qv)
         if SPLIT16:
             odd = (offs // 16) % 2 == 1
             tl.store(q_ptr + r * stride_q + offs, tl.where(odd, 0.0, qv).to(q_ptr.dtype.element_ty),

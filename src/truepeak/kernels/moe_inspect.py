@@ -41,8 +41,10 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
         sc = "*i32"  # the tiled kernels read the block scales as one int32 word per row and step
     act = "*fp8e4nv" if w8a8 else "*bf16" if wfmt == "bf16" else "*fp16"  # w8a8: fp8 or fp4 weights, fp8 x
     fn = _moe_jit.gate_up_kernel
+    # the intermediate as FusedMoE allocates it: bf16 for bf16 weights and for fp8 activations (with bf16 x), float32
+    # for fp16 activations (scaled per row after the kernel)
     sig = {"x_ptr": act, "xs_ptr": "*fp32", "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32",
-           "out_ptr": "*bf16" if wfmt == "bf16" or w8a8 else "*fp16", "sorted_ptr": "*i32", "bexp_ptr": "*i32",
+           "out_ptr": "*bf16" if wfmt == "bf16" or w8a8 else "*fp32", "sorted_ptr": "*i32", "bexp_ptr": "*i32",
            "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "stride_x": "i32", "stride_out": "i32",
            "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32"}
     consts = {"I": I, "H": H, "WFMT": _WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
@@ -80,17 +82,26 @@ def _nvidia_tool(name: str) -> str:
     return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
 
 
-def sass_loop_report(compiled: Any, cfg: Any, gated: bool = True) -> LoopReport:
-    """Disassemble ``compiled`` (cuobjdump from Triton's wheel) and report its longest backward-branch loop (the K
-    loop) and the register count."""
+def _cuobjdump(compiled: Any, *flags: str) -> list[str]:
+    """cuobjdump (from Triton's wheel) of the compiled kernel's cubin, once per flag."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.cubin")
         with open(path, "wb") as f:
             f.write(compiled.asm["cubin"])
-        sass = subprocess.run([_nvidia_tool("cuobjdump"), "-sass", path], capture_output=True, text=True,
-                              check=True).stdout
-        res = subprocess.run([_nvidia_tool("cuobjdump"), "-res-usage", path], capture_output=True, text=True,
-                             check=True).stdout
+        return [subprocess.run([_nvidia_tool("cuobjdump"), flag, path], capture_output=True, text=True,
+                               check=True).stdout for flag in flags]
+
+
+def registers(compiled: Any) -> int | None:
+    """Registers per thread of a compiled kernel (cuobjdump -res-usage; no GPU needed)."""
+    m = re.search(r"REG:(\d+)", _cuobjdump(compiled, "-res-usage")[0])
+    return int(m.group(1)) if m else None
+
+
+def sass_loop_report(compiled: Any, cfg: Any, gated: bool = True) -> LoopReport:
+    """Disassemble ``compiled`` (cuobjdump from Triton's wheel) and report its longest backward-branch loop (the K
+    loop) and the register count."""
+    sass, res = _cuobjdump(compiled, "-sass", "-res-usage")
     lines = [ln for ln in sass.splitlines() if re.search(r"/\*[0-9a-f]{4,5}\*/", ln)]
 
     def addr(ln: str) -> int:
@@ -108,3 +119,44 @@ def sass_loop_report(compiled: Any, cfg: Any, gated: bool = True) -> LoopReport:
     return LoopReport(len(best), dict(mix.most_common()), int(regs.group(1)) if regs else None,
                       int(compiled.metadata.shared),
                       tiles * cfg.block_n * cfg.block_k / (32 * cfg.num_warps))
+
+
+def compile_blockscaled(cfg: Any, wfmt: str, activations: str, capability: int, H: int = 7168,
+                        I: int = 2048) -> Any:  # noqa: E741 - the field's name for the expert width
+    """The block-scaled gate/up kernel (:mod:`truepeak.kernels.moe_blockscaled`) compiled for ``capability`` (90,
+    100, 120, ...) with ``cfg``, ``wfmt`` weights (nvfp4 / mxfp4) and ``activations`` ("fp4" / "fp8"), K = H and 2I
+    weight rows; pointers and strides marked 16-byte divisible as the JIT marks real tensors. Returns Triton's
+    CompiledKernel (``.asm["ptx"]`` holds the MMA instruction, ``.metadata.shared`` the shared memory).
+
+    Raises:
+        Triton's compilation error where Triton does not lower the combination for that target (nvfp4 on sm_90)."""
+    triton = require("triton", "compiling the MoE kernel", "pip install triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from truepeak.kernels import _moe_blockscaled_jit as jit
+
+    fp8 = activations == "fp8"
+    xfmt = jit.MXFP8.value if fp8 else jit.NVFP4.value if wfmt == "nvfp4" else jit.MXFP4.value
+    e4m3_scales = "*fp8e4nv" if wfmt == "nvfp4" else "*u8"
+    fn = jit.scaled_gate_up_kernel
+    sig = {"x_ptr": "*fp8e4nv" if fp8 else "*u8", "xs_ptr": e4m3_scales if not fp8 else "*u8", "xg_ptr": "*fp32",
+           "w_ptr": "*u8", "ws_ptr": e4m3_scales, "wgs_ptr": "*fp32", "out_ptr": "*fp32", "sorted_ptr": "*i32",
+           "bexp_ptr": "*i32", "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "stride_x": "i32",
+           "stride_xs": "i32", "stride_out": "i32", "stride_we": "i32", "stride_wn": "i32", "stride_se": "i32",
+           "stride_sn": "i32"}
+    consts = {"I": I, "H": H, "WG": 16 if wfmt == "nvfp4" else 32, "XFMT": xfmt, "BLOCK_M": cfg.block_m,
+              "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "INTERP": False}
+    sig.update({k: "constexpr" for k in consts})
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
+             if t.startswith("*") or n.startswith("stride")}
+    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                          target=GPUTarget("cuda", capability, 32),
+                          options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+
+
+def mma_instructions(compiled: Any) -> list[str]:
+    """The distinct MMA instructions in a compiled kernel's PTX (``tcgen05.mma...``, ``mma.sync...``,
+    ``wgmma.mma_async...``), sorted."""
+    ptx = compiled.asm["ptx"]
+    return sorted(set(re.findall(r"\b(tcgen05\.mma[\w.:]*|mma\.sync[\w.:]*|wgmma\.mma_async[\w.:]*)", ptx)))

@@ -706,6 +706,95 @@ def _check_shapes(x: Any, w1: ExpertWeights, w2: ExpertWeights) -> tuple[int, in
     return e1, k2, h
 
 
+def mean_tokens_per_expert(topk_ids: Any, num_experts: int) -> float:
+    """The configuration key of case C17 when none is given: routed slots per local expert that received any (ids
+    outside ``[0, num_experts)`` are another rank's), and 1 when no expert is local (T = 0 too). Reads back to the
+    host (call it outside any CUDA graph)."""
+    torch = require("torch", "counting tokens per expert")
+    valid = (topk_ids >= 0) & (topk_ids < num_experts)
+    return max(1.0, float(valid.sum().item()) / max(1, int(torch.unique(topk_ids[valid]).numel())))
+
+
+def check_inputs(x: Any, w1: ExpertWeights, w2: ExpertWeights, topk_ids: Any, topk_weights: Any
+                 ) -> tuple[int, int, int, int, int]:
+    """The checks every MoE kernel makes of its inputs before building anything: weight shapes and formats
+    (:func:`_check_shapes`), nvfp4's global scale, x ``[T, H]`` bf16/fp16/fp32 contiguous along H, integer
+    ``topk_ids [T, k]`` and ``topk_weights`` of the same shape.
+
+    Returns:
+        ``(E, I, H, T, k)``.
+
+    Raises:
+        TruepeakError / UnknownNameError: the first input that does not fit, named with what would.
+    """
+    torch = require("torch", "running the MoE kernel")
+    E, I, H = _check_shapes(x, w1, w2)  # noqa: E741 - the field's name for the expert width
+    for w in (w1, w2):
+        if w.wfmt == "nvfp4" and w.global_scale is None:
+            raise TruepeakError("nvfp4 weights need their per-expert global_scale (fp32 [E]): without it every "
+                                "value would be off by that factor")
+    if topk_ids.dim() != 2 or x.dim() != 2 or int(x.shape[0]) != int(topk_ids.shape[0]):
+        raise TruepeakError(f"x must be [T, H] and topk_ids [T, top_k] with the same T, got x "
+                            f"{list(x.shape)} and topk_ids {list(topk_ids.shape)}")
+    if x.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        raise TruepeakError(f"x must be bf16, fp16 or fp32 hidden states, got {x.dtype}")
+    if topk_ids.dtype.is_floating_point or topk_ids.dtype.is_complex or topk_ids.dtype == torch.bool:
+        raise TruepeakError(f"topk_ids must hold integer expert ids, got {topk_ids.dtype}")
+    if tuple(topk_weights.shape) != tuple(topk_ids.shape):
+        raise TruepeakError(f"topk_weights must have topk_ids' shape {list(topk_ids.shape)}, got "
+                            f"{list(topk_weights.shape)}")
+    if x.shape[0] and x.stride(-1) != 1:
+        raise TruepeakError(f"x must be contiguous along H (stride 1), got strides {tuple(x.stride())}: pass "
+                            "x.contiguous() (the kernels address rows by x.stride(0) and read each row in place)")
+    return E, I, H, int(topk_ids.shape[0]), int(topk_ids.shape[1])
+
+
+def device_smem_limit(device: Any) -> int:
+    """The device's shared memory per block with opt-in (``sharedMemPerBlockOptin``: 232,448 B on sm_90, 101,376 B on
+    sm_120; 0 where torch does not report it)."""
+    torch = require("torch", "running the MoE kernel")
+    return int(getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", 0))
+
+
+def fit_shared_memory(launch: Any, cfg1: KernelConfig, cfg2: KernelConfig, limit: int
+                      ) -> tuple[KernelConfig, KernelConfig]:
+    """Case C14 with the compiler's own figure: compile each of the two MoE kernels (``launch(which, cfg,
+    warmup=True)`` returns Triton's compiled kernel for kernel 1 (gate/up) or 2 (down)) and drop pipeline stages until
+    the shared memory Triton allocates fits ``limit`` bytes per block (:func:`device_smem_limit`; 0 = no check).
+    :func:`choose_config`'s estimate is a first guess; this is the check.
+
+    Returns:
+        The two configurations, each with the most stages (at most its own) that fit.
+
+    Raises:
+        UnsupportedError: a kernel does not fit with one stage, or does not compile under its ``maxnreg``.
+    """
+    import dataclasses
+
+    if not limit:
+        return cfg1, cfg2
+    out = []
+    for which, cfg in ((1, cfg1), (2, cfg2)):
+        while True:
+            try:
+                need = int(launch(which, cfg, warmup=True).metadata.shared)
+            except Exception as exc:  # noqa: BLE001 - a register cap ptxas cannot meet: say so, not 1000s of lines
+                if not cfg.maxnreg:
+                    raise
+                why = next((ln.strip() for ln in str(exc).splitlines() if "register" in ln.lower()),
+                           type(exc).__name__)
+                raise UnsupportedError(f"MoE kernel {which} does not compile with maxnreg={cfg.maxnreg}: {why}; "
+                                       "raise maxnreg or leave it None") from None
+            if need <= limit:
+                break
+            if cfg.num_stages <= 1:
+                raise UnsupportedError(f"MoE kernel {which} ({cfg.block_n}x{cfg.block_m}x{cfg.block_k}, 1 stage) "
+                                       f"needs {need:,} B of shared memory; this device allows {limit:,} B")
+            cfg = dataclasses.replace(cfg, num_stages=cfg.num_stages - 1)
+        out.append(cfg)
+    return out[0], out[1]
+
+
 class FusedMoE:
     """A prepared launch of the two kernels for one routing: ``FusedMoE(x, w1, w2, topk_ids, topk_weights,
     tokens_per_expert)()`` returns ``out [T, H]`` (x's dtype). Buffers and routing metadata are made once in
@@ -745,25 +834,7 @@ class FusedMoE:
                  tokens_per_expert: float | None = None, config: KernelConfig | None = None, smem_limit: Any = None,
                  tune: dict | None = None, activations: str | None = None):
         torch = require("torch", "running the MoE kernel")
-        self.E, self.I, self.H = _check_shapes(x, w1, w2)
-        for w in (w1, w2):
-            if w.wfmt == "nvfp4" and w.global_scale is None:
-                raise TruepeakError("nvfp4 weights need their per-expert global_scale (fp32 [E]): without it every "
-                                    "value would be off by that factor")
-        if topk_ids.dim() != 2 or x.dim() != 2 or int(x.shape[0]) != int(topk_ids.shape[0]):
-            raise TruepeakError(f"x must be [T, H] and topk_ids [T, top_k] with the same T, got x "
-                                f"{list(x.shape)} and topk_ids {list(topk_ids.shape)}")
-        if x.dtype not in (torch.bfloat16, torch.float16, torch.float32):
-            raise TruepeakError(f"x must be bf16, fp16 or fp32 hidden states, got {x.dtype}")
-        if topk_ids.dtype.is_floating_point or topk_ids.dtype.is_complex or topk_ids.dtype == torch.bool:
-            raise TruepeakError(f"topk_ids must hold integer expert ids, got {topk_ids.dtype}")
-        if tuple(topk_weights.shape) != tuple(topk_ids.shape):
-            raise TruepeakError(f"topk_weights must have topk_ids' shape {list(topk_ids.shape)}, got "
-                                f"{list(topk_weights.shape)}")
-        if x.shape[0] and x.stride(-1) != 1:
-            raise TruepeakError(f"x must be contiguous along H (stride 1), got strides {tuple(x.stride())}: pass "
-                                "x.contiguous() (the kernels address rows by x.stride(0) and read each row in place)")
-        self.T, self.k = int(topk_ids.shape[0]), int(topk_ids.shape[1])
+        self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
         fp8 = w1.wfmt in ("fp8", "fp8_block")
         fp4 = w1.wfmt in ("nvfp4", "mxfp4")
         if isinstance(activations, str):
@@ -773,10 +844,8 @@ class FusedMoE:
                                 "weights take 'fp8' (w8a8 / w4a8) or 'fp16' (w8a16 / w4a16), bf16 only the default")
         if activations is None:
             activations = default_activations(w1.wfmt)
-        if tokens_per_expert is None:  # the mean over local experts with tokens; 1 when none is local (T = 0 too)
-            valid = (topk_ids >= 0) & (topk_ids < self.E)
-            tokens_per_expert = max(1.0, float(valid.sum().item())
-                                    / max(1, int(torch.unique(topk_ids[valid]).numel())))
+        if tokens_per_expert is None:
+            tokens_per_expert = mean_tokens_per_expert(topk_ids, self.E)
         w8a8 = (fp8 or fp4) and activations != "fp16"
         # fp4 weights are read in the tiled layout (to_w4a8_layout) by both the w4a8 and the w4a16 kernel; the
         # untiled w4a16 kernel (stop 11) stays for comparison, behind TRUEPEAK_MOE_W4A16_UNTILED=1 (both need H and
@@ -928,37 +997,8 @@ class FusedMoE:
                                    F16=q.element_size() == 2, num_warps=4)  # e4m3 1 byte, fp16 2
 
     def _fit_shared_memory(self) -> None:
-        """Case C14 with the compiler's own figure: compile each kernel and drop pipeline stages until the shared
-        memory Triton allocates fits the device's per-block limit (``sharedMemPerBlockOptin``: 232,448 B on sm_90,
-        101,376 B on sm_120). :func:`choose_config`'s estimate is a first guess; this is the check."""
-        torch = require("torch", "running the MoE kernel")
-        limit = int(getattr(torch.cuda.get_device_properties(self.x.device), "shared_memory_per_block_optin", 0))
-        if not limit:
-            return
-        for which in (1, 2):
-            cfg = self.cfg1 if which == 1 else self.cfg2
-            while True:
-                try:
-                    need = int(self._launch(which, cfg, warmup=True).metadata.shared)
-                except Exception as exc:  # noqa: BLE001 - a register cap ptxas cannot meet: say so, not 1000s of lines
-                    if not cfg.maxnreg:
-                        raise
-                    why = next((ln.strip() for ln in str(exc).splitlines() if "register" in ln.lower()),
-                               type(exc).__name__)
-                    raise UnsupportedError(f"MoE kernel {which} does not compile with maxnreg={cfg.maxnreg}: {why}; "
-                                           "raise maxnreg or leave it None") from None
-                if need <= limit:
-                    break
-                if cfg.num_stages <= 1:
-                    raise UnsupportedError(f"MoE kernel {which} ({cfg.block_n}x{cfg.block_m}x{cfg.block_k}, 1 stage) "
-                                           f"needs {need:,} B of shared memory; this device allows {limit:,} B")
-                import dataclasses
-
-                cfg = dataclasses.replace(cfg, num_stages=cfg.num_stages - 1)
-            if which == 1:
-                self.cfg1 = cfg
-            else:
-                self.cfg2 = cfg
+        """Case C14 with the compiler's own figure (see :func:`fit_shared_memory`)."""
+        self.cfg1, self.cfg2 = fit_shared_memory(self._launch, self.cfg1, self.cfg2, device_smem_limit(self.x.device))
 
     def __call__(self) -> Any:
         a = self.align
@@ -979,12 +1019,15 @@ class FusedMoE:
         return self.out
 
 
-def moe_reference(x: Any, w1: Any, w2: Any, topk_ids: Any, topk_weights: Any) -> Any:
+def moe_reference(x: Any, w1: Any, w2: Any, topk_ids: Any, topk_weights: Any, act_quant: Any = None) -> Any:
     """float32 reference of the unit: ``Σ_j w[t, j] · W2_e (silu(g) · u)`` with ``[g; u] = W1_e x[t]``.
 
     Args:
         x: ``[T, H]``; w1: float ``[E, 2I, H]``; w2: float ``[E, H, I]``; topk_ids / topk_weights ``[T, k]`` (ids
             outside ``[0, E)`` are skipped, as an EP rank skips experts it does not hold).
+        act_quant: a function applied to x and to each expert's intermediate rows before their GEMM (float32
+            ``[R, C]`` → float32 ``[R, C]``; e.g. a quantise-dequantise of the activations, to check a kernel that
+            quantises them against the same rounding); None: none.
 
     Returns:
         float32 ``[T, H]``.
@@ -992,13 +1035,14 @@ def moe_reference(x: Any, w1: Any, w2: Any, topk_ids: Any, topk_weights: Any) ->
     torch = require("torch", "the MoE reference")
     E, I2, H = w1.shape
     i = I2 // 2
-    xf = x.float()
+    q = act_quant or (lambda a: a)
+    xf = q(x.float())
     out = torch.zeros(x.shape[0], H, dtype=torch.float32, device=x.device)
     for e in torch.unique(topk_ids).tolist():
         if e < 0 or e >= E:
             continue
         t, j = torch.nonzero(topk_ids == e, as_tuple=True)
         h = xf[t] @ w1[e].float().T
-        a = torch.nn.functional.silu(h[:, :i]) * h[:, i:]
+        a = q(torch.nn.functional.silu(h[:, :i]) * h[:, i:])
         out.index_add_(0, t, (a @ w2[e].float().T) * topk_weights[t, j].float()[:, None])
     return out

@@ -1,0 +1,339 @@
+"""The MoE expert layer on block-scaled MMAs (``tl.dot_scaled``): the native fp4 path for Blackwell.
+
+**Not run on a Blackwell GPU.** truepeak's only lent device is an H200 (sm_90). What was checked instead (the tests
+and ``docs/results/cpu/moe_blockscaled_ptx.md``): the kernels compile with Triton 3.6's own ptxas for sm_100 and
+sm_120 into the block-scaled MMA instructions named below, with shared memory inside each device's per-block limit;
+they give the float32 reference's answer in Triton's interpreter on the CPU; and the mxfp4 variants, which Triton
+also compiles for sm_90 by upcasting the operands to bf16, were run on the H200 (``docs/results/h200/moe/``).
+
+The unit of work is :class:`truepeak.kernels.moe_triton.FusedMoE`'s (issue #5): ``x [T, H]``, ``topk_ids`` /
+``topk_weights [T, k]`` → ``out [T, H] = Σ_j w[t, j] · down_e(silu(gate_e(x_t)) · up_e(x_t))``, with the same
+routing metadata (:func:`~truepeak.kernels.moe_triton.align_routing`: token blocks of one expert, the block size
+chosen from tokens per expert, case C17) and the same swap-AB tiling (weights the MMA's M, tokens its N).
+
+Where Hopper has no fp4 MMA and :class:`~truepeak.kernels.moe_triton.FusedMoE` decodes e2m1 in registers, Blackwell's
+tensor cores take e2m1 values and their block scales directly (PTX ISA 8.7+, ``tcgen05.mma ... .block_scale`` on
+sm_100a and ``mma.sync ... .block_scale`` on sm_120a): both operands must be block-scaled, so the activations are
+quantised per row inside the call (:func:`~truepeak.kernels._moe_blockscaled_jit.quant_rows_blockscaled_kernel`):
+
+- ``activations="fp4"`` (nvfp4's default): the activations in the weights' own format, W4A4 — NVFP4 (e2m1, e4m3
+  scale per 16, and an fp32 scale per row standing in for NVIDIA's per-tensor one) or MXFP4 (e2m1, e8m0 per 32);
+- ``activations="fp8"`` (mxfp4's default, mxfp4 weights only): MXFP8 activations (e4m3, e8m0 per 32), W4A8.
+
+What Triton 3.6.0 makes of each (compiled here; the PTX's MMA instruction):
+
+========  ===========  =========================================================  ======================================
+weights   activations  sm_100 (B200 / GB200, B300)                                 sm_120 (RTX 50, RTX PRO 6000)
+========  ===========  =========================================================  ======================================
+nvfp4     fp4          native: ``tcgen05.mma`` ``kind::mxf4nvf4`` ``scale_vec::4X``  native: ``mma.sync`` ``m16n8k64``
+                                                                                   ``kind::mxf4nvf4`` (ue4m3 scales)
+mxfp4     fp4          native: ``tcgen05.mma`` ``kind::mxf4`` ``scale_vec::2X``     native: ``mma.sync`` ``kind::mxf4nvf4``
+                                                                                   (ue8m0 scales)
+mxfp4     fp8          native: ``tcgen05.mma`` ``kind::mxf8f6f4`` ``scale_vec::1X``  emulated (bf16 ``mma.sync``)
+========  ===========  =========================================================  ======================================
+
+On sm_90 (Hopper) Triton emulates the mxfp4 variants (operands upcast to bf16, then ``wgmma``): correct, and
+runnable on the H200, but not the fast Hopper path (that is ``FusedMoE``'s); nvfp4's e4m3 block scales do not compile
+for sm_90 in Triton 3.6, so nvfp4 needs sm_100 / sm_120 here (:func:`blockscaled_path`).
+
+Bytes: the weights are read in the standard packed layout (``[E, N, K/2]`` uint8, element 2i in the low nibble, as
+:mod:`truepeak.kernels.quant` packs and ``tl.dot_scaled`` reads them) with their scales ``[E, N, K/16]`` e4m3 or
+``[E, N, K/32]`` e8m0; weights in FusedMoE's tiled layout are unpacked to it once, at construction.
+
+torch and triton are imported lazily inside functions.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from truepeak.errors import TruepeakError, UnsupportedError, require
+from truepeak.kernels.moe_triton import (ExpertWeights, KernelConfig, _interpreting, align_routing, check_inputs,
+                                         device_smem_limit, fit_shared_memory, mean_tokens_per_expert)
+
+#: Activation formats of the block-scaled kernels, per weight format (the first is the default).
+ACTIVATIONS = {"nvfp4": ("fp4",), "mxfp4": ("fp8", "fp4")}
+
+# (compute capability major, weights, activations) -> how Triton 3.6.0 lowers tl.dot_scaled there (compiled for
+# sm_100, sm_120 and sm_90 by tests/kernels/test_moe_blockscaled.py; see the module docstring)
+_NATIVE = {
+    (10, "nvfp4", "fp4"): "native tcgen05.mma block_scale kind::mxf4nvf4 (sm_100)",
+    (10, "mxfp4", "fp4"): "native tcgen05.mma block_scale kind::mxf4 (sm_100)",
+    (10, "mxfp4", "fp8"): "native tcgen05.mma block_scale kind::mxf8f6f4 (sm_100)",
+    (12, "nvfp4", "fp4"): "native mma.sync block_scale kind::mxf4nvf4, ue4m3 scales (sm_120)",
+    (12, "mxfp4", "fp4"): "native mma.sync block_scale kind::mxf4nvf4, ue8m0 scales (sm_120)",
+    (12, "mxfp4", "fp8"): "emulated by Triton: operands upcast to bf16 (sm_120 has no mxf8f6f4 lowering in Triton 3.6)",
+    (9, "mxfp4", "fp4"): "emulated by Triton: operands upcast to bf16, wgmma (sm_90 has no fp4 MMA)",
+    (9, "mxfp4", "fp8"): "emulated by Triton: operands upcast to bf16, wgmma (sm_90 has no fp4 MMA)",
+}
+
+
+def default_blockscaled_activations(wfmt: str) -> str:
+    """The activations :class:`BlockScaledMoE` runs ``wfmt`` with by default: ``"fp4"`` for nvfp4 (W4A4, the only
+    variant Triton 3.6 lowers to a block-scaled MMA with e4m3 scales), ``"fp8"`` for mxfp4 (MXFP8 activations: the
+    native ``kind::mxf8f6f4`` on sm_100, with 8-bit rather than 4-bit activation values).
+
+    Raises:
+        UnsupportedError: a weight format without block scales (bf16, fp8)."""
+    if wfmt not in ACTIVATIONS:
+        raise UnsupportedError(f"the block-scaled kernels take nvfp4 or mxfp4 weights, not {wfmt!r} (bf16 and fp8 "
+                               "run FusedMoE)")
+    return ACTIVATIONS[wfmt][0]
+
+
+def check_blockscaled_activations(wfmt: str, activations: str | None) -> str:
+    """``activations`` (or the default) checked against ``wfmt``: nvfp4 takes ``"fp4"``, mxfp4 ``"fp8"`` or
+    ``"fp4"``.
+
+    Raises:
+        UnsupportedError: a weight format without block scales. TruepeakError: activations the format does not take.
+    """
+    default = default_blockscaled_activations(wfmt)
+    if activations is None:
+        return default
+    acts = str(activations).lower()
+    if acts not in ACTIVATIONS[wfmt]:
+        raise TruepeakError(f"the block-scaled kernels run {wfmt} weights with activations "
+                            f"{' or '.join(repr(a) for a in ACTIVATIONS[wfmt])}, got {activations!r}")
+    return acts
+
+
+def blockscaled_path(wfmt: str, activations: str | None, capability: tuple[int, int]) -> tuple[str, bool]:
+    """How the block-scaled kernels run ``wfmt`` weights with ``activations`` on a GPU of compute capability
+    ``capability`` (major, minor), as Triton 3.6.0 compiles them (module docstring's table).
+
+    Returns:
+        ``(description, native)``: native is True where the MMA takes the block-scaled operands itself.
+
+    Raises:
+        UnsupportedError: a combination Triton does not compile for that device (nvfp4 below sm_100; anything below
+            sm_90, or on a major version this was not compiled for), naming what would run.
+        TruepeakError: activations the format does not take.
+    """
+    acts = check_blockscaled_activations(wfmt, activations)
+    major, minor = int(capability[0]), int(capability[1])
+    path = _NATIVE.get((major, wfmt, acts))
+    if path is None:
+        other = "FusedMoE (the dequantising kernels)" if major >= 8 else "a GPU of sm_90 or later"
+        if major == 9 and wfmt == "nvfp4":
+            why = "Triton 3.6 does not lower tl.dot_scaled with e4m3 (nvfp4) block scales for sm_90"
+        else:
+            why = "compiled for sm_90, sm_100 and sm_120 only"
+        raise UnsupportedError(f"the block-scaled MoE kernel does not run {wfmt} weights with {acts} activations on "
+                               f"sm_{major}{minor}: {why}; use {other}")
+    return path, path.startswith("native")
+
+
+def blockscaled_block_k(k_dim: int) -> int:
+    """The K step of the block-scaled kernels: 256, 128 or 64 elements, the largest dividing K (one step is at most
+    128 bytes of a packed weight row; 64 is the K of one fp4 MMA instruction).
+
+    Raises:
+        UnsupportedError: K not a multiple of 64."""
+    for bk in (256, 128, 64):
+        if k_dim % bk == 0:
+            return bk
+    raise UnsupportedError(f"K={k_dim} is not a multiple of 64: the block-scaled MoE kernel needs K in whole steps "
+                           "of 64 elements")
+
+
+def choose_blockscaled_config(tokens_per_expert: float, k_dim: int, gated: bool = False) -> KernelConfig:
+    """The tile for one of the two GEMMs: ``block_m`` (tokens, the MMA's N) from the mean tokens per expert (case
+    C17: 16 up to 16, then 32, 64, 128), 128 weight rows (the M of one ``tcgen05.mma``; ``gated``, the gate/up
+    GEMM: 64 gate rows and the 64 matching up rows in one tile), the K step of
+    :func:`blockscaled_block_k`, 4 warps (one warpgroup), 3 stages (fewer where the device's shared memory needs it:
+    :func:`~truepeak.kernels.moe_triton.fit_shared_memory`). Not tuned on any Blackwell device (none was available).
+
+    Raises:
+        TruepeakError: tokens per expert not a finite number > 0. UnsupportedError: K not a multiple of 64."""
+    import math
+
+    try:
+        t = float(tokens_per_expert)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
+        raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tokens_per_expert!r}")
+    bm = 16 if t <= 16 else 32 if t <= 32 else 64 if t <= 64 else 128
+    return KernelConfig(bm, 64 if gated else 128, blockscaled_block_k(k_dim), 4, 3)
+
+
+def fake_quantize_rows(a: Any, fmt: str) -> Any:
+    """float ``[R, C]`` → float32 ``[R, C]`` quantised and dequantised per row as the block-scaled kernels quantise
+    activations (:mod:`truepeak.kernels.quant`): ``"mxfp8"`` / ``"mxfp4"`` (OCP MX, e8m0 per 32) or ``"nvfp4"`` (e4m3
+    per 16 and an fp32 scale per row, ``amax(row) / (448 · 6)``, 1 for a zero row). For references
+    (:func:`~truepeak.kernels.moe_triton.moe_reference`'s ``act_quant``).
+
+    Raises:
+        TruepeakError: an unknown ``fmt``, or C not a multiple of the format's block."""
+    torch = require("torch", "quantising activations")
+    from truepeak.kernels import quant
+
+    a = a.float()
+    if fmt == "mxfp8":
+        return quant.dequantize_mxfp8(*quant.quantize_mxfp8(a))
+    if fmt == "mxfp4":
+        return quant.dequantize_mxfp4(*quant.quantize_mxfp4(a))
+    if fmt == "nvfp4":
+        amax = a.abs().amax(dim=-1, keepdim=True)
+        g = torch.where(amax > 0, amax / (quant.E4M3_MAX * quant.E2M1_MAX), torch.ones_like(amax))
+        packed, scales, g = quant.quantize_nvfp4(a, global_scale=g)
+        return quant.dequantize_nvfp4(packed, scales, g)
+    raise TruepeakError(f"unknown activation format {fmt!r}; expected mxfp8, mxfp4 or nvfp4")
+
+
+@functools.lru_cache(maxsize=None)
+def _jit() -> Any:
+    require("triton", "truepeak's block-scaled MoE kernel", "pip install triton")
+    from truepeak.kernels import _moe_blockscaled_jit
+
+    return _moe_blockscaled_jit
+
+
+class BlockScaledMoE:
+    """A prepared launch of the block-scaled MoE kernels for one routing (the interface of
+    :class:`~truepeak.kernels.moe_triton.FusedMoE`): ``BlockScaledMoE(x, w1, w2, topk_ids, topk_weights)()`` returns
+    ``out [T, H]`` in x's dtype. ``__init__`` builds buffers and routing metadata (outside any timed region);
+    ``__call__`` only launches kernels (quantise x, gate/up, quantise the intermediate, down, combine) and is CUDA-graph
+    capturable.
+
+    Args:
+        x: ``[T, H]`` hidden states (bf16, fp16 or fp32). w1 / w2: nvfp4 or mxfp4
+            :class:`~truepeak.kernels.moe_triton.ExpertWeights` ``[E, 2I, H]`` / ``[E, H, I]`` (any layout; the
+            standard one is read, a copy is made of others). topk_ids / topk_weights: ``[T, k]``.
+        tokens_per_expert: the configuration key (C17); default the mean over experts with tokens.
+        activations: ``"fp4"`` or ``"fp8"`` (:func:`check_blockscaled_activations`; None: the format's default).
+        config: one :class:`~truepeak.kernels.moe_triton.KernelConfig` for both kernels (tests); block_k must divide
+            H and I and be a multiple of 64.
+
+    Attributes:
+        path: how the device runs it (:func:`blockscaled_path`; in the interpreter "Triton interpreter (CPU)").
+        native: whether that is the block-scaled MMA itself. activations: the activations' format, in words;
+        act_format: its name for :func:`fake_quantize_rows` ("mxfp8", "mxfp4" or "nvfp4").
+
+    Accuracy: W4A4 rounds every activation to e2m1 (8 magnitudes), so its error against a float32 reference is of the
+    order of the weights' own quantisation error, several times W4A16's (module tests: nvfp4 W4A4 and mxfp4 W4A4 /
+    W4A8 against the reference computed from the same quantised activations agree to float32 accumulation order).
+
+    Raises:
+        TruepeakError: as FusedMoE's input checks; activations the format does not take; a config whose block_k does
+            not divide H and I. UnsupportedError: bf16/fp8 weights; no GPU and no interpreter; a device or
+            combination Triton does not compile (:func:`blockscaled_path`); a tile that does not fit the device's
+            shared memory.
+    """
+
+    def __init__(self, x: Any, w1: ExpertWeights, w2: ExpertWeights, topk_ids: Any, topk_weights: Any,
+                 tokens_per_expert: float | None = None, activations: str | None = None,
+                 config: KernelConfig | None = None):
+        torch = require("torch", "running the MoE kernel")
+        if w1.wfmt not in ACTIVATIONS:
+            raise UnsupportedError(f"the block-scaled kernels take nvfp4 or mxfp4 weights, got {w1.wfmt!r} (bf16 and "
+                                   "fp8 run FusedMoE)")
+        self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
+        acts = check_blockscaled_activations(w1.wfmt, activations)
+        if x.device.type != "cuda" and not _interpreting():
+            raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
+                                   "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
+        if _interpreting():
+            self.path, self.native = "Triton interpreter (CPU)", False
+        else:
+            self.path, self.native = blockscaled_path(w1.wfmt, acts, torch.cuda.get_device_capability(x.device))
+        jit = _jit()
+        fmt = "mxfp8" if acts == "fp8" else w1.wfmt
+        self.act_format = fmt
+        self.xfmt = {"mxfp8": jit.MXFP8, "mxfp4": jit.MXFP4, "nvfp4": jit.NVFP4}[fmt].value
+        self.group = 16 if fmt == "nvfp4" else 32
+        self.activations = {"mxfp8": "mxfp8 (e4m3, e8m0 per 32)", "mxfp4": "mxfp4 (e2m1, e8m0 per 32)",
+                            "nvfp4": "nvfp4 (e2m1, e4m3 per 16, fp32 per row)"}[fmt]
+        if tokens_per_expert is None:
+            tokens_per_expert = mean_tokens_per_expert(topk_ids, self.E)
+        if config is not None:
+            for kd in (self.H, self.I):
+                if kd % config.block_k or config.block_k % 64:
+                    raise TruepeakError(f"config.block_k={config.block_k} must be a multiple of 64 dividing H={self.H} "
+                                        f"and I={self.I}")
+            self.cfg1 = self.cfg2 = config
+        else:
+            self.cfg1 = choose_blockscaled_config(tokens_per_expert, self.H, gated=True)
+            self.cfg2 = choose_blockscaled_config(tokens_per_expert, self.I)
+        self.w1, self.w2 = (self._standard(w) for w in (w1, w2))
+        self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
+        self.topw = topk_weights.reshape(-1).float().contiguous()
+        dev = x.device
+        self.x = x
+        n_slots = self.T * self.k
+        self.inter = torch.zeros(n_slots, self.I, dtype=torch.float32, device=dev)
+        self.xq, self.xs, self.xg = self._act_buffers(self.T, self.H, dev)
+        self.interq, self.inters, self.interg = self._act_buffers(n_slots, self.I, dev)
+        self.partial = torch.zeros(n_slots, self.H, dtype=x.dtype, device=dev)
+        self.out = torch.empty(self.T, self.H, dtype=x.dtype, device=dev)
+        self._ones = torch.ones(self.E, dtype=torch.float32, device=dev)
+        if dev.type == "cuda" and not _interpreting() and self.align.num_blocks:
+            self.cfg1, self.cfg2 = fit_shared_memory(self._launch, self.cfg1, self.cfg2, device_smem_limit(dev))
+
+    @staticmethod
+    def _standard(w: ExpertWeights) -> ExpertWeights:
+        """``w`` in the standard packed layout (itself when it is; a copy of the bytes otherwise)."""
+        if not w.nibble_chunk and not w.w4a8_layout:
+            return w
+        return ExpertWeights(w.wfmt, w.standard_bytes().contiguous(), w.scale, w.global_scale)
+
+    def _act_buffers(self, rows: int, cols: int, dev: Any) -> tuple[Any, Any, Any]:
+        """Quantised activations ``[rows, cols]`` (e4m3, or e2m1 packed ``[rows, cols/2]``), their block scales
+        ``[rows, cols/group]`` (e8m0 bytes or e4m3) and per-row fp32 scales ``[rows]``."""
+        torch = require("torch", "running the MoE kernel")
+        if cols % self.group:
+            raise UnsupportedError(f"{cols} is not a multiple of the activations' {self.group}-element scale block")
+        fp8 = self.xfmt == _jit().MXFP8.value
+        q = (torch.empty(rows, cols, dtype=torch.float8_e4m3fn, device=dev) if fp8 else
+             torch.empty(rows, cols // 2, dtype=torch.uint8, device=dev))
+        sdt = torch.float8_e4m3fn if self.group == 16 else torch.uint8
+        return q, torch.empty(rows, cols // self.group, dtype=sdt, device=dev), torch.ones(rows, device=dev)
+
+    def _quant(self, src: Any, q: Any, s: Any, g: Any) -> None:
+        rows, cols = src.shape
+        if not rows:
+            return
+        block = min(4096, max(self.group * 2, 1 << (cols - 1).bit_length()))
+        _jit().quant_rows_blockscaled_kernel[(rows,)](src, q, s, g, src.stride(0), q.stride(0), s.stride(0),
+                                                      n_cols=cols, BLOCK=block, XFMT=self.xfmt,
+                                                      INTERP=_interpreting(), num_warps=4)
+
+    def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
+        """Launch kernel 1 (gate/up) or 2 (down); with ``warmup`` only compile it and return the compiled kernel."""
+        jit = _jit()
+        a = self.align
+        w = self.w1 if which == 1 else self.w2
+        g = w.global_scale if w.global_scale is not None else self._ones
+        kw = dict(WG=16 if w.wfmt == "nvfp4" else 32, XFMT=self.xfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
+                  BLOCK_K=cfg.block_k, INTERP=_interpreting(), num_warps=cfg.num_warps,
+                  num_stages=cfg.num_stages)
+        wst = (w.data.stride(0), w.data.stride(1), w.scale.stride(0), w.scale.stride(1))
+        if which == 1:
+            grid = (a.num_blocks * -(-self.I // cfg.block_n),)
+            args = (self.xq, self.xs, self.xg, w.data, w.scale, g, self.inter, a.sorted_slots, a.block_expert,
+                    a.num_blocks, a.num_slots, self.k, self.I, self.H, self.xq.stride(0), self.xs.stride(0),
+                    self.inter.stride(0), *wst)
+            kernel = jit.scaled_gate_up_kernel
+        else:
+            grid = (a.num_blocks * -(-self.H // cfg.block_n),)
+            args = (self.interq, self.inters, self.interg, w.data, w.scale, g, self.partial, a.sorted_slots,
+                    a.block_expert, self.topw, a.num_blocks, a.num_slots, self.H, self.I, self.interq.stride(0),
+                    self.inters.stride(0), self.partial.stride(0), *wst)
+            kernel = jit.scaled_down_kernel
+        if warmup:
+            return kernel.warmup(*args, grid=grid, **kw)
+        return kernel[grid](*args, **kw)
+
+    def __call__(self) -> Any:
+        if self.align.num_blocks == 0:
+            self.out.zero_()
+            return self.out
+        self._quant(self.x, self.xq, self.xs, self.xg)
+        self._launch(1, self.cfg1)
+        self._quant(self.inter, self.interq, self.inters, self.interg)
+        self._launch(2, self.cfg2)
+        require("torch", "running the MoE kernel").sum(self.partial.view(self.T, self.k, self.H), dim=1,
+                                                         out=self.out)
+        return self.out
