@@ -20,7 +20,8 @@ from truepeak.errors import TruepeakError, UnsupportedError  # noqa: E402
 from truepeak.kernels import moe_blockscaled as bs  # noqa: E402
 from truepeak.kernels import moe_triton as mt  # noqa: E402
 
-SM120_SMEM = 101_376  # bytes per block with opt-in on sm_120 (case C14; CUDA programming guide, compute capability 12.0)
+# bytes of shared memory per block with opt-in on sm_120 (case C14; CUDA C++ Programming Guide, compute capability 12.0)
+SM120_SMEM = 101_376
 
 
 def test_path_per_device_and_format():
@@ -77,7 +78,7 @@ def test_refuses_what_it_cannot_run():
             bs.BlockScaledMoE(torch.randn(3, 64), w1, w2, ids, torch.ones(3, 1))
 
 
-# -- compiled for Blackwell and Hopper with Triton's ptxas (no GPU) ------------------------------------------------------
+# -- compiled for Blackwell and Hopper with Triton's ptxas (no GPU) ---------------------------------------------------
 @pytest.mark.parametrize("wfmt,acts,cap,mma", [
     ("nvfp4", "fp4", 100, "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X"),
     ("mxfp4", "fp4", 100, "tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::2X"),
@@ -131,7 +132,7 @@ def test_c14_stages_drop_until_the_tile_fits_sm120():
         mt.fit_shared_memory(launch, cfg, cfg, 1000)
 
 
-# -- Triton's interpreter ------------------------------------------------------------------------------------------------
+# -- Triton's interpreter --------------------------------------------------------------------------------------------
 _CHILD = """
 import json, math, torch
 from truepeak.kernels import quant, moe_triton as mt, moe_blockscaled as bs

@@ -5,7 +5,7 @@ Documentation of the design, formats and what each device runs: :mod:`truepeak.k
 import triton
 import triton.language as tl
 
-from truepeak.kernels._moe_jit import _block_of_one_expert, _e4m3_round_interp, _e8m0_f32
+from truepeak.kernels._moe_jit import _block_of_one_expert, _e4m3_round_interp, _e8m0_f32, _row_amax
 
 # Activation formats (the XFMT constexpr): e4m3 values with e8m0 scales per 32 (MXFP8), e2m1 with e8m0 per 32 (MXFP4),
 # e2m1 with e4m3 per 16 and an fp32 scale per row (NVFP4).
@@ -55,16 +55,9 @@ def quant_rows_blockscaled_kernel(x_ptr, q_ptr, s_ptr, g_ptr, stride_x, stride_q
     NB: tl.constexpr = BLOCK // G
     g = 1.0
     if XFMT == NVFP4:  # the row's decode scale first
-        amax = tl.zeros((BLOCK,), dtype=tl.float32)
-        nans = tl.zeros((BLOCK,), dtype=tl.float32)
-        for c0 in range(0, n_cols, BLOCK):
-            offs = c0 + tl.arange(0, BLOCK)
-            v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
-            amax = tl.maximum(amax, tl.abs(v))
-            nans = tl.maximum(nans, (v != v).to(tl.float32))
-        m = tl.max(amax)
+        m, has_nan = _row_amax(x_ptr, r, stride_x, n_cols, BLOCK)
         g = tl.where(m > 0, m / 2688.0, 1.0)  # 2688 = 448 (e4m3's largest) * 6 (e2m1's)
-        g = tl.where(tl.max(nans) > 0, float("nan"), g)
+        g = tl.where(has_nan, float("nan"), g)
     for c0 in range(0, n_cols, BLOCK):
         offs = c0 + tl.arange(0, BLOCK)
         v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)

@@ -545,6 +545,19 @@ def _e4m3_round_interp(v):
 
 
 @triton.jit
+def _row_amax(x_ptr, r, stride_x, n_cols: tl.constexpr, BLOCK: tl.constexpr):
+    """Row r of x: (max |x|, whether it holds a NaN), read in BLOCK-column chunks (float32)."""
+    amax = tl.zeros((BLOCK,), dtype=tl.float32)
+    nans = tl.zeros((BLOCK,), dtype=tl.float32)
+    for c0 in range(0, n_cols, BLOCK):
+        offs = c0 + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
+        amax = tl.maximum(amax, tl.abs(v))
+        nans = tl.maximum(nans, (v != v).to(tl.float32))
+    return tl.max(amax), tl.max(nans) > 0
+
+
+@triton.jit
 def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: tl.constexpr, BLOCK: tl.constexpr,
                       INTERP: tl.constexpr = False, SPLIT16: tl.constexpr = False, F16: tl.constexpr = False):
     """Dynamic per-row e4m3 quantisation (program r = row r): s[r] = max(max|x[r, :]|, 1e-12) / 448 (fp32) and
@@ -554,20 +567,14 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
     w4a16 kernels' activations): fp16 with s[r] = 2^(ceil(log2 max|x[r, :]|) - 14), a power of two (exact), so the
     row's largest magnitude lands in (2^13, 2^14]: no fp16 overflow (65,504) and fp16's normal range below it."""
     r = tl.program_id(0).to(tl.int64)
-    amax = tl.zeros((BLOCK,), dtype=tl.float32)
-    nans = tl.zeros((BLOCK,), dtype=tl.float32)
-    for c0 in range(0, n_cols, BLOCK):
-        offs = c0 + tl.arange(0, BLOCK)
-        v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
-        amax = tl.maximum(amax, tl.abs(v))
-        nans = tl.maximum(nans, (v != v).to(tl.float32))
+    amax, has_nan = _row_amax(x_ptr, r, stride_x, n_cols, BLOCK)
     # a row holding a NaN gets a NaN scale and NaN values (max and clamps would otherwise drop the NaN, and the row
     # would come out finite and wrong)
     if F16:
-        scale = tl.exp2(tl.ceil(tl.log2(tl.maximum(tl.max(amax), 1e-30))) - 14.0)
+        scale = tl.exp2(tl.ceil(tl.log2(tl.maximum(amax, 1e-30))) - 14.0)
     else:
-        scale = tl.maximum(tl.max(amax), 1e-12) / 448.0
-    scale = tl.where(tl.max(nans) > 0, float("nan"), scale)
+        scale = tl.maximum(amax, 1e-12) / 448.0
+    scale = tl.where(has_nan, float("nan"), scale)
     for c0 in range(0, n_cols, BLOCK):
         offs = c0 + tl.arange(0, BLOCK)
         v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)

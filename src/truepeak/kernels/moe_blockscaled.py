@@ -22,15 +22,12 @@ quantised per row inside the call (:func:`~truepeak.kernels._moe_blockscaled_jit
 
 What Triton 3.6.0 makes of each (compiled here; the PTX's MMA instruction):
 
-========  ===========  =========================================================  ======================================
-weights   activations  sm_100 (B200 / GB200, B300)                                 sm_120 (RTX 50, RTX PRO 6000)
-========  ===========  =========================================================  ======================================
-nvfp4     fp4          native: ``tcgen05.mma`` ``kind::mxf4nvf4`` ``scale_vec::4X``  native: ``mma.sync`` ``m16n8k64``
-                                                                                   ``kind::mxf4nvf4`` (ue4m3 scales)
-mxfp4     fp4          native: ``tcgen05.mma`` ``kind::mxf4`` ``scale_vec::2X``     native: ``mma.sync`` ``kind::mxf4nvf4``
-                                                                                   (ue8m0 scales)
-mxfp4     fp8          native: ``tcgen05.mma`` ``kind::mxf8f6f4`` ``scale_vec::1X``  emulated (bf16 ``mma.sync``)
-========  ===========  =========================================================  ======================================
+- nvfp4 x fp4: sm_100 ``tcgen05.mma ... kind::mxf4nvf4.block_scale.scale_vec::4X``; sm_120 ``mma.sync ... m16n8k64
+  kind::mxf4nvf4.block_scale.scale_vec::4X`` with ue4m3 scales. Native on both.
+- mxfp4 x fp4: sm_100 ``tcgen05.mma ... kind::mxf4.block_scale.scale_vec::2X``; sm_120 ``mma.sync ... m16n8k64
+  kind::mxf4nvf4.block_scale.scale_vec::2X`` with ue8m0 scales. Native on both.
+- mxfp4 x fp8: sm_100 ``tcgen05.mma ... kind::mxf8f6f4.block_scale.scale_vec::1X`` (native); sm_120 emulated (bf16
+  ``mma.sync``: Triton 3.6 has no mxf8f6f4 lowering there).
 
 On sm_90 (Hopper) Triton emulates the mxfp4 variants (operands upcast to bf16, then ``wgmma``): correct, and
 runnable on the H200, but not the fast Hopper path (that is ``FusedMoE``'s); nvfp4's e4m3 block scales do not compile
@@ -50,7 +47,8 @@ from typing import Any
 
 from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton import (ExpertWeights, KernelConfig, _interpreting, align_routing, check_inputs,
-                                         device_smem_limit, fit_shared_memory, mean_tokens_per_expert)
+                                         check_tokens_per_expert, device_smem_limit, fit_shared_memory,
+                                         mean_tokens_per_expert)
 
 #: Activation formats of the block-scaled kernels, per weight format (the first is the default).
 ACTIVATIONS = {"nvfp4": ("fp4",), "mxfp4": ("fp8", "fp4")}
@@ -147,14 +145,7 @@ def choose_blockscaled_config(tokens_per_expert: float, k_dim: int, gated: bool 
 
     Raises:
         TruepeakError: tokens per expert not a finite number > 0. UnsupportedError: K not a multiple of 64."""
-    import math
-
-    try:
-        t = float(tokens_per_expert)
-    except (TypeError, ValueError):
-        t = math.nan
-    if not (math.isfinite(t) and t > 0):
-        raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tokens_per_expert!r}")
+    t = check_tokens_per_expert(tokens_per_expert)
     bm = 16 if t <= 16 else 32 if t <= 32 else 64 if t <= 64 else 128
     return KernelConfig(bm, 64 if gated else 128, blockscaled_block_k(k_dim), 4, 3)
 

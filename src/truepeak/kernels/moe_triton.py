@@ -50,8 +50,8 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
 - With ``TRUEPEAK_MOE_W4A16_UNTILED=1`` (kept for comparison) fp16 activations run the untiled w4a16 kernel of
   stop 11: nibbles decoded into fp16 by inline PTX (with the nibble at the top of a 16-bit lane, the sign stays and the exponent/mantissa bits move right by 3: the e2m1 value times
   2^-14), bytes repacked into the kernel's nibble order (:func:`to_kernel_nibble_order`). All are the Hopper path;
-  Blackwell's native block-scaled fp4 MMA (sm_100+) is not used here (it would be gated on compute capability >= 10.0
-  and was not run: the device is an H200, sm_90).
+  Blackwell's native block-scaled fp4 MMA is :mod:`truepeak.kernels.moe_blockscaled` (compiled for sm_100 / sm_120,
+  not run on such a device).
 - ``KernelConfig.hoist`` (fp4): decode in the MMA operand's register layout straight from shared memory (2 bytes per
   PTX call) rather than in the loaded layout plus a shared-memory round trip; ``prefetch``: register double
   buffering of the next K step (kept for experiments; slower in every measured fp4 configuration after the rewrite).
@@ -147,6 +147,20 @@ class KernelConfig:
         return int(math.ceil(self.num_stages * per_stage + staging))
 
 
+def check_tokens_per_expert(tokens_per_expert: Any) -> float:
+    """``tokens_per_expert`` as a float, the key of the configuration choice (case C17).
+
+    Raises:
+        TruepeakError: not a finite number > 0."""
+    try:
+        t = float(tokens_per_expert)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not (math.isfinite(t) and t > 0):
+        raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tokens_per_expert!r}")
+    return t
+
+
 def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: Any = None,
                   k_dim: int | None = None, w8a8: bool = False, untiled: bool = False) -> KernelConfig:
     """Pick the tile configuration from the mean tokens per expert (case C17: a decode batch is many small GEMMs of
@@ -167,12 +181,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         UnsupportedError: no stage count fits the limit, or K has no usable step.
     """
     check_wfmt(wfmt)
-    try:
-        t = float(tokens_per_expert)
-    except (TypeError, ValueError):
-        t = math.nan
-    if not (math.isfinite(t) and t > 0):
-        raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tokens_per_expert!r}")
+    t = check_tokens_per_expert(tokens_per_expert)
     if k_dim is not None:
         import operator
 
