@@ -209,6 +209,15 @@ def test_bad_fp4_activations_named_before_any_measurement():
         moe.run_bench("deepseek-v3", weights=["nvfp4"], fp4_activations="int4")
     with pytest.raises(TruepeakError, match=r"--fp4-kernel 'marlin': expected auto, dequant, block-scaled"):
         moe.run_bench("deepseek-v3", weights=["nvfp4"], fp4_kernel="marlin")
+    # a kernel and activations that do not go together are refused before anything is measured (no GPU needed)
+    with pytest.raises(TruepeakError, match=r"--fp4-activations fp4 with --fp4-kernel dequant and weights mxfp4: the "
+                                            r"dequantising kernels take fp8 or fp16"):
+        moe.run_bench("deepseek-v3", weights=["bf16", "mxfp4"], fp4_kernel="dequant", fp4_activations="fp4")
+    with pytest.raises(TruepeakError, match=r"--fp4-activations fp16 with --fp4-kernel block-scaled"):
+        moe.run_bench("deepseek-v3", weights=["nvfp4"], fp4_kernel="block-scaled", fp4_activations="fp16")
+    with pytest.raises(TruepeakError, match=r"--fp4-activations fp8 with --fp4-kernel block-scaled and weights "
+                                            r"nvfp4, mxfp4: .* fp8 \(mxfp4 only\)"):
+        moe.run_bench("deepseek-v3", weights=["nvfp4", "mxfp4"], fp4_kernel="BLOCK-SCALED", fp4_activations="fp8")
 
 
 def test_block_scaled_backend_combinations_the_kernel_cannot_run_are_unsupported():
@@ -223,6 +232,8 @@ def test_block_scaled_backend_combinations_the_kernel_cannot_run_are_unsupported
     with pytest.raises(UnsupportedError, match="nvfp4 weights with activations 'fp4', got 'fp16'"):
         moe.build_backend("triton", torch.zeros(2, 128), w1, w2, ids, torch.ones(2, 2), 1.0, activations="fp16",
                           fp4_kernel="block-scaled")
+    with pytest.raises(TruepeakError, match="fp4_kernel 'bogus': expected dequant or block-scaled"):
+        moe.build_backend("triton", torch.zeros(2, 128), w1, w2, ids, torch.ones(2, 2), 1.0, fp4_kernel="bogus")
     with pytest.raises(UnsupportedError, match="takes no triton_tune"):
         moe.build_backend("triton", torch.zeros(2, 128), w1, w2, ids, torch.ones(2, 2), 1.0, activations="fp4",
                           tune={"num_stages": 2}, fp4_kernel="block-scaled")

@@ -30,15 +30,26 @@ def test_path_per_device_and_format():
     assert bs.blockscaled_path("mxfp4", "fp8", (10, 3))[1] is True
     assert bs.blockscaled_path("mxfp4", "FP4", (10, 0))[0].endswith("kind::mxf4 (sm_100)")
     assert bs.blockscaled_path("nvfp4", "fp4", (12, 0))[1] is True
-    assert bs.blockscaled_path("mxfp4", "fp4", (12, 1))[1] is True
+    assert bs.blockscaled_path("mxfp4", "fp4", (12, 0))[1] is True
     path, native = bs.blockscaled_path("mxfp4", "fp8", (12, 0))
     assert not native and "emulated" in path
+    # sm_120: mxfp4's default is the native W4A4 (its W4A8 is emulated); elsewhere W4A8
+    assert bs.blockscaled_path("mxfp4", None, (12, 0)) == (
+        "native mma.sync block_scale kind::mxf4nvf4, ue8m0 scales (sm_120)", True)
+    assert bs.default_blockscaled_activations("mxfp4", (12, 0)) == "fp4"
+    assert bs.default_blockscaled_activations("mxfp4", (10, 3)) == "fp8"
+    # sm_121: Triton 3.6 emulates mxfp4 and fails on nvfp4 there, so neither is claimed
+    for w in ("nvfp4", "mxfp4"):
+        with pytest.raises(UnsupportedError, match="on sm_121: compiled for sm_90, sm_100, sm_103 and sm_120 only"):
+            bs.blockscaled_path(w, "fp4", (12, 1))
+    with pytest.raises(TruepeakError, match=r"capability must be \(major, minor\), e.g. \(10, 0\) for sm_100, got \(10,\)"):
+        bs.blockscaled_path("mxfp4", "fp4", (10,))
     path, native = bs.blockscaled_path("mxfp4", None, (9, 0))
     assert not native and "upcast to bf16" in path
     with pytest.raises(UnsupportedError, match="nvfp4 weights with fp4 activations on sm_90: Triton 3.6 does not "
                                                "lower .*; use FusedMoE"):
         bs.blockscaled_path("nvfp4", None, (9, 0))
-    with pytest.raises(UnsupportedError, match="sm_80: compiled for sm_90, sm_100 and sm_120 only"):
+    with pytest.raises(UnsupportedError, match="sm_80: compiled for sm_90, sm_100, sm_103 and sm_120 only"):
         bs.blockscaled_path("mxfp4", "fp4", (8, 0))
     with pytest.raises(TruepeakError, match="nvfp4 weights with activations 'fp4', got 'fp8'"):
         bs.blockscaled_path("nvfp4", "fp8", (10, 0))
@@ -54,9 +65,15 @@ def test_config_follows_tokens_per_expert_and_k():
                                                                                                   128]
     assert bs.choose_blockscaled_config(8, 7168, gated=True).block_n == 64
     assert bs.choose_blockscaled_config(8, 2048).block_n == 128
+    # sm_120 keeps the accumulator in registers: 128-token blocks spill there (compiled), so 64 at most
+    assert bs.choose_blockscaled_config(256, 7168, capability=(12, 0)).block_m == 64
+    assert bs.choose_blockscaled_config(256, 7168, capability=(10, 0)).block_m == 128
     assert [bs.blockscaled_block_k(k) for k in (7168, 2048, 2880, 1440 * 2)] == [256, 256, 64, 64]
     with pytest.raises(UnsupportedError, match="K=1440 is not a multiple of 64"):
         bs.blockscaled_block_k(1440)
+    for bad in (0, -64, "128", 64.0, True):
+        with pytest.raises(TruepeakError, match="must be a positive integer"):
+            bs.blockscaled_block_k(bad)
     with pytest.raises(TruepeakError, match="finite number > 0, got 0"):
         bs.choose_blockscaled_config(0, 7168)
 
@@ -88,6 +105,9 @@ def test_refuses_what_it_cannot_run():
     ("mxfp4", "fp4", 120, "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::2X.f32.e2m1.e2m1"
                           ".f32.ue8m0"),
     ("mxfp4", "fp8", 120, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+    ("nvfp4", "fp4", 103, "tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X"),
+    ("mxfp4", "fp8", 103, "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale.scale_vec::1X"),
+    ("mxfp4", "fp4", 121, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
     ("mxfp4", "fp8", 90, "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16"),
 ])
 def test_compiles_to_the_block_scaled_mma(wfmt, acts, cap, mma):
@@ -97,18 +117,35 @@ def test_compiles_to_the_block_scaled_mma(wfmt, acts, cap, mma):
     cfg = bs.choose_blockscaled_config(1, 7168, gated=True)
     k = compile_blockscaled(cfg, wfmt, acts, cap)
     assert mma_instructions(k) == [mma]
-    # the table in the module docstring and blockscaled_path say the same
-    assert bs.blockscaled_path(wfmt, acts, (cap // 10, cap % 10))[1] == (".block_scale" in mma)
+    # the table in the module docstring and blockscaled_path say the same (sm_121: refused, as it emulates)
+    if cap == 121:
+        with pytest.raises(UnsupportedError):
+            bs.blockscaled_path(wfmt, acts, (12, 1))
+    else:
+        assert bs.blockscaled_path(wfmt, acts, (cap // 10, cap % 10))[1] == (".block_scale" in mma)
     if cap == 120:  # case C14: sm_120's 101,376 B per block, at 1 token per expert with 3 stages
         assert int(k.metadata.shared) <= SM120_SMEM
 
 
-def test_nvfp4_does_not_compile_for_sm90():
+def test_nvfp4_does_not_compile_for_sm90_and_bad_compile_arguments():
     pytest.importorskip("triton")
     from truepeak.kernels.moe_inspect import compile_blockscaled
 
-    with pytest.raises(Exception):
-        compile_blockscaled(bs.choose_blockscaled_config(1, 7168, gated=True), "nvfp4", "fp4", 90)
+    cfg = bs.choose_blockscaled_config(1, 7168, gated=True)
+    with pytest.raises(RuntimeError):
+        compile_blockscaled(cfg, "nvfp4", "fp4", 90)
+    with pytest.raises(UnsupportedError, match="take nvfp4 or mxfp4 weights, not 'bf16'"):
+        compile_blockscaled(cfg, "bf16", "fp4", 100)
+    with pytest.raises(TruepeakError, match="nvfp4 weights with activations 'fp4', got 'fp8'"):
+        compile_blockscaled(cfg, "nvfp4", "fp8", 100)
+    with pytest.raises(TruepeakError, match="capability must be an integer such as 90, 100 or 120, got '100'"):
+        compile_blockscaled(cfg, "mxfp4", "fp4", "100")
+
+
+def test_fake_quantize_rows_empty_and_unknown():
+    assert tuple(bs.fake_quantize_rows(torch.zeros(0, 256), "nvfp4").shape) == (0, 256)
+    with pytest.raises(TruepeakError, match="unknown activation format 'int4'"):
+        bs.fake_quantize_rows(torch.zeros(2, 32), "int4")
 
 
 def test_c14_stages_drop_until_the_tile_fits_sm120():

@@ -23,10 +23,12 @@ HELP = "\n\n".join([
     "torch._scaled_grouped_mm, w8a8) and triton (truepeak's fused kernel: fp8 weights run w8a8 with per-row e4m3 "
     "activations like the torch fp8 backend; on Hopper nvfp4 weights run w4a16 (e2m1 decoded and block-scaled in "
     "fp16 registers) and mxfp4 weights w4a8 (decoded to e4m3, one fp8 MMA per scale block): --fp4-activations "
-    "picks either for both; on Blackwell, sm_100 / sm_120, fp4 weights run the block-scaled kernel instead "
-    "(tl.dot_scaled: the tensor cores read e2m1 and its scales, activations quantised per row to nvfp4 / mxfp4 "
-    "(W4A4) or mxfp8 (W4A8); compiled for those devices but never run on one: --fp4-kernel block-scaled runs it "
-    "elsewhere through Triton's bf16 emulation, mxfp4 only).",
+    "picks either for both; on Blackwell, sm_100 / sm_103 / sm_120, fp4 weights run the block-scaled kernel instead "
+    "(tl.dot_scaled: the tensor cores read e2m1 and its scales; the activations are quantised per row to nvfp4 or "
+    "mxfp4 (W4A4, native on all three) or, mxfp4's default on sm_100 / sm_103, mxfp8 (W4A8); compiled for those "
+    "devices but never run on one: --fp4-kernel block-scaled runs it elsewhere through Triton's bf16 emulation, "
+    "mxfp4 only). The error column is against a float32 reference of unrounded activations, so W4A4 shows its "
+    "format's error; each line names the activations that ran.",
     "At decode each expert sees a handful of tokens (tokens per expert = T·k/E: 16 at batch 512 for E=256, k=8), so "
     "the unit is bound by streaming the active experts' weights: the figure reported is the fraction of the read "
     "bandwidth measured in the same run (a 4 GiB Triton read-only reduction), next to TFLOPS and % of the roofline "
@@ -55,9 +57,11 @@ def render(records: list[dict]) -> list[str]:
         head = f"{w['weights_format']:9s} {w['tokens_per_expert']:>7g} {r['backend']:11s}"
         if r["status"] == "ok":
             d = r["derived"]
+            acts = w.get("activations")
+            acts = f"  ({acts})" if acts and w["weights_format"] != "bf16" else ""
             lines.append(f"{head} {d['time_s'] * 1e6:9.1f} {d['bytes_per_s'] / 1e12:6.3f} "
                          f"{100 * d['pct_read_bandwidth']:8.1f}% {d['flop_per_s'] / 1e12:7.1f}  "
-                         f"{r['correctness']['max_rel_error']:.1e}")
+                         f"{r['correctness']['max_rel_error']:.1e}{acts}")
         else:
             lines.append(f"{head} {r['status']}: {r['reason']}")
     if records and records[0].get("derived"):
@@ -84,10 +88,12 @@ def bench(
                                         "auto (fp16 for nvfp4, fp8 for mxfp4: the faster on the H200), fp8 (w4a8: "
                                         "activations quantised per row to e4m3, e2m1 decoded to e4m3, one fp8 MMA "
                                         "per scale block) or fp16 (w4a16: e2m1 decoded to fp16 and multiplied by "
-                                        "its block scale, fp16 MMAs); block-scaled kernel: auto (fp4 for nvfp4, fp8 "
-                                        "for mxfp4), fp4 (W4A4) or fp8 (mxfp8 activations, mxfp4 weights)."),
+                                        "its block scale, fp16 MMAs); block-scaled kernel: auto (fp4 for nvfp4; "
+                                        "for mxfp4 fp8 on sm_100 / sm_103, fp4 on sm_120: the native ones), fp4 "
+                                        "(W4A4) or fp8 (mxfp8 activations, mxfp4 weights)."),
     fp4_kernel: str = typer.Option("auto", "--fp4-kernel", help="Our kernel with nvfp4/mxfp4 weights: auto "
-                                   "(block-scaled on sm_100 / sm_120, dequant elsewhere), dequant (e2m1 decoded in "
+                                   "(block-scaled on sm_100 / sm_103 / sm_120, dequant elsewhere), dequant (e2m1 "
+                                   "decoded in "
                                    "registers: the Hopper kernels) or block-scaled (tl.dot_scaled; on Hopper "
                                    "Triton emulates it in bf16, mxfp4 only)."),
     out: Optional[Path] = typer.Option(None, "--out", help="JSON Lines file the records are appended to."),

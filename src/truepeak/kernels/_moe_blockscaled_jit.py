@@ -49,7 +49,9 @@ def quant_rows_blockscaled_kernel(x_ptr, q_ptr, s_ptr, g_ptr, stride_x, stride_q
       ``e2m1(x / (s * g[r]))`` packed two per byte.
 
     The same values as :func:`truepeak.kernels.quant.quantize_mxfp8` / ``quantize_mxfp4`` / ``quantize_nvfp4`` (with
-    ``global_scale`` = the row's ``g``); a block holding a NaN gets a NaN scale (e8m0 255; nvfp4: NaN ``g``)."""
+    ``global_scale`` = the row's ``g``); a block holding a NaN gets a NaN scale (e8m0 255; nvfp4: NaN ``g``). inf is
+    not supported: its row comes out NaN from the GEMMs (the quant module, which does not support it either, saturates
+    it instead)."""
     r = tl.program_id(0).to(tl.int64)
     G: tl.constexpr = 16 if XFMT == NVFP4 else 32
     NB: tl.constexpr = BLOCK // G

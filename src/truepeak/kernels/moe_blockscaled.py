@@ -53,41 +53,66 @@ from truepeak.kernels.moe_triton import (ExpertWeights, KernelConfig, _interpret
 #: Activation formats of the block-scaled kernels, per weight format (the first is the default).
 ACTIVATIONS = {"nvfp4": ("fp4",), "mxfp4": ("fp8", "fp4")}
 
-# (compute capability major, weights, activations) -> how Triton 3.6.0 lowers tl.dot_scaled there (compiled for
-# sm_100, sm_120 and sm_90 by tests/kernels/test_moe_blockscaled.py; see the module docstring)
-_NATIVE = {
-    (10, "nvfp4", "fp4"): "native tcgen05.mma block_scale kind::mxf4nvf4 (sm_100)",
-    (10, "mxfp4", "fp4"): "native tcgen05.mma block_scale kind::mxf4 (sm_100)",
-    (10, "mxfp4", "fp8"): "native tcgen05.mma block_scale kind::mxf8f6f4 (sm_100)",
-    (12, "nvfp4", "fp4"): "native mma.sync block_scale kind::mxf4nvf4, ue4m3 scales (sm_120)",
-    (12, "mxfp4", "fp4"): "native mma.sync block_scale kind::mxf4nvf4, ue8m0 scales (sm_120)",
-    (12, "mxfp4", "fp8"): "emulated by Triton: operands upcast to bf16 (sm_120 has no mxf8f6f4 lowering in Triton 3.6)",
-    (9, "mxfp4", "fp4"): "emulated by Triton: operands upcast to bf16, wgmma (sm_90 has no fp4 MMA)",
-    (9, "mxfp4", "fp8"): "emulated by Triton: operands upcast to bf16, wgmma (sm_90 has no fp4 MMA)",
-}
+# (compute capability, weights, activations) -> how Triton 3.6.0 lowers tl.dot_scaled there (compiled for sm_90,
+# sm_100, sm_103 and sm_120 by tests/kernels/test_moe_blockscaled.py and benchmarks/moe_blockscaled_ptx.py; see the
+# module docstring). Exact capabilities: for sm_121 Triton 3.6 emulates mxfp4 and fails on nvfp4, for sm_110 it
+# compiles nothing of this.
+_TC05 = "native tcgen05.mma block_scale kind::{} (sm_{}{})"
+_EMU = "emulated by Triton: operands upcast to bf16{} (sm_{}{} has no {} lowering in Triton 3.6)"
+_NATIVE = {}
+for _cc in ((10, 0), (10, 3)):
+    _NATIVE[(_cc, "nvfp4", "fp4")] = _TC05.format("mxf4nvf4", *_cc)
+    _NATIVE[(_cc, "mxfp4", "fp4")] = _TC05.format("mxf4", *_cc)
+    _NATIVE[(_cc, "mxfp4", "fp8")] = _TC05.format("mxf8f6f4", *_cc)
+_NATIVE[((12, 0), "nvfp4", "fp4")] = "native mma.sync block_scale kind::mxf4nvf4, ue4m3 scales (sm_120)"
+_NATIVE[((12, 0), "mxfp4", "fp4")] = "native mma.sync block_scale kind::mxf4nvf4, ue8m0 scales (sm_120)"
+_NATIVE[((12, 0), "mxfp4", "fp8")] = _EMU.format("", 12, 0, "mxf8f6f4")
+_NATIVE[((9, 0), "mxfp4", "fp4")] = _EMU.format(", wgmma", 9, 0, "fp4 MMA")
+_NATIVE[((9, 0), "mxfp4", "fp8")] = _EMU.format(", wgmma", 9, 0, "fp4 MMA")
+#: Compute capabilities where the block-scaled kernel runs natively (the bench's ``--fp4-kernel auto`` picks it there).
+NATIVE_CAPABILITIES = ((10, 0), (10, 3), (12, 0))
 
 
-def default_blockscaled_activations(wfmt: str) -> str:
-    """The activations :class:`BlockScaledMoE` runs ``wfmt`` with by default: ``"fp4"`` for nvfp4 (W4A4, the only
-    variant Triton 3.6 lowers to a block-scaled MMA with e4m3 scales), ``"fp8"`` for mxfp4 (MXFP8 activations: the
-    native ``kind::mxf8f6f4`` on sm_100, with 8-bit rather than 4-bit activation values).
+def _capability(capability: Any) -> tuple[int, int] | None:
+    """(major, minor) of a capability tuple, or None when ``capability`` is None.
 
     Raises:
-        UnsupportedError: a weight format without block scales (bf16, fp8)."""
+        TruepeakError: anything but a pair of integers."""
+    if capability is None:
+        return None
+    import operator
+
+    try:
+        major, minor = capability
+        return operator.index(major), operator.index(minor)
+    except (TypeError, ValueError):
+        raise TruepeakError(f"capability must be (major, minor), e.g. (10, 0) for sm_100, got {capability!r}") from None
+
+
+def default_blockscaled_activations(wfmt: str, capability: Any = None) -> str:
+    """The activations :class:`BlockScaledMoE` runs ``wfmt`` with by default: ``"fp4"`` for nvfp4 (W4A4, the only
+    variant Triton 3.6 lowers to a block-scaled MMA with e4m3 scales), for mxfp4 ``"fp8"`` (MXFP8 activations: 8-bit
+    rather than 4-bit activation values, the native ``kind::mxf8f6f4`` on sm_100 / sm_103) except on sm_120, where
+    only mxfp4 W4A4 is native (``capability``: (major, minor) of the device; None: sm_100's choice).
+
+    Raises:
+        UnsupportedError: a weight format without block scales (bf16, fp8). TruepeakError: a malformed capability."""
     if wfmt not in ACTIVATIONS:
         raise UnsupportedError(f"the block-scaled kernels take nvfp4 or mxfp4 weights, not {wfmt!r} (bf16 and fp8 "
                                "run FusedMoE)")
+    if wfmt == "mxfp4" and _capability(capability) == (12, 0):
+        return "fp4"
     return ACTIVATIONS[wfmt][0]
 
 
-def check_blockscaled_activations(wfmt: str, activations: str | None) -> str:
-    """``activations`` (or the default) checked against ``wfmt``: nvfp4 takes ``"fp4"``, mxfp4 ``"fp8"`` or
-    ``"fp4"``.
+def check_blockscaled_activations(wfmt: str, activations: str | None, capability: Any = None) -> str:
+    """``activations`` (or the default for ``capability``) checked against ``wfmt``: nvfp4 takes ``"fp4"``, mxfp4
+    ``"fp8"`` or ``"fp4"``.
 
     Raises:
         UnsupportedError: a weight format without block scales. TruepeakError: activations the format does not take.
     """
-    default = default_blockscaled_activations(wfmt)
+    default = default_blockscaled_activations(wfmt, capability)
     if activations is None:
         return default
     acts = str(activations).lower()
@@ -109,15 +134,19 @@ def blockscaled_path(wfmt: str, activations: str | None, capability: tuple[int, 
             sm_90, or on a major version this was not compiled for), naming what would run.
         TruepeakError: activations the format does not take.
     """
-    acts = check_blockscaled_activations(wfmt, activations)
-    major, minor = int(capability[0]), int(capability[1])
-    path = _NATIVE.get((major, wfmt, acts))
+    cc = _capability(capability)
+    if cc is None:
+        raise TruepeakError("capability must be (major, minor), e.g. (10, 0) for sm_100, got None")
+    acts = check_blockscaled_activations(wfmt, activations, cc)
+    major, minor = cc
+    path = _NATIVE.get((cc, wfmt, acts))
     if path is None:
         other = "FusedMoE (the dequantising kernels)" if major >= 8 else "a GPU of sm_90 or later"
-        if major == 9 and wfmt == "nvfp4":
+        if cc == (9, 0) and wfmt == "nvfp4":
             why = "Triton 3.6 does not lower tl.dot_scaled with e4m3 (nvfp4) block scales for sm_90"
         else:
-            why = "compiled for sm_90, sm_100 and sm_120 only"
+            why = ("compiled for sm_90, sm_100, sm_103 and sm_120 only (Triton 3.6 fails on or emulates the others, "
+                   "sm_121 included)")
         raise UnsupportedError(f"the block-scaled MoE kernel does not run {wfmt} weights with {acts} activations on "
                                f"sm_{major}{minor}: {why}; use {other}")
     return path, path.startswith("native")
@@ -128,7 +157,15 @@ def blockscaled_block_k(k_dim: int) -> int:
     128 bytes of a packed weight row; 64 is the K of one fp4 MMA instruction).
 
     Raises:
-        UnsupportedError: K not a multiple of 64."""
+        TruepeakError: K not a positive integer. UnsupportedError: K not a multiple of 64."""
+    import operator
+
+    try:
+        k_dim = -1 if isinstance(k_dim, bool) else operator.index(k_dim)
+    except TypeError:
+        k_dim = -1
+    if k_dim <= 0:
+        raise TruepeakError(f"K (the GEMM's reduction size) must be a positive integer, got {k_dim!r}")
     for bk in (256, 128, 64):
         if k_dim % bk == 0:
             return bk
@@ -136,10 +173,12 @@ def blockscaled_block_k(k_dim: int) -> int:
                            "of 64 elements")
 
 
-def choose_blockscaled_config(tokens_per_expert: float, k_dim: int, gated: bool = False) -> KernelConfig:
+def choose_blockscaled_config(tokens_per_expert: float, k_dim: int, gated: bool = False,
+                              capability: Any = None) -> KernelConfig:
     """The tile for one of the two GEMMs: ``block_m`` (tokens, the MMA's N) from the mean tokens per expert (case
-    C17: 16 up to 16, then 32, 64, 128), 128 weight rows (the M of one ``tcgen05.mma``; ``gated``, the gate/up
-    GEMM: 64 gate rows and the 64 matching up rows in one tile), the K step of
+    C17: 16 up to 16, then 32, 64, 128; at most 64 on sm_120, where ``mma.sync`` keeps the accumulator in registers
+    and 128-token blocks spill: 255 registers and a stack, compiled), 128 weight rows (the M of one ``tcgen05.mma``;
+    ``gated``, the gate/up GEMM: 64 gate rows and the 64 matching up rows in one tile), the K step of
     :func:`blockscaled_block_k`, 4 warps (one warpgroup), 3 stages (fewer where the device's shared memory needs it:
     :func:`~truepeak.kernels.moe_triton.fit_shared_memory`). Not tuned on any Blackwell device (none was available).
 
@@ -147,6 +186,8 @@ def choose_blockscaled_config(tokens_per_expert: float, k_dim: int, gated: bool 
         TruepeakError: tokens per expert not a finite number > 0. UnsupportedError: K not a multiple of 64."""
     t = check_tokens_per_expert(tokens_per_expert)
     bm = 16 if t <= 16 else 32 if t <= 32 else 64 if t <= 64 else 128
+    if _capability(capability) == (12, 0):
+        bm = min(bm, 64)
     return KernelConfig(bm, 64 if gated else 128, blockscaled_block_k(k_dim), 4, 3)
 
 
@@ -162,6 +203,10 @@ def fake_quantize_rows(a: Any, fmt: str) -> Any:
     from truepeak.kernels import quant
 
     a = a.float()
+    if fmt not in ("mxfp8", "mxfp4", "nvfp4"):
+        raise TruepeakError(f"unknown activation format {fmt!r}; expected mxfp8, mxfp4 or nvfp4")
+    if a.numel() == 0:
+        return a.clone()
     if fmt == "mxfp8":
         return quant.dequantize_mxfp8(*quant.quantize_mxfp8(a))
     if fmt == "mxfp4":
@@ -203,9 +248,12 @@ class BlockScaledMoE:
         native: whether that is the block-scaled MMA itself. activations: the activations' format, in words;
         act_format: its name for :func:`fake_quantize_rows` ("mxfp8", "mxfp4" or "nvfp4").
 
-    Accuracy: W4A4 rounds every activation to e2m1 (8 magnitudes), so its error against a float32 reference is of the
-    order of the weights' own quantisation error, several times W4A16's (module tests: nvfp4 W4A4 and mxfp4 W4A4 /
-    W4A8 against the reference computed from the same quantised activations agree to float32 accumulation order).
+    Accuracy: the activations are rounded to 4 (W4A4) or 8 bits per value, so the output is further from a float32
+    reference than with the dequantising kernels' fp16 or per-row e4m3 activations. On the H200, DeepSeek-V3 shapes
+    (docs/results/h200/moe/README.md, stop 14), as fractions of max |output| against unrounded activations: mxfp4 W4A8
+    8.6e-2 and W4A4 0.29, where FusedMoE's mxfp4 w4a8 is 3.8e-2. Against the reference computed with the same
+    activation rounding the kernel agrees to bf16 output rounding (CPU tests, GPU tests). Inputs holding inf or NaN
+    give NaN output rows.
 
     Raises:
         TruepeakError: as FusedMoE's input checks; activations the format does not take; a config whose block_k does
@@ -222,14 +270,16 @@ class BlockScaledMoE:
             raise UnsupportedError(f"the block-scaled kernels take nvfp4 or mxfp4 weights, got {w1.wfmt!r} (bf16 and "
                                    "fp8 run FusedMoE)")
         self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
-        acts = check_blockscaled_activations(w1.wfmt, activations)
+        check_blockscaled_activations(w1.wfmt, activations)  # a bad value named before anything else
         if x.device.type != "cuda" and not _interpreting():
             raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
                                    "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
-        if _interpreting():
+        cc = None if _interpreting() else tuple(torch.cuda.get_device_capability(x.device))
+        acts = check_blockscaled_activations(w1.wfmt, activations, cc)
+        if cc is None:
             self.path, self.native = "Triton interpreter (CPU)", False
         else:
-            self.path, self.native = blockscaled_path(w1.wfmt, acts, torch.cuda.get_device_capability(x.device))
+            self.path, self.native = blockscaled_path(w1.wfmt, acts, cc)
         jit = _jit()
         fmt = "mxfp8" if acts == "fp8" else w1.wfmt
         self.act_format = fmt
@@ -239,6 +289,7 @@ class BlockScaledMoE:
                             "nvfp4": "nvfp4 (e2m1, e4m3 per 16, fp32 per row)"}[fmt]
         if tokens_per_expert is None:
             tokens_per_expert = mean_tokens_per_expert(topk_ids, self.E)
+        tokens_per_expert = check_tokens_per_expert(tokens_per_expert)
         if config is not None:
             for kd in (self.H, self.I):
                 if kd % config.block_k or config.block_k % 64:
@@ -246,8 +297,8 @@ class BlockScaledMoE:
                                         f"and I={self.I}")
             self.cfg1 = self.cfg2 = config
         else:
-            self.cfg1 = choose_blockscaled_config(tokens_per_expert, self.H, gated=True)
-            self.cfg2 = choose_blockscaled_config(tokens_per_expert, self.I)
+            self.cfg1 = choose_blockscaled_config(tokens_per_expert, self.H, gated=True, capability=cc)
+            self.cfg2 = choose_blockscaled_config(tokens_per_expert, self.I, capability=cc)
         self.w1, self.w2 = (self._standard(w) for w in (w1, w2))
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()

@@ -92,10 +92,17 @@ def _cuobjdump(compiled: Any, *flags: str) -> list[str]:
                                check=True).stdout for flag in flags]
 
 
+def resource_usage(compiled: Any) -> dict:
+    """A compiled kernel's registers per thread and stack bytes per thread (``{"registers": R, "stack": S}``; a stack
+    above 0 means spills), from cuobjdump -res-usage (no GPU needed)."""
+    out = _cuobjdump(compiled, "-res-usage")[0]
+    return {name: int(m.group(1)) if (m := re.search(key + r":(\d+)", out)) else None
+            for name, key in (("registers", "REG"), ("stack", "STACK"))}
+
+
 def registers(compiled: Any) -> int | None:
     """Registers per thread of a compiled kernel (cuobjdump -res-usage; no GPU needed)."""
-    m = re.search(r"REG:(\d+)", _cuobjdump(compiled, "-res-usage")[0])
-    return int(m.group(1)) if m else None
+    return resource_usage(compiled)["registers"]
 
 
 def sass_loop_report(compiled: Any, cfg: Any, gated: bool = True) -> LoopReport:
@@ -129,13 +136,20 @@ def compile_blockscaled(cfg: Any, wfmt: str, activations: str, capability: int, 
     CompiledKernel (``.asm["ptx"]`` holds the MMA instruction, ``.metadata.shared`` the shared memory).
 
     Raises:
-        Triton's compilation error where Triton does not lower the combination for that target (nvfp4 on sm_90)."""
+        TruepeakError / UnsupportedError: a format, activations or capability the block-scaled kernel does not take
+        (as :class:`~truepeak.kernels.moe_blockscaled.BlockScaledMoE` refuses them). Triton's compilation error where
+        Triton does not lower the combination for that target (nvfp4 on sm_90)."""
     triton = require("triton", "compiling the MoE kernel", "pip install triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from truepeak.errors import TruepeakError
     from truepeak.kernels import _moe_blockscaled_jit as jit
+    from truepeak.kernels.moe_blockscaled import check_blockscaled_activations
 
+    activations = check_blockscaled_activations(wfmt, activations)
+    if isinstance(capability, bool) or not isinstance(capability, int) or capability < 80:
+        raise TruepeakError(f"capability must be an integer such as 90, 100 or 120, got {capability!r}")
     fp8 = activations == "fp8"
     xfmt = jit.MXFP8.value if fp8 else jit.NVFP4.value if wfmt == "nvfp4" else jit.MXFP4.value
     e4m3_scales = "*fp8e4nv" if wfmt == "nvfp4" else "*u8"
