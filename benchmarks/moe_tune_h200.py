@@ -63,6 +63,10 @@ GRID = {
     # stop 14: the tiled w4a16 gate/up kernel takes 141 registers as launched (per-row scale, float32 intermediate):
     # 3 programs of 128 threads per SM; capped at 128, 4 fit
     "nvfp4-reg128": {t: [{}, {"maxnreg": 128}] for t in (1, 4, 8, 16)},
+    # stop 14, call 4: 4 stages (call 2 of stop 13: +0.7 / +1.3 points for nvfp4 at 1 / 8, while mxfp4 lost) with and
+    # without the cap, now that the choice can be per format; fp8 w8a8 at 8 tokens per expert with 16-token blocks
+    "nvfp4-s4": {t: [{}, {"num_stages": 4}, {"maxnreg": 128}, {"num_stages": 4, "maxnreg": 128}] for t in (1, 4, 8)},
+    "fp8a8-bm16": {8: [{}, {"block_m": 16}, {"block_m": 16, "block_k": 256}, {"block_m": 16, "num_stages": 4}]},
     "mxfp4a8-reg": {t: [{}, {"maxnreg": 128}] for t in (1, 8)},
     # call 7 (TUNE_EP=8): narrower weight tiles where the EP8-local grid is a few programs per SM
     "mxfp4a8-ep": {t: [{}, {"block_n": 64}] for t in (1, 4, 8)},
