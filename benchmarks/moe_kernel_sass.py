@@ -26,5 +26,6 @@ for wfmt, w8a8 in (("bf16", False), ("fp8", True), ("fp8", False), ("nvfp4", Tru
         acts = "fp8" if w8a8 else "bf16" if wfmt == "bf16" else "fp16"
         mix = ", ".join(f"{k} {v}" for k, v in list(r.mix.items())[:6])
         print(f"| {wfmt} | {acts} | {tpe} | {cfg.block_m}x{cfg.block_n}x{cfg.block_k}, {cfg.num_warps}, "
-              f"{cfg.num_stages}{', hoist' if cfg.hoist else ''} | {r.registers} | {r.shared_bytes:,} | "
+              f"{cfg.num_stages}{', hoist' if cfg.hoist else ''}{f', maxnreg {cfg.maxnreg}' if cfg.maxnreg else ''} | "
+              f"{r.registers} | {r.shared_bytes:,} | "
               f"{r.instructions} | {r.per_value:.2f} | {mix} |")

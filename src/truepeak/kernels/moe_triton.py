@@ -199,7 +199,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     # docs/results/h200/moe/README.md); a device with a different balance may prefer others.
     bm = 16 if t <= 4 else 32 if t <= 10 else 64 if t <= 40 else 128
     bn = 64 if gated else 128
-    bk, warps, stages, prefetch, hoist = 128, 4, 4 if bm <= 64 else 3, False, False
+    bk, warps, stages, prefetch, hoist, maxnreg = 128, 4, 4 if bm <= 64 else 3, False, False, None
     if bm == 128:  # 256 tokens per expert: 17.0-17.3 ms with 8 warps (38.0 ms with 4), 18.4 ms with 64 x 128 tiles
         bn, bk, warps = 128, 64, 8
     if 10 < t <= 20 and wfmt in ("bf16", "fp8"):  # 32-token blocks at 16 tokens per expert (half the activation
@@ -208,8 +208,10 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         bm, bn = 32, 128 if gated and wfmt == "bf16" else bn
     if fp8 and w8a8:  # fp8 MMA from shared memory, partial sums promoted to fp32 every 128 products
         stages = 3
-        if t <= 4 and wfmt == "fp8":  # fp8_block: one 128 x 128 scale per K step, so 128 at most
-            bk = 256
+        if t <= 10 and wfmt == "fp8":  # fp8_block: one 128 x 128 scale per K step, so 128 at most
+            # 16-token blocks and 256-element steps up to 10 tokens per expert (stop 14 call 4, at 8: 95.7 vs 92.8 %
+            # with uniform routing, 92.3 vs 91.9 power law; 32-token blocks with 256-element steps: 82.1, stop 13)
+            bm, bk = 16, 256
         if bm == 128:  # 128 x 128 tiles, 128-element steps (the promoted accumulators spill a little, still faster)
             bk = 128
     if fp8 and not w8a8:  # w8a16: smaller token blocks and fewer stages keep more programs per SM (84 vs 71 % at 8 tok/expert)
@@ -229,6 +231,10 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         bk, bn, stages, warps = w4a8_block_k(wfmt, k_dim), 128, 3, 4 if bm <= 64 else 8
         if wfmt == "nvfp4" and bm == 128 and (k_dim is None or k_dim % 128 == 0):
             bk = 128  # two chunks and two scale words per step: at 64 tokens per expert 23.2 vs 20.7 %
+        if wfmt == "nvfp4" and bm <= 32:
+            # 128 registers (141 uncapped: 3 programs of 128 threads per SM, 4 capped), stop 14: +0.1 to +0.8 points
+            # at 1-16 tokens per expert in call 1, +1.2 to +1.8 at 1-8 in call 4
+            maxnreg = 128
     elif fp4:  # untiled w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
         bk, stages = 128, 3
         if bm <= 32:
@@ -243,7 +249,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         if k_dim % bk:
             raise UnsupportedError(f"K={k_dim} is not a multiple of {bk}: the MoE kernel needs K in whole steps of "
                                    f"16 elements")
-    cfg = KernelConfig(bm, bn, bk, warps, stages, prefetch, hoist)
+    cfg = KernelConfig(bm, bn, bk, warps, stages, prefetch, hoist, maxnreg)
     if smem_limit is None:
         return cfg
     from truepeak.hardware.limits import check_shared_memory
