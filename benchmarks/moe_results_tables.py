@@ -1,10 +1,12 @@
 """Markdown tables of `truepeak moe bench` records (the tables of docs/results/h200/moe/README.md).
 
-For each (model, local experts, routing): one row per tokens per expert; for bf16 our kernel's % of the measured read
-bandwidth and time, then the best other backend's; for fp8 ours (w8a8) and torch's ``_scaled_grouped_mm`` (w8a8,
-the ``grouped_mm`` backend); for nvfp4 ours as w4a16 (the default since stop 13) and, where the records hold it, as
-w4a8; for mxfp4 ours as w4a8 (no other backend runs fp4 on Hopper). Then, per format, how ours compares with the
-issue's targets (#5), computed from the same records.
+For each (model, local experts, routing, layout): one row per tokens per expert; for bf16 our kernel's % of the
+measured read bandwidth and time, then the best other backend's; for fp8 ours (w8a8, and w8a16 where the records hold
+it) and torch's ``_scaled_grouped_mm`` (w8a8, the ``grouped_mm`` backend); for nvfp4 ours as w4a16 (the default since
+stop 13) and, where the records hold it, as w4a8; for mxfp4 ours as w4a8 (no other backend runs fp4 on Hopper); the
+block-scaled kernel's records in their own columns (activations, and "emulated" where the device did not run the
+block-scaled MMA). Then, per format, how ours compares with the issue's targets (#5), computed from the same
+records. A point present twice (records of two calls) is reported on stderr and the later one shown.
 
 Usage: python3 benchmarks/moe_results_tables.py RECORDS.jsonl
 """
@@ -13,16 +15,33 @@ import sys
 from collections import defaultdict
 
 
+def label(r: dict) -> str:
+    """The column a record belongs to: the weight format, and for quantised weights the activations that ran
+    (fp8: w8a8 or w8a16; fp4 with the dequantising kernels: w4a8 or w4a16; the block-scaled kernel: its activation
+    format, marked emulated where the device did not run the block-scaled MMA itself)."""
+    w, fmt = r["workload"], r["format"]
+    acts = str(w.get("activations", ""))
+    if r["backend"] != "triton" or fmt == "bf16":
+        return fmt
+    if w.get("fp4_kernel") == "block-scaled":
+        return f"{fmt} x {acts.split(' ')[0]} block-scaled{'' if w.get('native') else ', emulated'}"
+    if fmt.startswith("fp8"):
+        return fmt if acts.startswith("fp8") else f"{fmt} w8a16"
+    return fmt + (" w4a8" if acts.startswith("fp8") else " w4a16")
+
+
 def main(path: str) -> None:
     recs = [json.loads(line) for line in open(path) if line.strip()]
     ok = [r for r in recs if r["status"] == "ok"]
-    by = defaultdict(dict)  # (model, E, routing) -> {(fmt, tpe, backend): record}
+    by = defaultdict(dict)  # (model, E, routing, layout) -> {(fmt, tpe, backend): record}
     for r in ok:
         w = r["workload"]
-        fmt = r["format"]
-        if fmt in ("nvfp4", "mxfp4") and r["backend"] == "triton":  # which activations ran: w4a8 or w4a16
-            fmt += " w4a8" if str(w.get("activations", "")).startswith("fp8") else " w4a16"
-        by[(w["model"], w["E_local"], w["routing"])][(fmt, w["tokens_per_expert"], r["backend"])] = r
+        fmt = label(r)
+        key = (fmt, w["tokens_per_expert"], r["backend"])
+        group = (w["model"], w["E_local"], w["routing"], w.get("layout", "single"))
+        if key in by[group]:  # two calls' records of one point: say so rather than keep one silently
+            print(f"warning: {group} {key} appears more than once; the later record is shown", file=sys.stderr)
+        by[group][key] = r
 
     def pct(r):
         return 100 * r["derived"]["pct_read_bandwidth"]
@@ -31,20 +50,24 @@ def main(path: str) -> None:
         return r["derived"]["time_s"] * 1e6
 
     summary = defaultdict(list)  # fmt -> (tpe, pct, speedup vs best other or None)
-    for (model, e, routing), pts in sorted(by.items(), key=lambda kv: (kv[0][2] != "uniform", kv[0][1] != 256,
-                                                                        kv[0][0])):
-        where = "E = 256 (all experts on one GPU)" if e == 256 else f"E_local = {e} (EP{256 // e}, {e} of 256 experts)"
+    for (model, e, routing, layout), pts in sorted(by.items(), key=lambda kv: (kv[0][2] != "uniform",
+                                                                                kv[0][3] != "single", kv[0][0])):
+        where = (f"E = {e} (all experts on one GPU)" if layout == "single" else
+                 f"E_local = {e} ({layout.upper()}, {e} experts on this GPU)")
         print(f"\n#### {model}, {where}, {routing}\n")
-        fmts = [f for f in ("bf16", "fp8", "nvfp4 w4a16", "nvfp4 w4a8", "mxfp4 w4a8", "mxfp4 w4a16")
-                if any(k[0] == f for k in pts)]
-        head = {"bf16": "bf16: **ours** · best other", "fp8": "fp8 w8a8: **ours** · scaled_grouped_mm"}
+        known = ("bf16", "fp8", "fp8 w8a16", "nvfp4 w4a16", "nvfp4 w4a8", "mxfp4 w4a8", "mxfp4 w4a16")
+        fmts = [f for f in known if any(k[0] == f for k in pts)]
+        fmts += sorted({k[0] for k in pts} - set(known) - {"fp8_block"})
+        head = {"bf16": "bf16: **ours** · best other", "fp8": "fp8 w8a8: **ours** · scaled_grouped_mm",
+                "fp8 w8a16": "fp8 w8a16: **ours** · scaled_grouped_mm (w8a8)"}
         print("| tok/expert | " + " | ".join(head.get(f, f"{f}: **ours**") for f in fmts) + " |")
         print("|---:|" + "---|" * len(fmts))
         for t in sorted({k[1] for k in pts}):
             cells = []
             for fmt in fmts:
                 ours = pts.get((fmt, t, "triton"))
-                others = [r for (f, tt, b), r in pts.items() if f == fmt and tt == t and b != "triton"]
+                base = fmt.split(" ")[0]  # the torch backends' records carry the bare weight format
+                others = [r for (f, tt, b), r in pts.items() if f == base and tt == t and b != "triton"]
                 best = min(others, key=us) if others else None
                 cell = f"**{pct(ours):.1f}** ({us(ours):.0f})" if ours else "—"
                 if best is not None:

@@ -527,7 +527,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     fp4_kernel = str(fp4_kernel).lower()
     if fp4_kernel not in FP4_KERNELS:
         raise TruepeakError(f"--fp4-kernel {fp4_kernel!r}: expected {', '.join(FP4_KERNELS)} (auto: block-scaled on "
-                            "Blackwell, sm_100 / sm_120; dequant elsewhere)")
+                            "Blackwell, sm_100 / sm_103 / sm_120; dequant elsewhere)")
     if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
         raise TruepeakError(f"--budget {budget_s} must be a finite number of seconds > 0 (timed seconds per point, "
                             "e.g. 0.2)")

@@ -26,9 +26,9 @@ HELP = "\n\n".join([
     "picks either for both; on Blackwell, sm_100 / sm_103 / sm_120, fp4 weights run the block-scaled kernel instead "
     "(tl.dot_scaled: the tensor cores read e2m1 and its scales; the activations are quantised per row to nvfp4 or "
     "mxfp4 (W4A4, native on all three) or, mxfp4's default on sm_100 / sm_103, mxfp8 (W4A8); compiled for those "
-    "devices but never run on one: --fp4-kernel block-scaled runs it elsewhere through Triton's bf16 emulation, "
-    "mxfp4 only). The error column is against a float32 reference of unrounded activations, so W4A4 shows its "
-    "format's error; each line names the activations that ran.",
+    "devices but never run on one: --fp4-kernel block-scaled runs it on Hopper (sm_90) through Triton's bf16 "
+    "emulation, mxfp4 only, and refuses other GPUs). The error column is against a float32 reference of unrounded "
+    "activations, so W4A4 shows its format's error; each line names the activations that ran.",
     "At decode each expert sees a handful of tokens (tokens per expert = T·k/E: 16 at batch 512 for E=256, k=8), so "
     "the unit is bound by streaming the active experts' weights: the figure reported is the fraction of the read "
     "bandwidth measured in the same run (a 4 GiB Triton read-only reduction), next to TFLOPS and % of the roofline "
@@ -89,13 +89,12 @@ def bench(
                                         "activations quantised per row to e4m3, e2m1 decoded to e4m3, one fp8 MMA "
                                         "per scale block) or fp16 (w4a16: e2m1 decoded to fp16 and multiplied by "
                                         "its block scale, fp16 MMAs); block-scaled kernel: auto (fp4 for nvfp4; "
-                                        "for mxfp4 fp8 on sm_100 / sm_103, fp4 on sm_120: the native ones), fp4 "
-                                        "(W4A4) or fp8 (mxfp8 activations, mxfp4 weights)."),
+                                        "for mxfp4 fp4 on sm_120, fp8 elsewhere), fp4 (W4A4) or fp8 (mxfp8 "
+                                        "activations, mxfp4 weights)."),
     fp4_kernel: str = typer.Option("auto", "--fp4-kernel", help="Our kernel with nvfp4/mxfp4 weights: auto "
                                    "(block-scaled on sm_100 / sm_103 / sm_120, dequant elsewhere), dequant (e2m1 "
-                                   "decoded in "
-                                   "registers: the Hopper kernels) or block-scaled (tl.dot_scaled; on Hopper "
-                                   "Triton emulates it in bf16, mxfp4 only)."),
+                                   "decoded in registers: the Hopper kernels) or block-scaled (tl.dot_scaled; on "
+                                   "Hopper Triton emulates it in bf16, mxfp4 only; other GPUs refused)."),
     out: Optional[Path] = typer.Option(None, "--out", help="JSON Lines file the records are appended to."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
                                         "(needs matplotlib)."),

@@ -253,7 +253,8 @@ class BlockScaledMoE:
     (docs/results/h200/moe/README.md, stop 14), as fractions of max |output| against unrounded activations: mxfp4 W4A8
     8.6e-2 and W4A4 0.29, where FusedMoE's mxfp4 w4a8 is 3.8e-2. Against the reference computed with the same
     activation rounding the kernel agrees to bf16 output rounding (CPU tests, GPU tests). Inputs holding inf or NaN
-    give NaN output rows.
+    give NaN output rows. In Triton's interpreter (the CPU path) an e8m0 scale byte of 0 decodes as 0, not 2^-127, so
+    activation blocks whose largest magnitude is below 2^-119 (mxfp8) or 2^-125 (mxfp4) come out as zeros there.
 
     Raises:
         TruepeakError: as FusedMoE's input checks; activations the format does not take; a config whose block_k does

@@ -135,10 +135,13 @@ def compile_blockscaled(cfg: Any, wfmt: str, activations: str, capability: int, 
     weight rows; pointers and strides marked 16-byte divisible as the JIT marks real tensors. Returns Triton's
     CompiledKernel (``.asm["ptx"]`` holds the MMA instruction, ``.metadata.shared`` the shared memory).
 
+    Any capability Triton has a target for is compiled, including those :func:`~truepeak.kernels.moe_blockscaled.
+    blockscaled_path` refuses (sm_121: that is how they were found).
+
     Raises:
-        TruepeakError / UnsupportedError: a format, activations or capability the block-scaled kernel does not take
-        (as :class:`~truepeak.kernels.moe_blockscaled.BlockScaledMoE` refuses them). Triton's compilation error where
-        Triton does not lower the combination for that target (nvfp4 on sm_90)."""
+        TruepeakError / UnsupportedError: a format or activations the block-scaled kernel does not take, a malformed
+        capability, H or I not multiples of ``cfg.block_k``. Triton's compilation error where Triton does not lower
+        the combination for that target (nvfp4 on sm_90 and sm_121)."""
     triton = require("triton", "compiling the MoE kernel", "pip install triton")
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -150,6 +153,8 @@ def compile_blockscaled(cfg: Any, wfmt: str, activations: str, capability: int, 
     activations = check_blockscaled_activations(wfmt, activations)
     if isinstance(capability, bool) or not isinstance(capability, int) or capability < 80:
         raise TruepeakError(f"capability must be an integer such as 90, 100 or 120, got {capability!r}")
+    if H % cfg.block_k or I % cfg.block_k:
+        raise TruepeakError(f"H={H} and I={I} must be multiples of block_k={cfg.block_k}")
     fp8 = activations == "fp8"
     xfmt = jit.MXFP8.value if fp8 else jit.NVFP4.value if wfmt == "nvfp4" else jit.MXFP4.value
     e4m3_scales = "*fp8e4nv" if wfmt == "nvfp4" else "*u8"

@@ -1,10 +1,10 @@
 """truepeak's fused-MoE Triton kernels for decode: stream each active expert's weights once.
 
-Measured on an H200 (docs/results/h200/moe/README.md, stop 13; % of the read bandwidth measured in the same run, all
-256 experts on one GPU, uniform and power-law routing): bf16 94-101 % at <= 8 tokens per expert, 79-93 % at 16-32;
-fp8 weights with fp8 activations (w8a8) 95-99 % at <= 4, 91-92 % at 8, 77-88 % at 16-32; mxfp4 with fp8 activations
-(w4a8) 81-88 % at <= 8 with uniform routing (66-84 % power law); nvfp4 with fp16 activations (the tiled w4a16)
-57-62 % (45-58 %). The fastest of the benchmark's backends at every point up to 32 tokens per expert for bf16 and fp8
+Measured on an H200 (docs/results/h200/moe/README.md, stop 14; % of the read bandwidth measured in the same run, all
+256 experts on one GPU, uniform and power-law routing): bf16 93-100 % at <= 8 tokens per expert, 79-93 % at 16-32;
+fp8 weights with fp8 activations (w8a8) 94-99 % at <= 4, 90-95 % at 8, 76-87 % at 16-32; mxfp4 with fp8 activations
+(w4a8) 81-90 % at <= 8 with uniform routing (66-83 % power law); nvfp4 with fp16 activations (the tiled w4a16)
+57-63 % (45-59 %). The fastest of the benchmark's backends at every point up to 32 tokens per expert for bf16 and fp8
 (torch has no fp4 path on Hopper).
 
 The unit of work (issue #5): hidden states ``x [T, H]`` and router output (``topk_ids``, ``topk_weights`` ``[T, k]``)
@@ -271,11 +271,12 @@ def default_activations(wfmt: str) -> str | None:
     """The activations :class:`FusedMoE` runs a weight format with when none is asked for: ``"fp8"`` for fp8 weights
     (w8a8) and mxfp4 (w4a8), ``"fp16"`` for nvfp4 (the tiled w4a16), None for bf16. Measured on the H200
     (docs/results/h200/moe/README.md): mxfp4 w4a8 was faster than the tiled w4a16 at every tokens per expert
-    (DeepSeek-V3, E = 256, uniform; 91 vs 60 % of the read bandwidth at 1; stop 13 call 1); in the results call,
+    (DeepSeek-V3, E = 256, uniform; 91 vs 60 % of the read bandwidth at 1; stop 13 call 1); in stop 13's results call,
     over DeepSeek-V3 and GLM-5, E = 256 and EP8, uniform and power-law routing, nvfp4's w4a16 was 5-12 % slower than
     its w4a8 up to 8 tokens per expert, 1.06-1.38x faster at 16-32 and 2.0-2.6x at 64-256, and 9-17x closer to the
     float32 reference (fp16 instead of e4m3 activations: 2.4-5.1e-3 vs 4.1-5.2e-2 of max |output|), so nvfp4's
-    default does not depend on the batch.
+    default does not depend on the batch; in stop 14's (w4a16 capped at 128 registers) 2-8 % slower up to 8 tokens
+    per expert, 1.04-1.38x faster at 16-32, 2.0-2.6x at 64-256.
 
     Raises:
         UnknownNameError: an unknown format."""
