@@ -124,7 +124,7 @@ def check_blockscaled_activations(wfmt: str, activations: str | None, capability
 
 def blockscaled_path(wfmt: str, activations: str | None, capability: tuple[int, int]) -> tuple[str, bool]:
     """How the block-scaled kernels run ``wfmt`` weights with ``activations`` on a GPU of compute capability
-    ``capability`` (major, minor), as Triton 3.6.0 compiles them (module docstring's table).
+    ``capability`` (major, minor), as Triton 3.6.0 compiles them (the module docstring's list).
 
     Returns:
         ``(description, native)``: native is True where the MMA takes the block-scaled operands itself.
