@@ -8,6 +8,7 @@ Usage: PYTHONPATH=src python3 benchmarks/moe_blockscaled_ptx.py > docs/results/c
 import triton
 
 from truepeak.kernels import moe_blockscaled as bs
+from truepeak.kernels.moe_triton import fit_shared_memory
 from truepeak.kernels.moe_inspect import compile_blockscaled, mma_instructions, resource_usage
 
 # sharedMemPerBlockOptin (CUDA C++ Programming Guide, "Features and Technical Specifications": compute capability
@@ -32,11 +33,9 @@ for cap in (100, 103, 120, 90):
             except Exception as exc:  # noqa: BLE001 - the refusal is the row
                 print(f"| sm_{cap} | {wfmt} | {acts} | {tpe} | | | | | | refused: {str(exc).split(':')[1].strip()} |")
                 continue
-            while True:
-                k = compile_blockscaled(cfg, wfmt, acts, cap)
-                if int(k.metadata.shared) <= LIMIT[cap] or cfg.num_stages == 1:
-                    break
-                cfg = type(cfg)(cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_warps, cfg.num_stages - 1)
+            cfg, _ = fit_shared_memory(lambda _w, c, warmup=True: compile_blockscaled(c, wfmt, acts, cap), cfg, cfg,
+                                       LIMIT[cap])
+            k = compile_blockscaled(cfg, wfmt, acts, cap)
             mma = ", ".join(f"`{m}`" for m in mma_instructions(k))
             use = resource_usage(k)
             print(f"| sm_{cap} | {wfmt} | {acts} | {tpe} | {cfg.block_m}x{2 * cfg.block_n}x{cfg.block_k}, "

@@ -473,12 +473,14 @@ def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16
 def _check_fp4_choice(fp4_kernel: str, fp4_activations: str, weights: list[str], why: str = "") -> None:
     """Refuse, before measuring, fp4 activations the fp4 kernel does not take: the dequantising kernels take fp8 or
     fp16, the block-scaled one fp4 (nvfp4, mxfp4) or fp8 (mxfp4 only)."""
+    from truepeak.kernels.moe_blockscaled import ACTIVATIONS
+
     fp4_fmts = [w for w in weights if w in ("nvfp4", "mxfp4")]
     if not fp4_fmts or fp4_activations == "auto":
         return
-    takes = {"dequant": ("fp8", "fp16"), "block-scaled": ("fp8", "fp4")}[fp4_kernel]
-    if fp4_activations not in takes or (fp4_kernel == "block-scaled" and fp4_activations == "fp8"
-                                         and "nvfp4" in fp4_fmts):
+    # FusedMoE takes fp8 or fp16 activations for fp4 weights; the block-scaled kernel what ACTIVATIONS lists
+    takes = {f: ("fp8", "fp16") if fp4_kernel == "dequant" else ACTIVATIONS[f] for f in fp4_fmts}
+    if any(fp4_activations not in takes[f] for f in fp4_fmts):
         raise TruepeakError(f"--fp4-activations {fp4_activations} with --fp4-kernel {fp4_kernel}{why} and weights "
                             f"{', '.join(fp4_fmts)}: the dequantising kernels take fp8 or fp16, the block-scaled one "
                             "fp4 (nvfp4, mxfp4) or fp8 (mxfp4 only)")

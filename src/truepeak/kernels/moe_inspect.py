@@ -21,16 +21,28 @@ from truepeak.errors import require
 _WFMT_ID = {"bf16": 0, "fp8": 1, "fp8_block": 2, "nvfp4": 3, "mxfp4": 4}
 
 
+def _compile(fn: Any, sig: dict, consts: dict, cfg: Any, capability: int, divisible: tuple = ()) -> Any:
+    """``triton.compile`` of ``fn`` for sm_``capability`` with ``cfg``'s warps, stages and register cap; pointers,
+    strides and the ``divisible`` arguments marked 16-byte divisible, as Triton's JIT marks real tensors."""
+    triton = require("triton", "compiling the MoE kernel", "pip install triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    sig = {**sig, **{k: "constexpr" for k in consts}}
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
+             if t.startswith("*") or n.startswith("stride") or n in divisible}
+    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                          target=GPUTarget("cuda", capability, 32),
+                          options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages,
+                                   **({"maxnreg": cfg.maxnreg} if getattr(cfg, "maxnreg", None) else {})})
+
+
 def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 90, H: int = 7168,
                     I: int = 2048, tiled: bool = True) -> Any:  # noqa: E741 - the field's name for the expert width
     """The gate/up kernel compiled for ``capability`` (e.g. 90 = sm_90) with ``cfg`` (a KernelConfig), weights
     ``wfmt``, K = H and 2I weight rows. Pointers and strides are marked 16-byte divisible, as Triton's JIT marks
     them for real expert tensors. ``tiled`` (fp4): the weights in the tiled layout (w4a8 and the tiled w4a16;
     False: the untiled w4a16 kernel). Returns Triton's CompiledKernel (``.metadata.shared`` bytes, ``.asm``)."""
-    triton = require("triton", "compiling the MoE kernel", "pip install triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from truepeak.kernels import _moe_jit
 
     w = {"bf16": "*bf16", "fp8": "*fp8e4nv", "fp8_block": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8"}[wfmt]
@@ -50,13 +62,7 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
     consts = {"I": I, "H": H, "WFMT": _WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
               "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8,
               "TILED": tiled, "XSCALE": wfmt != "bf16"}  # quantised weights: per-row activation scales, as FusedMoE
-    sig.update({k: "constexpr" for k in consts})
-    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
-             if t.startswith("*") or n.startswith("stride") or n == "x_plane"}
-    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
-                          target=GPUTarget("cuda", capability, 32),
-                          options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages,
-                                   **({"maxnreg": cfg.maxnreg} if getattr(cfg, "maxnreg", None) else {})})
+    return _compile(fn, sig, consts, cfg, capability, divisible=("x_plane",))
 
 
 @dataclass
@@ -92,17 +98,15 @@ def _cuobjdump(compiled: Any, *flags: str) -> list[str]:
                                check=True).stdout for flag in flags]
 
 
-def resource_usage(compiled: Any) -> dict:
-    """A compiled kernel's registers per thread and stack bytes per thread (``{"registers": R, "stack": S}``; a stack
-    above 0 means spills), from cuobjdump -res-usage (no GPU needed)."""
-    out = _cuobjdump(compiled, "-res-usage")[0]
+def _parse_res_usage(out: str) -> dict:
     return {name: int(m.group(1)) if (m := re.search(key + r":(\d+)", out)) else None
             for name, key in (("registers", "REG"), ("stack", "STACK"))}
 
 
-def registers(compiled: Any) -> int | None:
-    """Registers per thread of a compiled kernel (cuobjdump -res-usage; no GPU needed)."""
-    return resource_usage(compiled)["registers"]
+def resource_usage(compiled: Any) -> dict:
+    """A compiled kernel's registers per thread and stack bytes per thread (``{"registers": R, "stack": S}``; a stack
+    above 0 means spills), from cuobjdump -res-usage (no GPU needed)."""
+    return _parse_res_usage(_cuobjdump(compiled, "-res-usage")[0])
 
 
 def sass_loop_report(compiled: Any, cfg: Any, gated: bool = True) -> LoopReport:
@@ -121,9 +125,8 @@ def sass_loop_report(compiled: Any, cfg: Any, gated: bool = True) -> LoopReport:
             body = [x for x in lines if int(target.group(1), 16) <= addr(x) <= addr(ln)]
             best = body if len(body) > len(best) else best
     mix = collections.Counter(re.findall(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", "\n".join(best)))
-    regs = re.search(r"REG:(\d+)", res)
     tiles = 2 if gated else 1
-    return LoopReport(len(best), dict(mix.most_common()), int(regs.group(1)) if regs else None,
+    return LoopReport(len(best), dict(mix.most_common()), _parse_res_usage(res)["registers"],
                       int(compiled.metadata.shared),
                       tiles * cfg.block_n * cfg.block_k / (32 * cfg.num_warps))
 
@@ -142,10 +145,6 @@ def compile_blockscaled(cfg: Any, wfmt: str, activations: str, capability: int, 
         TruepeakError / UnsupportedError: a format or activations the block-scaled kernel does not take, a malformed
         capability, H or I not multiples of ``cfg.block_k``. Triton's compilation error where Triton does not lower
         the combination for that target (nvfp4 on sm_90 and sm_121)."""
-    triton = require("triton", "compiling the MoE kernel", "pip install triton")
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from truepeak.errors import TruepeakError
     from truepeak.kernels import _moe_blockscaled_jit as jit
     from truepeak.kernels.moe_blockscaled import check_blockscaled_activations
@@ -166,12 +165,7 @@ def compile_blockscaled(cfg: Any, wfmt: str, activations: str, capability: int, 
            "stride_sn": "i32"}
     consts = {"I": I, "H": H, "WG": 16 if wfmt == "nvfp4" else 32, "XFMT": xfmt, "BLOCK_M": cfg.block_m,
               "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "INTERP": False}
-    sig.update({k: "constexpr" for k in consts})
-    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items()
-             if t.startswith("*") or n.startswith("stride")}
-    return triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
-                          target=GPUTarget("cuda", capability, 32),
-                          options={"num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+    return _compile(fn, sig, consts, cfg, capability)
 
 
 def mma_instructions(compiled: Any) -> list[str]:
