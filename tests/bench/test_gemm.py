@@ -209,6 +209,34 @@ def test_fp8_operands_and_reference_on_the_cpu(scaling):
         assert float(wb[200, 300]) == pytest.approx(float(b.data[200, 300].double()) * float(b.scale[2, 1]))
 
 
+@pytest.mark.parametrize("m", [1, 2, 3, 8, 16])
+def test_block128_activation_scales_outer_dim_major_at_small_m(m):
+    """At M = 1 the scales must have strides (1, 1), at M = 3 (1, 3): what scaled_mm checks on sm_90. Transposing a
+    [1, 56] tensor and calling .contiguous() makes no copy, so the old layout kept strides (56, 1) -> (1, 56) and the
+    default run's 1x4096x7168 / 1x7168x2048 fp8 block128 cases failed."""
+    a = G.make_operand("fp8_e4m3", m, 7168, "cpu", 1, scaling="block128")
+    assert tuple(a.scale.shape) == (m, 56) and a.scale.stride() == (1, m)
+    ref = a.dequant(None)  # element (m-1, 7167) is in the last 128-block of the last row
+    assert float(ref[m - 1, 7167]) == pytest.approx(float(a.data[m - 1, 7167].double()) * float(a.scale[m - 1, 55]))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize(("n", "k"), [(4096, 7168), (7168, 2048)])
+def test_gpu_fp8_block128_at_decode_m(m, n, k):
+    """DeepSeek-V3-style 1 x 128 / 128 x 128 fp8 GEMMs at decode M run and pass their check (the shapes of the default
+    run)."""
+    from truepeak.hardware.detect import detect
+
+    dev = detect("cuda")
+    ok, reason = G.supported("fp8_e4m3", dev, (m, n, k), scaling="block128")
+    if not ok:
+        pytest.skip(reason)
+    g = G.TorchGemm("fp8_e4m3", m, n, k, dev.torch_device, n_sets=2, scaling="block128")
+    with g.mode():
+        assert G.check_passes("fp8_e4m3", g.check())
+
+
 def test_library_refusal_becomes_backend_unsupported(monkeypatch):
     g = G.TorchGemm("fp8_e4m3", 32, 64, 128, "cpu", n_sets=1, scaling="row")
 

@@ -358,7 +358,7 @@ def make_operand(fmt: str | Format, rows: int, k: int, device: str, seed: int, *
                 full = blocks.repeat_interleave(128, 0)[:rows].repeat_interleave(128, 1)
             else:
                 blocks = _scale_values(torch, (rows, k // 128), device, seed + 1, inputs)
-                scale = blocks.t().contiguous().t()
+                scale = outer_dim_major(torch, blocks)
                 full = blocks.repeat_interleave(128, 1)
 
         def dequant(r: int | None = None, data=data, full=full):
@@ -369,6 +369,20 @@ def make_operand(fmt: str | Format, rows: int, k: int, device: str, seed: int, *
         return Operand(data, scale, dequant)
     data = _uniform(torch, (rows, k), f, device, seed, inputs)
     return Operand(data, None, lambda r=None, data=data: (data if r is None else data[:r]).to(torch.float64))
+
+
+def outer_dim_major(torch, blocks):
+    """``blocks`` ([M, K/128] fp32) copied into storage of strides ``(1, M)``: the activation-scale layout torch's
+    ``scaled_mm`` checks exactly on sm_90 (``torch/_meta_registrations.py``: ``stride(0) == 1`` and ``stride(1) == M``).
+
+    ``blocks.t().contiguous().t()`` is not enough: at M = 1 the transposed view ``[K/128, 1]`` already counts as
+    contiguous (a dimension of size 1 has no stride constraint), so no copy is made and the strides stay
+    ``(K/128, 1)``, which ``scaled_mm`` refuses ("scale_a must have strides (1, 1)").
+    """
+    rows, cols = blocks.shape
+    out = torch.empty_strided((rows, cols), (1, rows), device=blocks.device, dtype=blocks.dtype)
+    out.copy_(blocks)
+    return out
 
 
 def _block_operand(torch, f: Format, rows: int, k: int, device: str, seed: int, inputs: str) -> Operand:
