@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 #: How to install what measuring needs. truepeak is not on PyPI: it is installed from a clone (README.md). One line,
 #: used by every "missing torch" message.
-INSTALL_HINT = ("pip install -e '.[measure]' 'torch==2.13.0' in a clone of truepeak (on a GPU machine, keep your CUDA "
-                "build of torch and run: pip install -e . nvidia-ml-py)")
+INSTALL_HINT = ("pip install -e '.[measure]' 'torch==2.11.0' in a clone of truepeak (on a GPU machine that has a CUDA "
+                "build of torch, pip install -e '.[measure]' keeps it)")
 
 
 class TruepeakError(ValueError):

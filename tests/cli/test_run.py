@@ -133,7 +133,7 @@ def test_missing_torch_gives_the_install_command(capsys, monkeypatch, tmp_path):
     assert code == 2
     assert err.count("\n") == 1  # one line
     # truepeak is not on PyPI: the hint is the README's install line, from a clone
-    assert "pip install -e '.[measure]' 'torch==2.13.0'" in err and "clone" in err
+    assert "pip install -e '.[measure]' 'torch==2.11.0'" in err and "clone" in err
     assert "pip install torch " not in err and "pip install 'truepeak[measure]'" not in err
 
 
