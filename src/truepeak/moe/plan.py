@@ -44,7 +44,8 @@ sequence's KV cache; layout rules in :mod:`truepeak.moe.layout`):
   pipeline sends. A collective costs α + S · factor / busbw (:class:`truepeak.comm.model.CollectiveModel`), S the
   nccl-tests size, from measurements when given, else the literature defaults per interconnect.
 - Memory per GPU: weights of the heaviest stage (routed experts E / ep × width / expert TP; attention, shared experts
-  and dense MLPs / attention TP, MLA's q_a/kv_a replicated; router, embedding and lm_head in bf16, vocab-parallel)
+  and dense MLPs / attention TP, MLA's q_a/kv_a replicated; router, embedding and lm_head in bf16, vocab-parallel;
+  expert biases (gpt-oss) in bf16, as its checkpoint stores them next to the mxfp4 expert weights)
   plus the KV cache of the sequences the GPU holds (B / dp; MLA's latent cache replicated over attention TP) at
   context C. Activations, CUDA graphs and allocator reserve are not counted (vLLM keeps 10 % free by default).
   fp8 / int8 weights count their fp32 scales (:mod:`truepeak.moe.ops`: 128 x 128 blocks when the checkpoint has
@@ -687,10 +688,10 @@ class _Step:
                     kv += f.kv_cache.values_bytes(seqs * ctx * 2 * kvh * a.head_dim)
                 if layer.mlp == "moe":
                     width = e.intermediate_size // lay.moe_tp
-                    bias = e.params_per_expert(H) - 3 * H * e.intermediate_size      # gpt-oss expert biases
+                    bias = e.params_per_expert(H) - 3 * H * e.intermediate_size      # gpt-oss expert biases (bf16)
                     parts["routed_experts"] += (f.weight_bytes(w, 2 * width, H, e.num_experts // lay.ep)
                                                 + f.weight_bytes(w, H, width, e.num_experts // lay.ep)
-                                                + w.values_bytes(e.num_experts // lay.ep * bias / lay.moe_tp))
+                                                + BF16.values_bytes(e.num_experts // lay.ep * bias / lay.moe_tp))
                     if e.num_shared:
                         sw = e.num_shared * e.shared_intermediate_size // tp
                         parts["shared_experts"] += f.weight_bytes(w, 2 * sw, H) + f.weight_bytes(w, H, sw)
