@@ -204,6 +204,9 @@ def _scaled(scaling: str | None, pre: str = " + ", post: str = "", words: dict =
 
 
 def render_header(p, measured) -> list[str]:
+    """The lines above the plans: model, GPUs and interconnect; formats and peaks; where the weight format came from
+    (:attr:`truepeak.moe.plan.Plan.weights_origin`) and what one format does to weights the checkpoint keeps in bf16;
+    the formats' notes; the measured data used."""
     f = p.formats
     lines = [f"{p.model} on {p.layout.gpus} x {p.accelerator}; interconnect {p.interconnect} "
              f"({p.interconnect_why})",
@@ -211,6 +214,10 @@ def render_header(p, measured) -> list[str]:
              f"activations {f.activations.name}{_scaled(f.activation_scaling, ' (', ')', ACT_SCALING_WORDS)}, KV cache {f.kv_cache.name}; "
              f"GEMM peak {f.gemm_peak / 1e12:.1f} TFLOPS dense "
              f"{f.gemm_compute.name}, memory {p.bandwidth / 1e9:.0f} GB/s → ridge {p.ridge:.0f} FLOP/B"]
+    if p.weights_origin is not None:
+        lines.append(f"  weights: {p.weights_origin.describe()}")
+    if p.weights_note:
+        lines.append(f"  {p.weights_note}")
     for n in (f.peak_note, *[x for x in f.notes if x != f.peak_note], f.scaling_note):
         if not n:
             continue
@@ -301,7 +308,7 @@ def plan_cmd(
     layout: Optional[str] = typer.Option(None, "--layout", "-l", help="Parallel layout, e.g. tp8, tp4pp2, ep8, tp2ep4, dp8ep8; default tp<gpus>."),
     batch: Optional[str] = typer.Option(None, "--batch", "-b", help="Decode batch (sequences decoding together), or a list: 1,8,64,512; default 1."),
     context: int = typer.Option(4096, "--context", "-c", help="Tokens in each sequence's KV cache (a one-line warning when above the config's max_position_embeddings; still planned)."),
-    weights: Optional[str] = typer.Option(None, "--weights", "-w", help="Weight format: nvfp4, mxfp4, fp8, bf16 (any truepeak format); default: the checkpoint's, from its quantization_config (fp8 for DeepSeek-V3, mxfp4 for a gpt-oss config.json, nvfp4 for a ModelOpt NVFP4 export), else bf16."),
+    weights: Optional[str] = typer.Option(None, "--weights", "-w", help="Weight format: nvfp4, mxfp4, fp8, bf16 (any truepeak format); default: the checkpoint's, from its quantization_config (fp8 for DeepSeek-V3 and Kimi-K2, mxfp4 for gpt-oss, nvfp4 for a ModelOpt NVFP4 export), else bf16. The output says which, and where the checkpoint keeps weights in bf16 that the one format covers."),
     activations: Optional[str] = typer.Option(None, "--activations", help="GEMM activation format; default: the weight format where the GPU computes in it natively (<= 8 bit), else bf16."),
     kv_cache: Optional[str] = typer.Option(None, "--kv-cache", help="KV-cache format (bf16 default, fp8)."),
     routing: str = typer.Option("uniform", "--routing", help="Expert routing: uniform; powerlaw:ALPHA[:random|sorted|balanced] (Zipf by popularity rank, water-filled; steep: at ALPHA≈1 the hottest expert gets every token; aiconfigurator's 1.01 / 1.2 are exponents of another law and do not carry over); or a file: a per-expert histogram, or a topk_ids dump [T, k] (a dump of exactly --batch rows gives the observed values)."),
@@ -329,8 +336,8 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     from truepeak.moe.layout import parse_layout, parse_layouts
     from truepeak.moe.measured import load_measured
     from truepeak.moe.ops import resolve_formats
-    from truepeak.moe.plan import (DEFAULT_COMPARE_BATCHES, checkpoint_block_size, compare as compare_fn,
-                                   context_warning, default_compare_layouts, plan)
+    from truepeak.moe.plan import (DEFAULT_COMPARE_BATCHES, checkpoint_block_size, choose_weights,
+                                   compare as compare_fn, context_warning, default_compare_layouts, plan)
 
     extra = list(ctx.args)
     compare_list = None
@@ -361,15 +368,15 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
         if gpus is not None and gpus < 1:
             raise TruepeakError(f"--gpus {gpus} must be at least 1")
         lay = _default_layout(mdl, gpus or 1, compare)
-    w = weights or mdl.checkpoint_format or "bf16"
+    w = choose_weights(mdl, weights).format
     fmts = resolve_formats(acc, w, activations, kv_cache, weight_block_size=checkpoint_block_size(mdl, w))
     warnings = []
     ctx_warn = context_warning(mdl, context)
     if ctx_warn:
         warnings.append(ctx_warn)
     tables = load_measured(measured) if measured else None
-    kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, formats=fmts,
-              device_name=name if name in acc.device_names else None)
+    kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, weights=weights,
+              formats=fmts, device_name=name if name in acc.device_names else None)
     plans = [plan(mdl, acc, lay, b, **kw) for b in batches]
     cells = layouts = cmp_batches = None
     if compare:
