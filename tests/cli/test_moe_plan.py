@@ -191,3 +191,13 @@ def test_context_above_max_position_embeddings_warns(tmp_path):
     assert d["plans"][0]["context"] == 200000                           # planned anyway
     t = run("--model", str(path), "--gpu", "h200", "--gpus", "8", "--context", "163840", "--json")
     assert json.loads(t.stdout)["warnings"] == []
+
+
+def test_help_shows_compare_takes_layouts():
+    # --compare is a flag with an optional list after it; its help showed "<bool>", as if it took true/false
+    r = CliRunner().invoke(app, ["moe", "plan", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    line = next(l for l in r.stdout.splitlines() if "--compare " in l and "What-if" in l)
+    assert "[LAYOUTS]" in line and "<bool>" not in line
+    text = " ".join(l.strip(" │") for l in r.stdout.splitlines())
+    assert "--compare tp8,tp4pp2,ep8; --compare alone for 6 default layouts" in text
