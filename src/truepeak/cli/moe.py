@@ -50,26 +50,40 @@ PLAN_HELP = "\n\n".join([
 ])
 
 
-def number_list(text: str, what: str, convert=int, example: str = "1,8,64,512") -> list:
-    """The comma-separated numbers of ``text`` (``"1, 8,64"`` → ``[1, 8, 64]``), each read by ``convert`` (``int``
-    or ``float``); empty items are skipped. Shared by ``moe plan --batch`` and ``moe bench --tokens-per-expert``.
+def comma_items(text: str, what: str, example: str) -> list[str]:
+    """The items of a comma list (``" tp8, ep8"`` → ``["tp8", "ep8"]``), stripped. The one list reader of ``moe plan``
+    and ``moe bench`` (``--batch``, ``--tokens-per-expert``, ``--weights``, ``--backends``; ``--compare`` layouts go
+    through :func:`truepeak.moe.layout.parse_layouts`, which applies the same rule).
 
     Raises:
-        TruepeakError: an item ``convert`` cannot read (``"--batch '1.5' is not a whole number; give e.g. ..."``), or
-            no item at all; ``what`` names the option, ``example`` shows a good value.
+        TruepeakError: no item at all (``"no --batch in ','; give e.g. 1,8,64,512"``), or an empty item between,
+            before or after the others (``"--batch '1,,2' has an empty item; give e.g. 1,8,64,512"``: a doubled or
+            stray comma is a typo, not a list of two); ``what`` names the option, ``example`` shows a good value.
+    """
+    parts = [p.strip() for p in str(text).split(",")]
+    if not any(parts):
+        raise TruepeakError(f"no {what} in {text!r}; give e.g. {example}")
+    if not all(parts):
+        raise TruepeakError(f"{what} {text!r} has an empty item; give e.g. {example}")
+    return parts
+
+
+def number_list(text: str, what: str, convert=int, example: str = "1,8,64,512") -> list:
+    """The comma-separated numbers of ``text`` (``"1, 8,64"`` → ``[1, 8, 64]``), each read by ``convert`` (``int``
+    or ``float``). Shared by ``moe plan --batch`` and ``moe bench --tokens-per-expert``.
+
+    Raises:
+        TruepeakError: an item ``convert`` cannot read (``"--batch '1.5' is not a whole number; give e.g. ..."``), an
+            empty item or no item at all (:func:`comma_items`); ``what`` names the option, ``example`` shows a good
+            value.
     """
     kind = "a whole number" if convert is int else "a number"
     out = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
+    for part in comma_items(text, what, example):
         try:
             out.append(convert(part))
         except ValueError:
             raise TruepeakError(f"{what} {part!r} is not {kind}; give e.g. {example}") from None
-    if not out:
-        raise TruepeakError(f"no {what} in {text!r}; give e.g. {example}")
     return out
 
 
@@ -380,7 +394,8 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     plans = [plan(mdl, acc, lay, b, **kw) for b in batches]
     cells = layouts = cmp_batches = None
     if compare:
-        layouts = parse_layouts(compare_list) if compare_list else default_compare_layouts(mdl, lay.gpus)
+        layouts = (parse_layouts(",".join(comma_items(compare_list, "--compare", "tp8,tp4pp2,ep8")))
+                   if compare_list else default_compare_layouts(mdl, lay.gpus))
         cmp_batches = batches if batch_given else list(DEFAULT_COMPARE_BATCHES)
         warnings += [compare_gpus_warning(l, lay.gpus, gpus is not None) for l in layouts if l.gpus != lay.gpus]
         cells = compare_fn(mdl, acc, layouts, cmp_batches, **kw)
@@ -413,5 +428,5 @@ def compare_gpus_warning(layout, n_gpus: int, gpus_given: bool) -> str:
             f"on {layout.gpus} GPUs (tokens/s total for {layout.gpus} GPUs; compare rows per GPU)")
 
 
-__all__ = ["moe_app", "plan_cmd", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",
+__all__ = ["moe_app", "plan_cmd", "comma_items", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",
            "table"]
