@@ -259,3 +259,24 @@ def test_rtx_5090_at_its_real_clock_is_accepted():
     r = run("--gpu", "rtx-5090", "--format", "bf16", "--tflops", "241")
     assert r.exit_code == 0, r.output
     assert "115.0 % of the dense peak" in r.stdout
+
+
+@pytest.mark.parametrize("typed, shown, pct", [
+    # 1e308 TFLOPS = 1e320 FLOP/s overflows a float: it was refused as "throughput inf FLOP/s is not a positive finite
+    # number". It is a value far above the peak: 1e308 / 989.4 x 100 % = 1.01e307 %.
+    ("1e308", "1e+308", "1.01e+307"),
+    ("1e297", "1e+297", "1.01e+296"),
+    # finite in FLOP/s but printed with 16 and 15 digits before: 1e15 / 989.4 x 100 % = 1.01e14 %
+    ("1e15", "1e+15", "1.01e+14"),
+])
+def test_absurd_throughput_is_shown_as_typed_and_called_above_the_peak(typed, shown, pct):
+    r = run("--gpu", "h100-sxm", "--format", "bf16", "--tflops", typed)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip().splitlines() == [
+        f"error: {shown} TFLOPS is {pct} % of the 989.4 TFLOPS dense bf16 peak of NVIDIA H100 SXM: this cannot be a "
+        "real measurement (above the 1070.5 TFLOPS ceiling, its peak at the 1980 MHz maximum clock; a timing error: "
+        "too few FLOP counted, a cache-resident or eliminated op, or a time that excludes the kernel); --clock-mhz "
+        "compares against the peak at the clock the GPU ran"]
+    assert "inf" not in r.stderr
+    with_shape = run("--gpu", "h100-sxm", "--format", "bf16", "--tflops", "1e308", "--shape", "8192x8192x8192")
+    assert with_shape.exit_code == 2 and "1e+308 TFLOPS is 1.01e+307 %" in with_shape.stderr
