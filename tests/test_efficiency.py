@@ -502,3 +502,10 @@ def test_compute_bound_above_the_dense_peak_is_not_called_a_memory_excess():
     e = analyze(catalog_acc("h100-sxm"), "bf16", shape="8192x8192x8192", tflops=990)
     assert e.bound == "compute" and e.pct_roofline > 1
     assert ABOVE_SPEC in e.notes and not any("memory bandwidth" in n for n in e.notes)
+
+
+def test_throughput_whose_flop_per_s_overflow_is_above_the_peak_not_inf():
+    # 1e300 TFLOPS x 1e12 = inf in a float; the error keeps the value as given: 1e300 / 989.4 x 100 % = 1.01e299 %
+    with pytest.raises(MeasurementError, match=r"^1e\+300 TFLOPS is 1\.01e\+299 % of the 989\.4 TFLOPS dense bf16 "
+                                               r"peak of NVIDIA H100 SXM: this cannot be a real measurement"):
+        analyze("h100-sxm", "bf16", tflops=1e300)

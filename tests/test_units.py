@@ -1,6 +1,6 @@
 """Rendering rules, pinned with hand-written strings."""
 
-from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_size, fmt_time, rate_unit
+from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_size, fmt_tera, fmt_time, rate_unit
 
 
 def test_rates_print_one_way():
@@ -9,6 +9,16 @@ def test_rates_print_one_way():
     assert fmt_rate(46.1e12) == "46.1"
     assert fmt_rate(0.805306368e12) == "0.8053"
     assert fmt_rate(None) == "-" and fmt_rate(float("nan")) == "-"
+
+
+def test_absurd_rates_print_in_scientific_notation():
+    # 1e15 TFLOPS printed as "1000000000000000.0", 1e290 as 291 digits; from 1e6 TFLOPS (1e18 FLOP/s) up: 4 digits
+    assert fmt_rate(999_999.9e12) == "999999.9"
+    assert fmt_rate(1e6 * 1e12) == "1e+06"
+    assert fmt_rate(1e15 * 1e12) == "1e+15"
+    assert fmt_tera(1e308) == "1e+308" and fmt_tera(1.23456e300) == "1.235e+300"
+    assert fmt_tera(989.4) == fmt_rate(989.4e12) == "989.4" and fmt_tera(0.805306368) == "0.8053"
+    assert fmt_tera(float("inf")) == "-"
 
 
 def test_rate_unit_int8_is_tops():

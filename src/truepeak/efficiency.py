@@ -28,6 +28,7 @@ from truepeak.roofline import (
     check_memory_plausible,
     check_plausible,
     check_time,
+    implausible,
     parse_shape,
     plausibility_limit,
 )
@@ -231,6 +232,11 @@ def analyze(acc: str | Accelerator, fmt: str | Format, *, tflops: float | None =
     peak = acc.peak(f, accumulate)
     if not isinstance(shape, Gemm):
         check_scaling(f, scaling)
+    if tflops is not None and math.isinf(_tflops_input(tflops) * TERA):
+        # a finite TFLOPS figure whose FLOP/s overflow a float (above ~1.8e296 TFLOPS): above every ceiling; say so
+        # with the value as given rather than as "inf FLOP/s"
+        clk = None if clock_hz is None else check_clock(acc, clock_hz)
+        raise implausible(_tflops_input(tflops), plausibility_limit(acc, f, peak.accumulate, clk))
     achieved, t, clk, gemm = _resolve_inputs(acc, f, tflops, shape, time_s, scaling, clock_hz)
     lim = plausibility_limit(acc, f, peak.accumulate, clk)
     if achieved is not None:

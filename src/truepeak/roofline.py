@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
 from truepeak.formats import Format, check_positive_int, check_scaling, get_format
-from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_time
+from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_tera, fmt_time
 from truepeak.units import rate_unit as _rate_unit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -482,14 +482,26 @@ def check_plausible(achieved_flops: float, peak: float | PlausibilityLimit, what
         _finite_positive("peak", value, " FLOP/s", TruepeakError)
     fraction = achieved / lim.spec_peak
     if achieved > lim.ceiling * (1 + 1e-12):
-        u = lim.unit
-        above = f"above the {fmt_rate(lim.ceiling)} {u} ceiling, {lim.basis}; " if lim.basis else ""
-        hint = "" if lim.clock_hz is not None else f"; {CLOCK_HINT}"
-        raise MeasurementError(
-            f"{fmt_rate(achieved)} {u} is {100 * fraction:.0f} % of the {fmt_rate(lim.spec_peak)} {u} {lim.what}: "
-            f"this cannot be a real measurement ({above}{TIMING_CAUSES}){hint}"
-        )
+        raise implausible(achieved / TERA, lim)
     return fraction
+
+
+def implausible(achieved_tera: float, lim: PlausibilityLimit) -> MeasurementError:
+    """The error for a throughput above ``lim.ceiling`` (case C08: "500.0 TFLOPS is 605 % of the 82.6 TFLOPS dense
+    fp32 peak of ...: this cannot be a real measurement (...)"), raised by :func:`check_plausible`.
+
+    ``achieved_tera`` is the throughput in units of 1e12 FLOP/s (TFLOPS), so that a value typed in TFLOPS whose FLOP/s
+    overflow a float (``--tflops 1e300``: 1e312 FLOP/s is inf) still prints as typed; the percentage of the spec peak
+    prints whole below 1e6 %, with three significant digits above (``1.01e+307 %``).
+    """
+    u = lim.unit
+    pct = 100 * (achieved_tera / (lim.spec_peak / TERA))
+    pct_text = f"{pct:.0f}" if pct < 1e6 else (f"{pct:.3g}" if math.isfinite(pct) else "over 1e+308")
+    above = f"above the {fmt_rate(lim.ceiling)} {u} ceiling, {lim.basis}; " if lim.basis else ""
+    hint = "" if lim.clock_hz is not None else f"; {CLOCK_HINT}"
+    return MeasurementError(
+        f"{fmt_tera(achieved_tera)} {u} is {pct_text} % of the {fmt_rate(lim.spec_peak)} {u} {lim.what}: "
+        f"this cannot be a real measurement ({above}{TIMING_CAUSES}){hint}")
 
 
 MEMORY_TIMING_CAUSES = ("a timing error: an asynchronous launch timed without synchronizing, a time that excludes "

@@ -1,7 +1,7 @@
 """Rendering numbers: the one place where SI values (FLOP/s, B/s, s, B, fractions) become text.
 
-Everything inside truepeak is SI (DESIGN.md "Conventions"); tables, messages and Markdown call these functions so that a
-number prints the same way everywhere. Decimal prefixes (TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s), as vendors and
+Everything inside truepeak is SI; tables, messages and Markdown call these functions so that a number prints the same
+way everywhere. Decimal prefixes (TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s), as vendors and
 nccl-tests use; binary sizes (MiB, GiB) only for buffer sizes, labelled as such.
 """
 
@@ -35,13 +35,29 @@ def rate_unit(rate: str) -> str:
     return "TOPS" if key == "int8" else "TFLOPS"
 
 
+#: From this many TFLOPS (1e18 FLOP/s, far above any one device) up, a rate prints in scientific notation.
+SCIENTIFIC_TERA = 1e6
+
+
+def fmt_tera(x: float | None) -> str:
+    """A throughput already in units of 1e12 (TFLOPS, TOPS) as :func:`fmt_rate` prints it: one decimal from 100 up
+    (``1978.9``), four significant digits below (``0.805``), four significant digits in scientific notation from
+    :data:`SCIENTIFIC_TERA` up (``1e+15``, ``1e+308``: an absurd input prints as typed, not as 300 digits).
+    ``None``/non-finite -> ``"-"``."""
+    if _bad(x):
+        return DASH
+    if abs(x) >= SCIENTIFIC_TERA:
+        return f"{x:.4g}"
+    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.4g}"
+
+
 def fmt_rate(flop_per_s: float | None) -> str:
     """A throughput in FLOP/s as a number of TFLOPS: one decimal from 100 up (``1978.9``, ``989.4``), four
-    significant digits below (``46.1``, ``0.805``). ``None``/non-finite -> ``"-"``."""
+    significant digits below (``46.1``, ``0.805``), scientific notation from 1e6 TFLOPS up (:func:`fmt_tera`).
+    ``None``/non-finite -> ``"-"``."""
     if _bad(flop_per_s):
         return DASH
-    x = flop_per_s / TERA
-    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.4g}"
+    return fmt_tera(flop_per_s / TERA)
 
 
 def fmt_bandwidth(bytes_per_s: float | None) -> str:

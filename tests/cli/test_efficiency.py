@@ -39,20 +39,24 @@ def test_S1_moe_aggregate():
 
 
 def test_S1_per_expert_gemm_is_memory_bound():
-    r = run("--gpu", WS, "--format", "nvfp4", "--shape", "16x6144x4096", "--tflops", "0.8")
+    # GLM-5 gate+up at 16 tokens per expert: M = 16, N = 2 x 2048 = 4096, K = 6144 (hidden), nvfp4 in, bf16 out.
+    # FLOP 2 x 16 x 4096 x 6144 = 805,306,368; bytes A 16 x 6144 x 0.5625 = 55,296 + B 4096 x 6144 x 0.5625 =
+    # 14,155,776 + C 16 x 4096 x 2 = 131,072 = 14,342,144 B -> 56.15 FLOP/B; ceiling 1.792e12 x 56.15 = 100.6 TFLOPS;
+    # 0.8 TFLOPS -> 805,306,368 / 0.8e12 = 1.007 ms, 14,342,144 B / 1.007 ms = 14.2 GB/s = 0.795 % of 1792 GB/s
+    r = run("--gpu", WS, "--format", "nvfp4", "--shape", "16x4096x6144", "--tflops", "0.8")
     assert r.exit_code == 0, r.output
     text = r.stdout
-    assert "memory-bound" in text
-    assert "ridge 1125 FLOP/B" in text
-    assert "100.3 TFLOPS" in text                      # roofline ceiling, A + B + C bytes counted
-    assert "weight B 14.16 MB" in text                 # 14,155,776 B
+    assert "56.15 FLOP/B; ridge 1125 FLOP/B → memory-bound" in text
+    assert "100.6 TFLOPS" in text                      # roofline ceiling, A + B + C bytes counted
+    assert "14.34 MB = A 55.3 kB + weight B 14.16 MB + C 131.1 kB" in text
     assert "8.0531e+08" in text                        # 0.805 GFLOP
+    assert "1.007 ms per GEMM" in text
     bw = next(line for line in out_lines(r) if "memory bandwidth" in line)
-    assert "of 1792 GB/s" in bw and "the percentage that matters" in bw
+    assert "14.2 GB/s = 0.795 % of 1792 GB/s" in bw and "the percentage that matters" in bw
 
 
 def test_S1_json():
-    r = run("--gpu", WS, "--format", "nvfp4", "--shape", "16x6144x4096", "--tflops", "0.8", "--json")
+    r = run("--gpu", WS, "--format", "nvfp4", "--shape", "16x4096x6144", "--tflops", "0.8", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["bound"] == "memory" and d["b_bytes"] == 14_155_776 and d["flop"] == 805_306_368
@@ -77,7 +81,7 @@ def test_C07_time_route():
 def test_help_has_the_S1_example():
     r = CliRunner().invoke(app, ["efficiency", "--help"], env={"COLUMNS": "160"})
     assert r.exit_code == 0
-    assert "16x6144x4096" in r.stdout and "DENSE" in r.stdout
+    assert "16x4096x6144" in r.stdout and "DENSE" in r.stdout
 
 
 @pytest.mark.parametrize(
@@ -259,3 +263,47 @@ def test_rtx_5090_at_its_real_clock_is_accepted():
     r = run("--gpu", "rtx-5090", "--format", "bf16", "--tflops", "241")
     assert r.exit_code == 0, r.output
     assert "115.0 % of the dense peak" in r.stdout
+
+
+@pytest.mark.parametrize("typed, shown, pct", [
+    # 1e308 TFLOPS = 1e320 FLOP/s overflows a float: it was refused as "throughput inf FLOP/s is not a positive finite
+    # number". It is a value far above the peak: 1e308 / 989.4 x 100 % = 1.01e307 %.
+    ("1e308", "1e+308", "1.01e+307"),
+    ("1e297", "1e+297", "1.01e+296"),
+    # finite in FLOP/s but printed with 16 and 15 digits before: 1e15 / 989.4 x 100 % = 1.01e14 %
+    ("1e15", "1e+15", "1.01e+14"),
+])
+def test_absurd_throughput_is_shown_as_typed_and_called_above_the_peak(typed, shown, pct):
+    r = run("--gpu", "h100-sxm", "--format", "bf16", "--tflops", typed)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip().splitlines() == [
+        f"error: {shown} TFLOPS is {pct} % of the 989.4 TFLOPS dense bf16 peak of NVIDIA H100 SXM: this cannot be a "
+        "real measurement (above the 1070.5 TFLOPS ceiling, its peak at the 1980 MHz maximum clock; a timing error: "
+        "too few FLOP counted, a cache-resident or eliminated op, or a time that excludes the kernel); --clock-mhz "
+        "compares against the peak at the clock the GPU ran"]
+    assert "inf" not in r.stderr
+    with_shape = run("--gpu", "h100-sxm", "--format", "bf16", "--tflops", "1e308", "--shape", "8192x8192x8192")
+    assert with_shape.exit_code == 2 and "1e+308 TFLOPS is 1.01e+307 %" in with_shape.stderr
+
+
+def test_readme_per_expert_example_says_what_the_command_prints():
+    # The README's per-expert example is the GLM-5 gate+up GEMM of the field case (M=16, N=4096, K=6144 at ~0.8
+    # TFLOPS); every number its comment quotes must be in the command's output.
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text().splitlines()
+    i = next(i for i, l in enumerate(readme) if l.startswith("truepeak efficiency") and "--shape 16x4096x6144" in l)
+    comment = []
+    j = i - 1
+    while readme[j].startswith("#"):
+        comment.insert(0, readme[j].lstrip("# "))
+        j -= 1
+    comment = " ".join(comment)
+    r = run(*shlex.split(readme[i])[2:])
+    assert r.exit_code == 0, r.output
+    quoted = re.findall(r"\d[\d.]* (?:FLOP/B|TFLOPS|ms|GB/s|%)", comment)
+    assert {"56.15 FLOP/B", "1125 FLOP/B", "100.6 TFLOPS", "1.007 ms", "14.2 GB/s", "0.795 %", "1792 GB/s"} <= set(quoted)
+    for q in quoted:
+        assert q in r.stdout, q

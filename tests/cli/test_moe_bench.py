@@ -32,6 +32,12 @@ def test_help_teaches_the_terms(capsys):
     # regression: a zero / negative / infinite time budget was not checked
     (["--model", "deepseek-v3", "--budget", "0"], "error: --budget 0.0 must be a finite number of seconds > 0"),
     (["--model", "deepseek-v3", "--budget", "inf"], "error: --budget inf must be a finite number of seconds > 0"),
+    # regression: empty items of the comma lists were skipped, so a typo ran a different sweep
+    (["--model", "deepseek-v3", "--tokens-per-expert", "1,,8"],
+     "error: tokens per expert '1,,8' has an empty item; give e.g. 1,2,4,8,16,32"),
+    (["--model", "deepseek-v3", "--weights", "bf16,"], "error: --weights 'bf16,' has an empty item; give e.g. bf16,fp8"),
+    (["--model", "deepseek-v3", "--backends", "bmm,,triton"],
+     "error: --backends 'bmm,,triton' has an empty item; give e.g. per_expert,triton"),
 ])
 def test_bad_input_is_one_line(capsys, args, msg):
     code, _, err = run(capsys, *args)

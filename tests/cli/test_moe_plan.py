@@ -112,7 +112,7 @@ def test_number_list_is_shared_by_plan_and_bench():
     from truepeak.errors import TruepeakError
 
     assert moe_bench.number_list is number_list
-    assert number_list(" 1, 8,,512", "--batch") == [1, 8, 512]
+    assert number_list(" 1, 8, 512", "--batch") == [1, 8, 512]
     assert number_list("0.5,16", "tokens per expert", float, "1,2,4") == [0.5, 16.0]
     with pytest.raises(TruepeakError, match=r"--batch '1.5' is not a whole number; give e.g. 1,8,64,512"):
         number_list("1,1.5", "--batch")
@@ -191,3 +191,41 @@ def test_context_above_max_position_embeddings_warns(tmp_path):
     assert d["plans"][0]["context"] == 200000                           # planned anyway
     t = run("--model", str(path), "--gpu", "h200", "--gpus", "8", "--context", "163840", "--json")
     assert json.loads(t.stdout)["warnings"] == []
+
+
+def test_help_shows_compare_takes_layouts():
+    # --compare is a flag with an optional list after it; its help showed "<bool>", as if it took true/false
+    r = CliRunner().invoke(app, ["moe", "plan", "--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    line = next(l for l in r.stdout.splitlines() if "--compare " in l and "What-if" in l)
+    assert "[LAYOUTS]" in line and "<bool>" not in line
+    text = " ".join(l.strip(" │") for l in r.stdout.splitlines())
+    assert "--compare tp8,tp4pp2,ep8; --compare alone for 6 default layouts" in text
+
+
+@pytest.mark.parametrize("text", ["1,,2", "1,2,", ",1", "1, ,2"])
+def test_empty_list_items_are_refused(text):
+    # "--batch 1,,2" planned batches 1 and 2: a doubled or stray comma is a typo, refused with the value as typed
+    from truepeak.cli.moe import comma_items, number_list
+    from truepeak.errors import TruepeakError
+
+    with pytest.raises(TruepeakError, match=rf"^--batch '{text}' has an empty item; give e.g. 1,8,64,512$"):
+        number_list(text, "--batch")
+    with pytest.raises(TruepeakError, match=r"has an empty item"):
+        comma_items(text, "--weights", "bf16,fp8")
+    r = run(*S1, "--batch", text)
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [f"error: --batch '{text}' has an empty item; give e.g. 1,8,64,512"]
+
+
+def test_empty_compare_layout_is_refused():
+    from truepeak.errors import TruepeakError
+    from truepeak.moe.layout import parse_layouts
+
+    r = run(*S1, "--compare", "tp8,,ep8")
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == ["error: --compare 'tp8,,ep8' has an empty item; give e.g. "
+                                             "tp8,tp4pp2,ep8"]
+    with pytest.raises(TruepeakError, match=r"layouts 'tp8,ep8,' have an empty item"):
+        parse_layouts("tp8,ep8,")
+    assert [l.name for l in parse_layouts(" tp8 , ep8")] == ["tp8", "ep8"]

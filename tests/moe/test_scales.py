@@ -138,5 +138,5 @@ def test_context_above_max_position_embeddings_warns_with_both_numbers(h200):
     w = context_warning(m, 200000)
     assert w is not None and "200000" in w and "163840" in w and "\n" not in w
     assert context_warning(m, 163840) is None
-    assert context_warning(load_model("deepseek-v3"), 10**6) is None    # presets leave max_position_embeddings out
+    assert context_warning(load_model("deepseek-v3"), 10**6) is not None   # the preset carries 163840 too
     assert plan(m, h200, "tp8", 1, context=200000).context == 200000     # still planned

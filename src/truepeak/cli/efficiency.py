@@ -26,10 +26,11 @@ HELP = "\n\n".join([
     "Example (case S1, NVFP4 on an RTX PRO 6000 Blackwell Workstation Edition):",
     "  truepeak efficiency --gpu \"rtx pro 6000\" --format nvfp4 --tflops 1300",
     "  → 64.5 % of the 2015.2 TFLOPS dense peak (not 32.3 % of the 4030.4 TFLOPS sparse \"4 PFLOPS\" headline)",
-    "  truepeak efficiency --gpu \"rtx pro 6000\" --format nvfp4 --shape 16x6144x4096 --tflops 0.8",
-    "  → memory-bound (56 FLOP/B against a 1125 FLOP/B ridge): roofline ceiling 100.3 TFLOPS; the percentage that "
-    "matters is of memory bandwidth.",
-    "  truepeak efficiency --gpu \"rtx pro 6000\" --format nvfp4 --shape 16x6144x4096",
+    "  truepeak efficiency --gpu \"rtx pro 6000\" --format nvfp4 --shape 16x4096x6144 --tflops 0.8",
+    "  → a GLM-5 gate+up GEMM at 16 tokens per expert: memory-bound (56.15 FLOP/B against a 1125 FLOP/B ridge), "
+    "roofline ceiling 100.6 TFLOPS; 0.8 TFLOPS is 1.007 ms per GEMM, 0.795 % of the memory bandwidth, the "
+    "percentage that matters.",
+    "  truepeak efficiency --gpu \"rtx pro 6000\" --format nvfp4 --shape 16x4096x6144",
     "  → the same bounds without a measurement.",
     "Units: TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal). FLOP = 2·M·N·K; bytes = A (M×K) + weight B (N×K) + "
     "C (M×N), each in its format with block scales.",

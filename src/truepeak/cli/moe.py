@@ -50,26 +50,40 @@ PLAN_HELP = "\n\n".join([
 ])
 
 
-def number_list(text: str, what: str, convert=int, example: str = "1,8,64,512") -> list:
-    """The comma-separated numbers of ``text`` (``"1, 8,64"`` → ``[1, 8, 64]``), each read by ``convert`` (``int``
-    or ``float``); empty items are skipped. Shared by ``moe plan --batch`` and ``moe bench --tokens-per-expert``.
+def comma_items(text: str, what: str, example: str) -> list[str]:
+    """The items of a comma list (``" tp8, ep8"`` → ``["tp8", "ep8"]``), stripped. The one list reader of ``moe plan``
+    and ``moe bench`` (``--batch``, ``--tokens-per-expert``, ``--weights``, ``--backends``; ``--compare`` layouts go
+    through :func:`truepeak.moe.layout.parse_layouts`, which applies the same rule).
 
     Raises:
-        TruepeakError: an item ``convert`` cannot read (``"--batch '1.5' is not a whole number; give e.g. ..."``), or
-            no item at all; ``what`` names the option, ``example`` shows a good value.
+        TruepeakError: no item at all (``"no --batch in ','; give e.g. 1,8,64,512"``), or an empty item between,
+            before or after the others (``"--batch '1,,2' has an empty item; give e.g. 1,8,64,512"``: a doubled or
+            stray comma is a typo, not a list of two); ``what`` names the option, ``example`` shows a good value.
+    """
+    parts = [p.strip() for p in str(text).split(",")]
+    if not any(parts):
+        raise TruepeakError(f"no {what} in {text!r}; give e.g. {example}")
+    if not all(parts):
+        raise TruepeakError(f"{what} {text!r} has an empty item; give e.g. {example}")
+    return parts
+
+
+def number_list(text: str, what: str, convert=int, example: str = "1,8,64,512") -> list:
+    """The comma-separated numbers of ``text`` (``"1, 8,64"`` → ``[1, 8, 64]``), each read by ``convert`` (``int``
+    or ``float``). Shared by ``moe plan --batch`` and ``moe bench --tokens-per-expert``.
+
+    Raises:
+        TruepeakError: an item ``convert`` cannot read (``"--batch '1.5' is not a whole number; give e.g. ..."``), an
+            empty item or no item at all (:func:`comma_items`); ``what`` names the option, ``example`` shows a good
+            value.
     """
     kind = "a whole number" if convert is int else "a number"
     out = []
-    for part in str(text).split(","):
-        part = part.strip()
-        if not part:
-            continue
+    for part in comma_items(text, what, example):
         try:
             out.append(convert(part))
         except ValueError:
             raise TruepeakError(f"{what} {part!r} is not {kind}; give e.g. {example}") from None
-    if not out:
-        raise TruepeakError(f"no {what} in {text!r}; give e.g. {example}")
     return out
 
 
@@ -204,6 +218,9 @@ def _scaled(scaling: str | None, pre: str = " + ", post: str = "", words: dict =
 
 
 def render_header(p, measured) -> list[str]:
+    """The lines above the plans: model, GPUs and interconnect; formats and peaks; where the weight format came from
+    (:attr:`truepeak.moe.plan.Plan.weights_origin`) and what one format does to weights the checkpoint keeps in bf16;
+    the formats' notes; the measured data used."""
     f = p.formats
     lines = [f"{p.model} on {p.layout.gpus} x {p.accelerator}; interconnect {p.interconnect} "
              f"({p.interconnect_why})",
@@ -211,6 +228,10 @@ def render_header(p, measured) -> list[str]:
              f"activations {f.activations.name}{_scaled(f.activation_scaling, ' (', ')', ACT_SCALING_WORDS)}, KV cache {f.kv_cache.name}; "
              f"GEMM peak {f.gemm_peak / 1e12:.1f} TFLOPS dense "
              f"{f.gemm_compute.name}, memory {p.bandwidth / 1e9:.0f} GB/s → ridge {p.ridge:.0f} FLOP/B"]
+    if p.weights_origin is not None:
+        lines.append(f"  weights: {p.weights_origin.describe()}")
+    if p.weights_note:
+        lines.append(f"  {p.weights_note}")
     for n in (f.peak_note, *[x for x in f.notes if x != f.peak_note], f.scaling_note):
         if not n:
             continue
@@ -301,11 +322,11 @@ def plan_cmd(
     layout: Optional[str] = typer.Option(None, "--layout", "-l", help="Parallel layout, e.g. tp8, tp4pp2, ep8, tp2ep4, dp8ep8; default tp<gpus>."),
     batch: Optional[str] = typer.Option(None, "--batch", "-b", help="Decode batch (sequences decoding together), or a list: 1,8,64,512; default 1."),
     context: int = typer.Option(4096, "--context", "-c", help="Tokens in each sequence's KV cache (a one-line warning when above the config's max_position_embeddings; still planned)."),
-    weights: Optional[str] = typer.Option(None, "--weights", "-w", help="Weight format: nvfp4, mxfp4, fp8, bf16 (any truepeak format); default: the checkpoint's, from its quantization_config (fp8 for DeepSeek-V3, mxfp4 for a gpt-oss config.json, nvfp4 for a ModelOpt NVFP4 export), else bf16."),
+    weights: Optional[str] = typer.Option(None, "--weights", "-w", help="Weight format: nvfp4, mxfp4, fp8, bf16 (any truepeak format); default: the checkpoint's, from its quantization_config (fp8 for DeepSeek-V3 and Kimi-K2, mxfp4 for gpt-oss, nvfp4 for a ModelOpt NVFP4 export), else bf16. The output says which, and where the checkpoint keeps weights in bf16 that the one format covers."),
     activations: Optional[str] = typer.Option(None, "--activations", help="GEMM activation format; default: the weight format where the GPU computes in it natively (<= 8 bit), else bf16."),
     kv_cache: Optional[str] = typer.Option(None, "--kv-cache", help="KV-cache format (bf16 default, fp8)."),
     routing: str = typer.Option("uniform", "--routing", help="Expert routing: uniform; powerlaw:ALPHA[:random|sorted|balanced] (Zipf by popularity rank, water-filled; steep: at ALPHA≈1 the hottest expert gets every token; aiconfigurator's 1.01 / 1.2 are exponents of another law and do not carry over); or a file: a per-expert histogram, or a topk_ids dump [T, k] (a dump of exactly --batch rows gives the observed values)."),
-    compare: bool = typer.Option(False, "--compare", help="[LAYOUTS] What-if table over layouts x batch sizes: --compare tp8,tp4pp2,ep8 or --compare alone for 6 default layouts; batches from --batch when given, else 1,2,8,16,32,64,128,512. A layout on another GPU count than --gpus is planned on its own GPUs, with a one-line warning."),
+    compare: bool = typer.Option(False, "--compare", metavar="[LAYOUTS]", help="What-if table over layouts x batch sizes. Takes an optional comma list of layouts after a space: --compare tp8,tp4pp2,ep8; --compare alone for 6 default layouts. Batches from --batch when given, else 1,2,8,16,32,64,128,512. A layout on another GPU count than --gpus is planned on its own GPUs, with a one-line warning."),
     measured: Optional[list[str]] = typer.Option(None, "--measured", help="JSON Lines results (truepeak run / comm / moe bench) whose gemm, moe_experts and collective times replace the roofline; repeatable."),
     interconnect: Optional[str] = typer.Option(None, "--interconnect", help="Override the interconnect: nvlink or pcie (default from the catalog)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (SI units) instead of text."),
@@ -329,8 +350,8 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     from truepeak.moe.layout import parse_layout, parse_layouts
     from truepeak.moe.measured import load_measured
     from truepeak.moe.ops import resolve_formats
-    from truepeak.moe.plan import (DEFAULT_COMPARE_BATCHES, checkpoint_block_size, compare as compare_fn,
-                                   context_warning, default_compare_layouts, plan)
+    from truepeak.moe.plan import (DEFAULT_COMPARE_BATCHES, checkpoint_block_size, choose_weights,
+                                   compare as compare_fn, context_warning, default_compare_layouts, plan)
 
     extra = list(ctx.args)
     compare_list = None
@@ -361,19 +382,20 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
         if gpus is not None and gpus < 1:
             raise TruepeakError(f"--gpus {gpus} must be at least 1")
         lay = _default_layout(mdl, gpus or 1, compare)
-    w = weights or mdl.checkpoint_format or "bf16"
+    w = choose_weights(mdl, weights).format
     fmts = resolve_formats(acc, w, activations, kv_cache, weight_block_size=checkpoint_block_size(mdl, w))
     warnings = []
     ctx_warn = context_warning(mdl, context)
     if ctx_warn:
         warnings.append(ctx_warn)
     tables = load_measured(measured) if measured else None
-    kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, formats=fmts,
-              device_name=name if name in acc.device_names else None)
+    kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, weights=weights,
+              formats=fmts, device_name=name if name in acc.device_names else None)
     plans = [plan(mdl, acc, lay, b, **kw) for b in batches]
     cells = layouts = cmp_batches = None
     if compare:
-        layouts = parse_layouts(compare_list) if compare_list else default_compare_layouts(mdl, lay.gpus)
+        layouts = (parse_layouts(",".join(comma_items(compare_list, "--compare", "tp8,tp4pp2,ep8")))
+                   if compare_list else default_compare_layouts(mdl, lay.gpus))
         cmp_batches = batches if batch_given else list(DEFAULT_COMPARE_BATCHES)
         warnings += [compare_gpus_warning(l, lay.gpus, gpus is not None) for l in layouts if l.gpus != lay.gpus]
         cells = compare_fn(mdl, acc, layouts, cmp_batches, **kw)
@@ -406,5 +428,5 @@ def compare_gpus_warning(layout, n_gpus: int, gpus_given: bool) -> str:
             f"on {layout.gpus} GPUs (tokens/s total for {layout.gpus} GPUs; compare rows per GPU)")
 
 
-__all__ = ["moe_app", "plan_cmd", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",
+__all__ = ["moe_app", "plan_cmd", "comma_items", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",
            "table"]

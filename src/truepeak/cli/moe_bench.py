@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import fail
-from truepeak.cli.moe import moe_app, number_list
+from truepeak.cli.moe import comma_items, moe_app, number_list
 from truepeak.errors import TruepeakError
 
 HELP = "\n\n".join([
@@ -44,8 +44,9 @@ HELP = "\n\n".join([
 ])
 
 
-def _names(text: str) -> list[str]:
-    return [p.strip().lower() for p in str(text).split(",") if p.strip()]
+def _names(text: str, what: str, example: str) -> list[str]:
+    """The lower-case names of a comma list option (:func:`truepeak.cli.moe.comma_items`: no empty items)."""
+    return [p.lower() for p in comma_items(text, what, example)]
 
 
 def render(records: list[dict]) -> list[str]:
@@ -105,7 +106,8 @@ def bench(
 
     try:
         tpes = number_list(tokens_per_expert, "tokens per expert", float, "1,2,4,8,16,32")
-        fmts, bks = _names(weights), _names(backends)
+        fmts = _names(weights, "--weights", "bf16,fp8")
+        bks = _names(backends, "--backends", "per_expert,triton")
 
         def progress(rec: dict) -> None:
             if not as_json:

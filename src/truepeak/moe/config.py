@@ -3,7 +3,7 @@
 Pure Python (``json`` only; ``huggingface_hub`` is imported lazily, only to fetch a hub id). Every number here is a
 count of elements (parameters, hidden widths); bytes come from a :class:`truepeak.formats.Format` at the caller.
 
-Public API (stable; ``/work/coord/moe_api.md`` mirrors it):
+Public API (stable):
 
 - :func:`load_model` ``(spec) -> MoEModel``: ``spec`` is a path to a ``config.json`` (or to a folder holding one), a
   preset name (case-insensitive, :func:`preset_names`), or a Hugging Face hub id ``org/name``.
@@ -13,7 +13,7 @@ Public API (stable; ``/work/coord/moe_api.md`` mirrors it):
 - :func:`preset_names` ``() -> list[str]``; :data:`SUPPORTED_FAMILIES` (the ``model_type`` values understood).
 - :class:`MoEModel` (frozen): ``name, family, hidden_size, num_layers, vocab_size, tie_word_embeddings, layers,
   experts, dense_intermediate_size, attention, activation, num_mtp_layers, dtype, quant_method, weight_block_size,
-  checkpoint_format, source, max_position_embeddings``; properties ``num_moe_layers, num_dense_layers, moe_layer_ids, dense_layer_ids``, ``attention_counts``;
+  checkpoint_format, source, max_position_embeddings, modules_not_converted``; properties ``num_moe_layers, num_dense_layers, moe_layer_ids, dense_layer_ids``, ``attention_counts``;
   methods ``params_total() -> ParamCount``, ``params_active() -> ParamCount`` (per token), ``attention_params(kind)``,
   ``params_per_layer_dense_mlp()``, ``kv_cache_elements(context)``, ``summary()``.
 - :class:`LayerSpec` ``(index, mlp: 'moe'|'dense', attention: 'mla'|'full'|'sliding'|'linear')``.
@@ -43,7 +43,7 @@ Conventions:
   where 5.13B includes the unembedding but not the embedding).
 
 Family rules (key names are the real Hugging Face ones; sources: ``huggingface/transformers``
-``src/transformers/models/<family>/configuration_*.py`` and ``modeling_*.py``; ../shared/data/moe_models.md §1):
+``src/transformers/models/<family>/configuration_*.py`` and ``modeling_*.py``):
 
 - ``deepseek_v3`` / ``kimi_k2`` / ``glm_moe_dsa``: MLA attention; layer i is MoE iff
   ``i >= first_k_dense_replace and i % moe_layer_freq == 0`` (GLM-5 may carry an explicit ``mlp_layer_types`` list of
@@ -299,8 +299,11 @@ class MoEModel:
     ``quant_method`` / ``weight_block_size`` (from ``quantization_config``; None when absent),
     ``checkpoint_format`` (the truepeak format of the checkpoint's weights read from ``quantization_config``:
     :func:`checkpoint_format`; None for an unquantised or unrecognised checkpoint), ``source`` (where the config came
-    from), ``max_position_embeddings`` (the longest context the config declares; None when absent, as in the bundled
-    presets, which leave it out).
+    from), ``max_position_embeddings`` (the longest context the config declares; None when absent; every bundled
+    preset carries its released checkpoint's value), ``modules_not_converted`` (the module name patterns the
+    checkpoint's ``quantization_config`` leaves unquantised, as published: its ``modules_to_not_convert``, else
+    ``ignore`` or ``exclude_modules``; gpt-oss: ``model.layers.*.self_attn``, ``model.layers.*.mlp.router``,
+    ``model.embed_tokens``, ``lm_head``; empty when none are listed).
     """
 
     name: str
@@ -321,6 +324,7 @@ class MoEModel:
     checkpoint_format: str | None = None
     source: str = field(default="", compare=False)
     max_position_embeddings: int | None = None
+    modules_not_converted: tuple[str, ...] = ()
 
     # -- layer bookkeeping ------------------------------------------------------------------------------------------
     @property
@@ -616,7 +620,19 @@ def parse_config(cfg: dict, name: str, source: str = "") -> MoEModel:
         num_mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0),
         dtype=cfg.get("torch_dtype") or cfg.get("dtype"), quant_method=q.get("quant_method"),
         weight_block_size=tuple(wbs) if isinstance(wbs, list) else None, checkpoint_format=checkpoint_format(q),
-        source=source or name, max_position_embeddings=_max_positions(cfg.get("max_position_embeddings")))
+        source=source or name, max_position_embeddings=_max_positions(cfg.get("max_position_embeddings")),
+        modules_not_converted=_not_converted(q))
+
+
+def _not_converted(q: dict) -> tuple[str, ...]:
+    """The module patterns a ``quantization_config`` leaves unquantised: the first list among
+    ``modules_to_not_convert`` (transformers' quantizers; gpt-oss's mxfp4), ``ignore`` (compressed-tensors) and
+    ``exclude_modules`` (NVIDIA ModelOpt), as strings; () when none is there."""
+    for key in ("modules_to_not_convert", "ignore", "exclude_modules"):
+        v = q.get(key)
+        if isinstance(v, list):
+            return tuple(str(x) for x in v)
+    return ()
 
 
 def _max_positions(v: Any) -> int | None:
@@ -628,9 +644,9 @@ def checkpoint_format(quantization_config: dict | None) -> str | None:
     """The truepeak format name of a checkpoint's (expert) weights from its ``quantization_config``, or None.
 
     ``quant_method`` ``"fp8"`` (DeepSeek-V3 / Kimi-K2 block-fp8) → ``"fp8"``; ``"mxfp4"`` (gpt-oss: MoE experts in
-    MXFP4) → ``"mxfp4"``; ``quant_algo`` ``"NVFP4"`` / ``"FP8"`` (NVIDIA ModelOpt exports, e.g. GLM-5 NVFP4:
-    moe_models.md §2) → ``"nvfp4"`` / ``"fp8"``. Anything else (no config, int4 / AWQ / GPTQ schemes that truepeak has
-    no format for) → None: the caller falls back to the unquantised dtype.
+    MXFP4) → ``"mxfp4"``; ``quant_algo`` ``"NVFP4"`` / ``"FP8"`` (NVIDIA ModelOpt exports, such as
+    ``nvidia/GLM-5-NVFP4``) → ``"nvfp4"`` / ``"fp8"``. Anything else (no config, int4 / AWQ / GPTQ schemes that
+    truepeak has no format for) → None: the caller falls back to the unquantised dtype.
     """
     q = quantization_config if isinstance(quantization_config, dict) else {}
     method = str(q.get("quant_method") or "").strip().lower()
@@ -702,7 +718,8 @@ def _preset_dir():
 
 
 def preset_names() -> list[str]:
-    """Names of the bundled presets (copies of ../shared/data/hf_configs; sources in presets/README.md), sorted."""
+    """Names of the bundled presets (``config.json`` files of released checkpoints, architecture fields and
+    ``quantization_config``; sources in presets/README.md), sorted."""
     return sorted(p.name[:-5] for p in _preset_dir().iterdir() if p.name.endswith(".json"))
 
 

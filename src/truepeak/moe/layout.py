@@ -131,15 +131,22 @@ def parse_layout(text: str) -> Layout:
 
 
 def parse_layouts(text: str) -> list[Layout]:
-    """A comma-separated list of layouts (``"tp8,tp4pp2,ep8"``), duplicates dropped, order kept."""
-    out: list[Layout] = []
-    for part in str(text).split(","):
-        if part.strip():
-            lay = parse_layout(part)
-            if lay.name not in [x.name for x in out]:
-                out.append(lay)
-    if not out:
+    """A comma-separated list of layouts (``"tp8,tp4pp2,ep8"``), duplicates dropped, order kept.
+
+    Raises:
+        TruepeakError: no layout; an empty item (``"tp8,,ep8"``: a doubled or stray comma is a typo, refused as the
+            CLI's other lists are); a layout :func:`parse_layout` refuses.
+    """
+    parts = [p.strip() for p in str(text).split(",")]
+    if not any(parts):
         raise TruepeakError(f"no layout in {text!r}; expected a comma-separated list of {LAYOUT_FORM}")
+    if not all(parts):
+        raise TruepeakError(f"layouts {text!r} have an empty item; expected a comma-separated list of {LAYOUT_FORM}")
+    out: list[Layout] = []
+    for part in parts:
+        lay = parse_layout(part)
+        if lay.name not in [x.name for x in out]:
+            out.append(lay)
     return out
 
 

@@ -43,8 +43,13 @@ sequence's KV cache; layout rules in :mod:`truepeak.moe.layout`):
   reduce-scatter after the experts. Plus a vocab-parallel embedding all-reduce, an lm_head logits all-gather and the
   pipeline sends. A collective costs α + S · factor / busbw (:class:`truepeak.comm.model.CollectiveModel`), S the
   nccl-tests size, from measurements when given, else the literature defaults per interconnect.
+- Weight format (:func:`choose_weights`): ``weights`` when given, else the checkpoint's (its ``quantization_config``:
+  fp8 for DeepSeek-V3 and Kimi-K2, mxfp4 for gpt-oss), else bf16; the plan says which (:class:`WeightsChoice`). It is
+  one format for attention, routed experts, shared experts and dense MLPs; where the checkpoint keeps some of those in
+  bf16 (gpt-oss's ``modules_to_not_convert``: attention) the plan says what that changes (:func:`weights_note`).
 - Memory per GPU: weights of the heaviest stage (routed experts E / ep × width / expert TP; attention, shared experts
-  and dense MLPs / attention TP, MLA's q_a/kv_a replicated; router, embedding and lm_head in bf16, vocab-parallel)
+  and dense MLPs / attention TP, MLA's q_a/kv_a replicated; router, embedding and lm_head in bf16, vocab-parallel;
+  expert biases (gpt-oss) in bf16, as its checkpoint stores them next to the mxfp4 expert weights)
   plus the KV cache of the sequences the GPU holds (B / dp; MLA's latent cache replicated over attention TP) at
   context C. Activations, CUDA graphs and allocator reserve are not counted (vLLM keeps 10 % free by default).
   fp8 / int8 weights count their fp32 scales (:mod:`truepeak.moe.ops`: 128 x 128 blocks when the checkpoint has
@@ -161,6 +166,9 @@ class Plan:
             experts, busiest GPU pairs...), None for a model without MoE layers.
         memory: :class:`MemoryFit`. tuned_configs: :class:`TunedConfigNames`.
         notes: findings in sentences (dequantisation, PCIe communication flag, ...).
+        weights_origin: where the weight format came from (:class:`WeightsChoice`), or None.
+        weights_note: what the one weight format does to weights the checkpoint keeps in bf16
+            (:func:`weights_note`), or "".
     """
 
     model: str
@@ -179,6 +187,8 @@ class Plan:
     tuned_configs: TunedConfigNames
     bandwidth: float
     notes: tuple[str, ...] = ()
+    weights_origin: WeightsChoice | None = None
+    weights_note: str = ""
 
     # -- derived ----------------------------------------------------------------------------------------------------
     @property
@@ -321,6 +331,8 @@ class Plan:
             "collectives": self.collectives(), "bottleneck": self.bottleneck(), "conclusions": self.conclusions(),
             "routing": self.routing, "memory": self.memory.to_dict(), "tuned_configs": self.tuned_configs.to_dict(),
             "measured_ops": self.measured_ops, "notes": list(self.notes), "ops": [op.to_dict() for op in self.ops],
+            "weights_origin": None if self.weights_origin is None else {**self.weights_origin.to_dict(),
+                                                                        "note": self.weights_note or None},
         }
 
 
@@ -687,10 +699,10 @@ class _Step:
                     kv += f.kv_cache.values_bytes(seqs * ctx * 2 * kvh * a.head_dim)
                 if layer.mlp == "moe":
                     width = e.intermediate_size // lay.moe_tp
-                    bias = e.params_per_expert(H) - 3 * H * e.intermediate_size      # gpt-oss expert biases
+                    bias = e.params_per_expert(H) - 3 * H * e.intermediate_size      # gpt-oss expert biases (bf16)
                     parts["routed_experts"] += (f.weight_bytes(w, 2 * width, H, e.num_experts // lay.ep)
                                                 + f.weight_bytes(w, H, width, e.num_experts // lay.ep)
-                                                + w.values_bytes(e.num_experts // lay.ep * bias / lay.moe_tp))
+                                                + BF16.values_bytes(e.num_experts // lay.ep * bias / lay.moe_tp))
                     if e.num_shared:
                         sw = e.num_shared * e.shared_intermediate_size // tp
                         parts["shared_experts"] += f.weight_bytes(w, 2 * sw, H) + f.weight_bytes(w, H, sw)
@@ -730,6 +742,162 @@ def _merge(ops: list[OpCost], n_mb: int) -> list[OpCost]:
     return merged
 
 
+# ----------------------------------------------------------------------------------------------------------------------
+# Weight format: which one, and where it came from
+# ----------------------------------------------------------------------------------------------------------------------
+
+#: The weight groups of a plan whose format is the plan's weight format, in words (router, embedding and lm_head are
+#: bf16 in every plan: module docstring).
+_FORMAT_GROUPS = (("attention", "attention projections"), ("routed_experts", "routed experts"),
+                  ("shared_experts", "shared experts"), ("dense_mlp", "dense MLP layers"))
+
+
+def _excluded_groups(patterns) -> set[str]:
+    """The op groups a checkpoint's unquantised-module patterns name: ``*self_attn*`` / ``*attn*`` / ``*attention*``
+    → attention, ``*shared_expert*`` → shared experts, another ``*experts*`` → routed experts. Routers, embeddings and
+    lm_head are bf16 in every plan, and other patterns name no group the planner can tell apart."""
+    out = set()
+    for pat in patterns:
+        low = pat.lower()
+        if "attn" in low or "attention" in low:
+            out.add("attention")
+        elif "shared_expert" in low:
+            out.add("shared_experts")
+        elif "experts" in low:
+            out.add("routed_experts")
+    return out
+
+
+def _groups_of(model) -> list[str]:
+    """The op groups of ``model`` that carry weights in the plan's weight format (:data:`_FORMAT_GROUPS`)."""
+    have = {"attention", "routed_experts"}
+    if model.experts.num_shared:
+        have.add("shared_experts")
+    if model.num_dense_layers:
+        have.add("dense_mlp")
+    return [g for g, _ in _FORMAT_GROUPS if g in have]
+
+
+def _words(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+@dataclass(frozen=True)
+class WeightsChoice:
+    """The weight format of a plan and where it came from (:func:`choose_weights`).
+
+    Attributes:
+        format: the planned format's canonical name (:func:`truepeak.formats.get_format`: ``"mxfp4"``,
+            ``"fp8_e4m3"``, ``"bf16"``).
+        origin: ``"option"`` (given: ``--weights`` / ``plan(weights=...)``), ``"checkpoint"`` (the format of the
+            config's ``quantization_config``, :func:`truepeak.moe.config.checkpoint_format`) or ``"default"`` (bf16:
+            the config has no ``quantization_config`` truepeak has a format for).
+        checkpoint_format: the checkpoint's format (canonical name), or None.
+        quant_method: ``quantization_config.quant_method`` as published (``"fp8"``, ``"mxfp4"``, ``"awq"``), or None.
+        weight_block_size: ``quantization_config.weight_block_size``, or None.
+        not_converted: the modules the checkpoint leaves unquantised (``modules_to_not_convert``), as published.
+        quantised_groups: the op groups (:data:`truepeak.moe.ops.GROUP_WORDS` keys) the checkpoint's format covers:
+            the groups of the model with weights in the plan's weight format, less those ``not_converted`` names.
+        dtype: the config's ``torch_dtype`` (``"bfloat16"``), or None.
+    """
+
+    format: str
+    origin: str
+    checkpoint_format: str | None = None
+    quant_method: str | None = None
+    weight_block_size: tuple[int, ...] | None = None
+    not_converted: tuple[str, ...] = ()
+    quantised_groups: tuple[str, ...] = ()
+    dtype: str | None = None
+
+    def describe(self) -> str:
+        """One line: the format and where it came from, e.g. ``mxfp4, from the checkpoint's quantization_config
+        (quant_method mxfp4: routed experts; it leaves model.layers.*.self_attn, ... unquantised)``,
+        ``bf16, the --weights default (the config has no quantization_config)`` or ``nvfp4, from --weights (the
+        checkpoint's quantization_config gives mxfp4)``."""
+        if self.origin == "checkpoint":
+            return f"{self.format}, from the checkpoint's quantization_config ({self._checkpoint_words()})"
+        if self.origin == "option":
+            if self.checkpoint_format is None:
+                return f"{self.format}, from --weights"
+            if self.checkpoint_format == self.format:
+                return f"{self.format}, from --weights, the checkpoint's own format ({self._checkpoint_words()})"
+            return (f"{self.format}, from --weights (the checkpoint's quantization_config gives "
+                    f"{self.checkpoint_format})")
+        if self.quant_method:
+            return (f"{self.format}, the --weights default (quantization_config quant_method {self.quant_method!r} "
+                    "has no truepeak format; --weights picks one)")
+        dtype = f", torch_dtype {self.dtype}" if self.dtype else ""
+        return f"{self.format}, the --weights default (the config has no quantization_config{dtype})"
+
+    def _checkpoint_words(self) -> str:
+        words = dict(_FORMAT_GROUPS)
+        head = f"quant_method {self.quant_method}"
+        if self.weight_block_size:
+            head += f", weight_block_size {list(self.weight_block_size)}"
+        covers = _words([words[g] for g in self.quantised_groups]) if self.quantised_groups else "no weight GEMM"
+        kept = f"; it leaves {', '.join(self.not_converted)} unquantised" if self.not_converted else ""
+        return f"{head}: {covers}{kept}"
+
+    def to_dict(self) -> dict:
+        return {"format": self.format, "origin": self.origin, "text": self.describe(),
+                "checkpoint_format": self.checkpoint_format, "quant_method": self.quant_method,
+                "weight_block_size": None if self.weight_block_size is None else list(self.weight_block_size),
+                "modules_not_converted": list(self.not_converted), "quantised_groups": list(self.quantised_groups),
+                "dtype": self.dtype}
+
+
+def choose_weights(model, weights: str | None = None) -> WeightsChoice:
+    """The weight format to plan ``model`` in: ``weights`` when given (``--weights``), else the checkpoint's
+    (``model.checkpoint_format``, from its ``quantization_config``: fp8 for DeepSeek-V3 and Kimi-K2, mxfp4 for
+    gpt-oss), else bf16.
+
+    Raises:
+        UnknownNameError: ``weights`` (or a checkpoint format) is not a truepeak format name.
+    """
+    from truepeak.formats import get_format
+
+    ckpt = get_format(model.checkpoint_format).name if model.checkpoint_format else None
+    if weights is not None:
+        fmt, origin = get_format(weights).name, "option"
+    elif ckpt is not None:
+        fmt, origin = ckpt, "checkpoint"
+    else:
+        fmt, origin = BF16.name, "default"
+    excluded = _excluded_groups(model.modules_not_converted)
+    groups = tuple(g for g in _groups_of(model) if g not in excluded) if ckpt else ()
+    return WeightsChoice(fmt, origin, ckpt, model.quant_method, model.weight_block_size,
+                         tuple(model.modules_not_converted), groups, model.dtype)
+
+
+def weights_note(choice: WeightsChoice, model, formats: Formats, memory: MemoryFit) -> str:
+    """What planning every weight GEMM in one format does to weights the checkpoint keeps in bf16, or "".
+
+    The planner applies one weight format to attention, routed experts, shared experts and dense MLPs (router,
+    embedding and lm_head are bf16 in every plan). When that format is the checkpoint's own and the checkpoint leaves
+    some of those groups unquantised (gpt-oss: ``model.layers.*.self_attn``), the plan counts them in the quantised
+    format: the note names them with their weight bytes per GPU in the plan and in bf16. The bf16 figure is the plan's
+    bytes / the plan's bytes per weight value at K = H (:meth:`~truepeak.moe.ops.Formats.weight_values_bytes`, the
+    rule the memory model counts attention by) × 2 B. gpt-oss-120b on one GPU in mxfp4: attention 36 × 26,550,144
+    values × 0.53125 B = 0.5078 GB in the plan, × 2 B = 1.912 GB in bf16.
+    """
+    if choice.checkpoint_format is None or choice.format != choice.checkpoint_format:
+        return ""
+    w = formats.weights
+    missed = [g for g in _groups_of(model) if g in _excluded_groups(choice.not_converted)]
+    if not missed or w.name == BF16.name:
+        return ""
+    words = dict(_FORMAT_GROUPS)
+    per_value = formats.weight_values_bytes(w, 1, model.hidden_size)
+    here = sum(memory.weight_parts.get(g, 0.0) for g in missed)
+    like = f" like the {_words([words[g] for g in choice.quantised_groups])}" if choice.quantised_groups else ""
+    return (f"one weight format per plan: {_words([words[g] for g in missed])} are planned in {w.name}{like}, though "
+            f"the checkpoint leaves them unquantised ({_gb(here)} of weights per GPU here, "
+            f"{_gb(here / per_value * BF16.values_bytes(1))} in bf16: their bytes and time are below the "
+            "checkpoint's); router, embedding and lm_head are bf16 in every plan, as in the checkpoint")
+
+
 def checkpoint_block_size(model, weights) -> tuple[int, ...] | None:
     """The checkpoint's ``weight_block_size`` when the planned ``weights`` format is the checkpoint's own
     (``model.checkpoint_format``; DeepSeek-V3 fp8 → (128, 128)), else None: block scales belong to the checkpoint that
@@ -746,7 +914,7 @@ def checkpoint_block_size(model, weights) -> tuple[int, ...] | None:
 def context_warning(model, context: int) -> str | None:
     """One line when ``context`` exceeds the model's ``max_position_embeddings`` (the plan is still made: the KV
     cache and attention cost grow with C either way, but the model was not trained or configured for it), else None
-    (within range, or a config that does not declare it, like the bundled presets)."""
+    (within range, or a config that does not declare it)."""
     limit = getattr(model, "max_position_embeddings", None)
     if limit and context > limit:
         return (f"--context {context} is above {model.name}'s max_position_embeddings {limit}: planned anyway, but "
@@ -777,7 +945,7 @@ def check_context(context) -> int:
     return context
 
 
-def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT_CONTEXT, weights: str = "bf16",
+def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT_CONTEXT, weights: str | None = None,
          activations: str | None = None, kv_cache: str | None = None, routing="uniform", measured=None,
          interconnect: str | None = None, device_name: str | None = None, formats: Formats | None = None) -> Plan:
     """Predict one decode step (module docstring for the model).
@@ -788,14 +956,17 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
         layout: a :class:`Layout` or a layout string (``"tp8"``).
         batch: sequences decoding together (B >= 1).
         context: tokens in each sequence's KV cache (C >= 1).
-        weights, activations, kv_cache: format names (:func:`truepeak.moe.ops.resolve_formats`).
+        weights: weight format name, or None for the checkpoint's (:func:`choose_weights`: the format of the
+            config's ``quantization_config``, else bf16); the plan records which (:attr:`Plan.weights_origin`).
+        activations, kv_cache: format names (:func:`truepeak.moe.ops.resolve_formats`).
         routing: ``"uniform"``, ``"powerlaw:A"``, a per-expert histogram, a topk_ids dump path, or a Routing object
             (:func:`truepeak.moe.routing.routing_stats`).
         measured: :class:`truepeak.moe.measured.MeasuredTables` or None.
         interconnect: ``"nvlink"``/``"pcie"`` to override :func:`interconnect_of`.
         device_name: the name torch reports, for the tuned-config file names (default: the catalog's first device
             string for ``acc``).
-        formats: precomputed :class:`Formats` (speeds up a what-if table).
+        formats: precomputed :class:`Formats` (speeds up a what-if table); their weight format is the one planned
+            (``weights`` then only names its origin, when it is the same format).
 
     Raises:
         TruepeakError: a batch < 1, a context < 1, a layout that does not divide the model (which part), an accelerator
@@ -807,8 +978,11 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
     check_layout(model, lay)
     if acc.bandwidth_bytes_per_s is None:
         raise TruepeakError(f"{acc.name} has no memory bandwidth in the catalog; the roofline needs one")
-    f = formats or resolve_formats(acc, weights, activations, kv_cache,
-                                   weight_block_size=checkpoint_block_size(model, weights))
+    choice = choose_weights(model, weights)
+    if formats is not None and formats.weights.name != choice.format:
+        choice = choose_weights(model, formats.weights.name)
+    f = formats or resolve_formats(acc, choice.format, activations, kv_cache,
+                                   weight_block_size=checkpoint_block_size(model, choice.format))
     ic, why = interconnect_of(acc, lay.stage_gpus, interconnect)    # the GPUs that run collectives together
     st = _Step(model, acc, lay, batch, context, f, routing, measured, ic)
     ops, stage_s, trip_s = st.build()
@@ -820,8 +994,9 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
     _node_flag(notes, acc, lay, ic)
     dev = device_name or (acc.device_names[0] if acc.device_names else acc.name)
     names = tuned_config_names(model, lay, dev, f.weights.name, f.activations.name)
+    memory = st.memory()
     return Plan(model.name, acc.name, lay, batch, context, f, ic, why, tuple(ops), step_s, step_s - busy,
-                st.routing, st.memory(), names, st.bw, tuple(notes))
+                st.routing, memory, names, st.bw, tuple(notes), choice, weights_note(choice, model, f, memory))
 
 
 def _flags(notes: list[str], lay: Layout, ic: str, batch: int, ops: list[OpCost], step_s: float) -> None:
@@ -886,11 +1061,11 @@ def compare(model, acc, layouts, batches, **kw) -> list[CompareCell]:
 
     ``layouts``: Layout objects or strings; ``batches``: ints; ``kw``: as :func:`plan` (formats resolved once)."""
     if not kw.get("formats"):
-        w = kw.pop("weights", "bf16")
+        w = choose_weights(model, kw.get("weights")).format
         kw["formats"] = resolve_formats(acc, w, kw.pop("activations", None), kw.pop("kv_cache", None),
                                         weight_block_size=checkpoint_block_size(model, w))
     else:
-        for k in ("weights", "activations", "kv_cache"):
+        for k in ("activations", "kv_cache"):
             kw.pop(k, None)
     cells = []
     for lay in layouts:
@@ -912,4 +1087,4 @@ def default_compare_layouts(model, n_gpus: int) -> list[Layout]:
 
 __all__ = ["DEFAULT_CONTEXT", "DEFAULT_COMPARE_BATCHES", "MemoryFit", "Plan", "CompareCell", "interconnect_of", "plan",
            "compare", "default_compare_layouts", "check_batch", "check_context", "checkpoint_block_size",
-           "context_warning"]
+           "context_warning", "WeightsChoice", "choose_weights", "weights_note"]
