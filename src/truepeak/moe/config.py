@@ -3,7 +3,7 @@
 Pure Python (``json`` only; ``huggingface_hub`` is imported lazily, only to fetch a hub id). Every number here is a
 count of elements (parameters, hidden widths); bytes come from a :class:`truepeak.formats.Format` at the caller.
 
-Public API (stable; ``/work/coord/moe_api.md`` mirrors it):
+Public API (stable):
 
 - :func:`load_model` ``(spec) -> MoEModel``: ``spec`` is a path to a ``config.json`` (or to a folder holding one), a
   preset name (case-insensitive, :func:`preset_names`), or a Hugging Face hub id ``org/name``.
@@ -43,7 +43,7 @@ Conventions:
   where 5.13B includes the unembedding but not the embedding).
 
 Family rules (key names are the real Hugging Face ones; sources: ``huggingface/transformers``
-``src/transformers/models/<family>/configuration_*.py`` and ``modeling_*.py``; ../shared/data/moe_models.md §1):
+``src/transformers/models/<family>/configuration_*.py`` and ``modeling_*.py``):
 
 - ``deepseek_v3`` / ``kimi_k2`` / ``glm_moe_dsa``: MLA attention; layer i is MoE iff
   ``i >= first_k_dense_replace and i % moe_layer_freq == 0`` (GLM-5 may carry an explicit ``mlp_layer_types`` list of
@@ -629,8 +629,9 @@ def checkpoint_format(quantization_config: dict | None) -> str | None:
 
     ``quant_method`` ``"fp8"`` (DeepSeek-V3 / Kimi-K2 block-fp8) → ``"fp8"``; ``"mxfp4"`` (gpt-oss: MoE experts in
     MXFP4) → ``"mxfp4"``; ``quant_algo`` ``"NVFP4"`` / ``"FP8"`` (NVIDIA ModelOpt exports, e.g. GLM-5 NVFP4:
-    moe_models.md §2) → ``"nvfp4"`` / ``"fp8"``. Anything else (no config, int4 / AWQ / GPTQ schemes that truepeak has
-    no format for) → None: the caller falls back to the unquantised dtype.
+    ``quant_algo: NVFP4`` in ``lukealonso/GLM-5.2-NVFP4``, local-inference-lab/rtx6kpro#25) → ``"nvfp4"`` / ``"fp8"``.
+    Anything else (no config, int4 / AWQ / GPTQ schemes that truepeak has no format for) → None: the caller falls back
+    to the unquantised dtype.
     """
     q = quantization_config if isinstance(quantization_config, dict) else {}
     method = str(q.get("quant_method") or "").strip().lower()
@@ -702,7 +703,8 @@ def _preset_dir():
 
 
 def preset_names() -> list[str]:
-    """Names of the bundled presets (copies of ../shared/data/hf_configs; sources in presets/README.md), sorted."""
+    """Names of the bundled presets (architecture fields of public config.json files; sources in presets/README.md),
+    sorted."""
     return sorted(p.name[:-5] for p in _preset_dir().iterdir() if p.name.endswith(".json"))
 
 
