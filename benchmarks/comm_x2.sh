@@ -13,7 +13,7 @@ OUT=${OUT:-./comm-x2-out}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=200
 # NVLink multicast (NVLS) must stay off on the lent machines (.library/device/KINDS.md): it can take the host's GPUs out
-# of service. busbw under NVLS is not link traffic anyway (cases.md C21).
+# of service. busbw under NVLS is not link traffic anyway (NVIDIA/nccl-tests#212).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"

@@ -1,4 +1,5 @@
-"""Efficiency of a measured GEMM against the DENSE peak and the roofline (the workflow of ../shared/cases.md S1).
+"""Efficiency of a measured GEMM against the DENSE peak and the roofline (the workflow of docs/method.md, 'Worked
+example: GLM-5 on RTX PRO 6000').
 
 Pure Python (no torch). Units inside are SI (FLOP, bytes, seconds, FLOP/s, B/s, Hz); fractions are fractions
 (0.645, rendered "64.5 %" by :mod:`truepeak.units` only when shown). :func:`derived_metrics` returns SI values too; the
@@ -6,8 +7,8 @@ report converts them.
 
 Formulas (sources in :mod:`truepeak.roofline`): FLOP = 2 M N K; minimum bytes = A + B + C in their formats; intensity =
 FLOP / bytes; attainable = min(dense peak, bandwidth x intensity) (Williams et al. 2009); efficiency = achieved / dense
-peak (never the 2:4-sparse datasheet figure, ../shared/data/accelerators.md section 1); peak at a clock = FLOP/clk/SM x
-SMs x clock (DESIGN.md "Conventions").
+peak (never the 2:4-sparse datasheet figure: pytorch/pytorch#182023; docs/method.md, 'Dense and sparse peaks'); peak
+at a clock = FLOP/clk/SM x SMs x clock (docs/method.md, 'Peak at the measured clock').
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ def _accelerator(acc: str | Accelerator) -> Accelerator:
 def analyze(acc: str | Accelerator, fmt: str | Format, *, tflops: float | None = None, shape: Any = None,
             time_s: float | None = None, accumulate: str | None = None, scaling: str | None = None,
             clock_hz: float | None = None) -> Efficiency:
-    """Place a measured GEMM against the dense peak and, with a shape, on the roofline (case S1).
+    """Place a measured GEMM against the dense peak and, with a shape, on the roofline (docs/method.md, 'Worked example:
+    GLM-5 on RTX PRO 6000').
 
     Args:
         acc: the accelerator: an :class:`~truepeak.hardware.catalog.Accelerator` or a name
@@ -216,10 +218,10 @@ def analyze(acc: str | Accelerator, fmt: str | Format, *, tflops: float | None =
             a malformed shape; a scaling the format does not take.
         MeasurementError: a zero, negative or non-finite throughput, time or clock; a clock above the catalog
             maximum clock + 2 % (1.5 x the spec clock where no maximum is known); a time (given or implied by a
-            throughput and shape) under 100 ns; a throughput above the plausibility ceiling (case C08;
-            :func:`truepeak.roofline.plausibility_limit`); with a shape and a time or throughput, a time in which the
-            working set cannot have moved: more than the memory bandwidth for the bytes the L2 cannot hold, or more
-            than 10 x it at all (:func:`truepeak.roofline.check_memory_plausible`).
+            throughput and shape) under 100 ns; a throughput above the plausibility ceiling (docs/method.md,
+            'Impossible timings'; :func:`truepeak.roofline.plausibility_limit`); with a shape and a time or
+            throughput, a time in which the working set cannot have moved: more than the memory bandwidth for the
+            bytes the L2 cannot hold, or more than 10 x it at all (:func:`truepeak.roofline.check_memory_plausible`).
         UnknownNameError, UnsupportedError: unknown accelerator name, format or scaling, or no peak for the format on
             ``acc``.
 
@@ -242,7 +244,7 @@ def analyze(acc: str | Accelerator, fmt: str | Format, *, tflops: float | None =
     if achieved is not None:
         check_plausible(achieved, lim)
     memory_note = None
-    if gemm is not None and t is not None and achieved is not None:  # the memory side (C08, C10)
+    if gemm is not None and t is not None and achieved is not None:  # the memory side (docs/method.md)
         memory_note = _memory_check(acc, gemm, t, f, peak.accumulate, clk)
     notes: list[str] = []
     out = _peak_fields(acc, f, peak, lim, achieved, clk, notes)

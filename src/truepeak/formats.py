@@ -8,7 +8,7 @@ Sources:
     - OCP Microscaling (MX) Formats Specification v1.0: MXFP8/MXFP6/MXFP4 share one E8M0 (8-bit) scale per 32 values.
     - NVIDIA NVFP4 (Blackwell): E2M1 values with one E4M3 (8-bit) scale per 16 values, plus one FP32 per-tensor scale.
       The per-tensor FP32 scale is 4 bytes per tensor and is *not* counted here (0.00005 % of a 7168 x 2048 weight);
-      ../shared/cases.md C13 counts 4 + 8/16 = 4.5 bits = 0.5625 B per value.
+      NVFP4 is 4 + 8/16 = 4.5 bits = 0.5625 B per value (docs/method.md, 'Counting FLOP and bytes').
     - TF32 is a compute mode: values are stored as FP32 (32 bits) and rounded to a 10-bit mantissa inside the tensor core.
     - FP8 scales (tensorwise, rowwise, 128-blockwise as in DeepSeek-V3) are FP32 (4 bytes) each, as torch._scaled_mm and
       DeepGEMM take them.

@@ -5,20 +5,21 @@ FLOP/s, GB/s = 1e9 B/s, decimal).
 
 Formulas and sources:
     - GEMM FLOP = 2 * M * N * K: one fused multiply-add is two floating-point operations (the convention of vendor
-      peak figures, cuBLAS/CUTLASS profilers and ../shared/cases.md C07; never "/2 for MACs").
+      peak figures, cuBLAS/CUTLASS profilers; never "/2 for MACs": docs/method.md, 'Counting FLOP and bytes').
     - Minimum bytes of a GEMM C[M, N] = A[M, K] @ B[N, K]^T: every operand read or written once,
       A (M x K) + B (the weight, N x K) + C (M x N), each in its own format including block scales and fp8/int8 scale
-      tensors (:meth:`truepeak.formats.Format.matrix_bytes`; ../shared/cases.md C13).
+      tensors (:meth:`truepeak.formats.Format.matrix_bytes`; docs/method.md, 'Counting FLOP and bytes').
     - Arithmetic intensity = FLOP / minimum bytes (FLOP/B); roofline: attainable = min(peak, bandwidth * intensity),
       ridge = peak / bandwidth. S. Williams, A. Waterman, D. Patterson, "Roofline: an insightful visual performance
       model for multicore architectures", Communications of the ACM 52(4), 2009.
     - A throughput above the dense peak at the highest clock the part can run cannot be measured: it is a timing error
-      (../shared/cases.md C08; :func:`plausibility_limit`).
+      (docs/method.md, 'Impossible timings'; :func:`plausibility_limit`).
     - The same on the memory side (:func:`check_memory_plausible`): the bytes of a working set that no on-chip cache can
       hold (minimum bytes - L2, minus an AMD Infinity Cache) must cross the memory bus, which cannot beat its spec
       bandwidth; a time shorter than that is a timing error. A working set that fits in cache is possible above the
-      memory bandwidth (a cache-resident benchmark, ../shared/cases.md C10) and gets a note instead, up to a loose
-      cache ceiling of :data:`CACHE_BANDWIDTH_FACTOR` (10) x the memory bandwidth, which no on-chip cache exceeds.
+      memory bandwidth (a cache-resident benchmark, docs/method.md, 'Cache-resident working sets') and gets a note
+      instead, up to a loose cache ceiling of :data:`CACHE_BANDWIDTH_FACTOR` (10) x the memory bandwidth, which no
+      on-chip cache exceeds.
     - No call completes in under :data:`MIN_TIME_S` (100 ns; :func:`check_time`).
 """
 
@@ -289,9 +290,10 @@ TIMING_CAUSES = ("a timing error: too few FLOP counted, a cache-resident or elim
 
 #: Headroom above the spec-clock dense peak allowed for a GPU where the catalog has no maximum clock (or no FLOP/clk/SM
 #: to apply it). The largest documented gap between spec and running clock without a catalogued maximum: GeForce RTX
-#: 5090 cards run at 2.7-2.8 GHz against a 2407 MHz spec boost clock, 2.8 / 2.407 = 1.16x (accelerators.md section 2
-#: notes; section 8 trap 4; measured 235-241 TFLOPS bf16 against the 209.5 spec), and factory-overclocked cards ship
-#: with higher boost clocks still; 1.20 covers them. H100 1980/1830 = 1.08x and B200 1965/1856 = 1.06x are below it.
+#: 5090 cards run at 2.7-2.8 GHz against a 2407 MHz spec boost clock, 2.8 / 2.407 = 1.16x (docs/method.md, 'Peak at the
+#: measured clock'; measured 235-241 TFLOPS bf16 against the 209.5 spec, zzc0721/torch-performance-test-data #96,
+#: #124), and factory-overclocked cards ship with higher boost clocks still; 1.20 covers them. H100 1980/1830 = 1.08x
+#: and B200 1965/1856 = 1.06x are below it.
 CLOCK_HEADROOM = 1.20
 
 #: The same headroom for a CPU (vendor ``"cpu"``, :func:`truepeak.hardware.cpu.cpu_accelerator`), whose peak is
@@ -419,9 +421,9 @@ def plausibility_limit(acc: Accelerator, fmt: str | Format, accumulate: str | No
         - the catalog dense peak (at its spec clock);
         - FLOP/clk/SM x SMs x the catalog maximum clock, when both are known; when they are not,
           :func:`clock_headroom` x the spec-clock dense peak (1.20 for a GPU, 1.5 for a CPU's estimate): GPUs run above
-          their spec boost clock (RTX 5090: 2.7-2.8 GHz against 2407 MHz = 1.16x; accelerators.md section 2 notes,
-          section 8 trap 4), so a measurement up to that is physically possible, while C08's 605 % stays a timing
-          error;
+          their spec boost clock (RTX 5090: 2.7-2.8 GHz against 2407 MHz = 1.16x; docs/method.md, 'Peak at the
+          measured clock'), so a measurement up to that is physically possible, while the 605 % of docs/method.md,
+          'Impossible timings' stays a timing error;
         - FLOP/clk/SM x SMs x ``clock_hz``, when a measured clock is given (``sm_count``: the device's SM count).
 
     The one rule :func:`check_plausible`, :func:`truepeak.efficiency.analyze` and
@@ -472,7 +474,8 @@ def check_plausible(achieved_flops: float, peak: float | PlausibilityLimit, what
             ``"dense fp32 peak of NVIDIA GeForce RTX 4090"``.
 
     Raises:
-        MeasurementError: ``achieved_flops`` is not a positive finite number, or exceeds the ceiling (case C08:
+        MeasurementError: ``achieved_flops`` is not a positive finite number, or exceeds the ceiling (docs/method.md,
+            'Impossible timings':
             "500.0 TFLOPS is 605 % of the 82.6 TFLOPS dense fp32 peak of ...: this cannot be a real measurement (...)").
         TruepeakError: the peak is not a positive finite number.
     """
@@ -530,12 +533,14 @@ def check_memory_plausible(acc: Accelerator, work: Gemm | Copy, time_s: float, *
     its spec bandwidth, so no headroom; ``cache = acc.cache_bytes``, the L2 plus an AMD Infinity Cache):
 
     - a GEMM whose FLOP / time is above the compute ceiling (:func:`plausibility_limit` at ``clock_hz``, the dense peak
-      at the highest clock the part runs): MeasurementError from :func:`check_plausible` (the compute floor, C08);
+      at the highest clock the part runs): MeasurementError from :func:`check_plausible` (the compute floor,
+      docs/method.md, 'Impossible timings');
     - bytes / time <= bandwidth: None (nothing to say);
     - bytes / time above :data:`CACHE_BANDWIDTH_FACTOR` (10) x bandwidth: MeasurementError, whatever the cache size
       (known or not): no on-chip cache serves that much (a deliberately loose bound that catches timing errors);
     - no cache size in the catalog: a note; not checked;
-    - bytes <= cache: the working set can be cache-resident: the note that the figure is a cache figure (C10);
+    - bytes <= cache: the working set can be cache-resident: the note that the figure is a cache figure
+      (docs/method.md, 'Cache-resident working sets');
     - otherwise at least ``bytes - cache`` bytes come from memory, so time >= (bytes - cache) / bandwidth: a shorter
       time raises MeasurementError ("... cannot be a real measurement (a timing error: ...)"); a time between that floor
       and bytes / bandwidth is possible only if the cache held part of the working set: a note.

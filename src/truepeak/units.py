@@ -1,7 +1,7 @@
 """Rendering numbers: the one place where SI values (FLOP/s, B/s, s, B, fractions) become text.
 
-Everything inside truepeak is SI; tables, messages and Markdown call these functions so that a number prints the same
-way everywhere. Decimal prefixes (TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s), as vendors and
+Everything inside truepeak is SI (seconds, bytes, FLOP, Hz); tables, messages and Markdown call these functions so
+that a number prints the same way everywhere. Decimal prefixes (TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s), as vendors and
 nccl-tests use; binary sizes (MiB, GiB) only for buffer sizes, labelled as such.
 """
 
@@ -92,7 +92,8 @@ def fmt_time(seconds: float | None) -> str:
 def fmt_time_in(seconds: float | None, scale: float) -> str:
     """Seconds as a number of ``scale``-second units (1e-6 for a µs column), four significant digits as
     :func:`fmt_time` (whole numbers from 10000 up, never an exponent): ``21636``, ``6.711``, ``12.35``, ``0.5``. For
-    table columns whose one unit is printed in the header (STYLE.md point 4)."""
+    table columns whose one unit is printed in the header (as torch.utils.benchmark's ``Compare`` prints one unit per
+    table)."""
     if _bad(seconds):
         return DASH
     v = seconds / scale

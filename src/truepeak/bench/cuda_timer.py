@@ -1,23 +1,25 @@
 """Timing GPU work with CUDA events: rotation sets against L2, warm-up by time, CUDA graphs for short kernels, and
 sustained vs burst modes, with NVML telemetry during the timed region.
 
-The method (shared/DESIGN.md "Measuring on a GPU"; shared/data/measurement_methodology.md §1, §3, §8):
+The method (docs/method.md; NVIDIA's GEMM measurement guideline, NVIDIA/cutlass
+``media/docs/cpp/gemm_performance_measurement_methodology_guidelines.md``):
 
 - **Caches.** The caller allocates ``n_sets`` copies of the inputs totalling >= 2x the L2 the *device* reports
   (:data:`ROTATION_L2_MULTIPLE`), at least 2 (CUTLASS GEMM measurement guideline: ">= 2 x L2 in total and >= 2 buffers per tensor"; the H200 reports
   60 MiB, not the 50 MB product figure). :func:`rotation_sets` gives the count; ``fn(i)`` launches on set ``i``.
   Rotation is used instead of an L2 flush because a flush inside or between timed calls adds idle gaps that let
-  clocks recover (triton do_bench's 256 MB ``zero_()``, mamf-finder; methodology §4.1, §4.4).
+  clocks recover (triton do_bench's 256 MB ``zero_()``, triton-lang/triton PR #3943; mamf-finder's per-iteration flush).
 - **Warm-up by time, not by count**: clocks on a power-capped part oscillate for ~3 s (CUTLASS guideline); triton's
   25 ms default warm-up reads ~30 % low (triton-lang/triton#2306). The first call (compilation, autotuning, lazy
-  initialisation) runs alone before anything is timed (cases.md C12).
-- **Per-sample CUDA events** around back-to-back launches (one event pair per sample; methodology §1.8). Kernels under
-  ~50 us are launch-bound when launched from Python, so they are timed as replays of a CUDA graph holding
+  initialisation) runs alone before anything is timed (docs/method.md, 'Warm-up outliers').
+- **Per-sample CUDA events** around back-to-back launches (one event pair per sample, as ``triton.testing.do_bench``).
+  Kernels under ~50 us are launch-bound when launched from Python, so they are timed as replays of a CUDA graph holding
   ``calls_per_sample`` launches that cycle through the rotation sets (like triton ``do_bench_cudagraph``, but with
   rotation so L2 stays cold; quack ``_bench_cuda_graph_l2_rotate``).
 - **Two modes, always labelled**: *sustained* = back-to-back, as a serving GPU runs (power-limited); *burst* = an idle
   gap (``torch.cuda._sleep``, calibrated to ``burst_gap_s``) before each sample, outside the event pair, so clocks
-  recover. On a 700 W H200 at 8192^3 BF16 they differ by ~18-20 % (677 vs 807 TFLOPS; methodology §6).
+  recover. On a 700 W H200 at 8192^3 BF16 they differ by ~18-20 % (677 vs 807 TFLOPS; docs/method.md, 'H200 reference
+  measurements').
 - The number of samples is planned from the post-warm-up estimate and all samples are queued without host
   synchronisation, so nothing idles the GPU inside the timed region; one synchronisation at the end.
 
@@ -117,8 +119,8 @@ class RotationPlan:
 
     @property
     def cold(self) -> bool:
-        """Whether the rotation covers >= 2x L2 (:data:`ROTATION_L2_MULTIPLE`), so timed calls read from HBM (cases.md
-        C10)."""
+        """Whether the rotation covers >= 2x L2 (:data:`ROTATION_L2_MULTIPLE`), so timed calls read from HBM
+        (docs/method.md, 'Cache-resident working sets')."""
         return self.total_bytes >= ROTATION_L2_MULTIPLE * self.l2_bytes
 
 
@@ -260,9 +262,11 @@ def time_cuda(
         graph: ``True``/``False`` forces CUDA-graph replays on/off; ``None`` decides by the 50 us threshold.
         device: torch CUDA device index.
         min_samples, max_samples: bounds on the number of samples.
-        burst_gap_s: idle gap before each sample in burst mode (seconds; default 1.5 ms as in methodology §6).
+        burst_gap_s: idle gap before each sample in burst mode (seconds; default 1.5 ms as in docs/method.md, 'H200
+            reference measurements').
         telemetry: sample NVML (clocks, power, temperature, throttle reasons) during the timed region.
-        input_kind: what the inputs are (``"random"``, ``"zeros"``, ...), recorded for warnings (cases.md C09).
+        input_kind: what the inputs are (``"random"``, ``"zeros"``, ...), recorded for warnings (docs/method.md, 'Random
+            inputs').
         timer: the host clock, in seconds, that times the warm-up and the launch-bound planning (default
             ``time.perf_counter``; tests pass the simulated GPU's clock so sample counts are deterministic).
 

@@ -32,16 +32,17 @@ does not support (a 128-block fp8 scale on a torch without ``scaled_mm``, say) r
 from the first call, which ``truepeak run`` and ``truepeak peak`` record as ``skipped`` with the library's words.
 
 Inputs are uniform in [-1, 1] (int8: uniform integers in [-128, 127]) from a seeded ``torch.Generator``, never zeros:
-zero or low-entropy data runs 7-20 % faster at lower power (cases.md C09; measurement_methodology.md sections 1.2, 2).
+zero or low-entropy data runs 7-20 % faster at lower power (NVIDIA/cutlass#2004; docs/method.md, 'Random inputs').
 Zeros are used only when asked for (``inputs="zeros"``), and the Measurement is then labelled (``input_kind``) and
 carries an ``inputs_not_random`` warning. fp8 scales are uniform in [0.25, 1] (CUTLASS guideline: scale factors in
 [0, 1]; kept away from 0 so the output stays in range). Enough input sets are allocated that their total is >= 2x the
-device-reported L2 (``rotation_sets``), and the timer launches set ``i % n_sets`` on call ``i`` (methodology 1.1).
+device-reported L2 (``rotation_sets``), and the timer launches set ``i % n_sets`` on call ``i`` (docs/method.md,
+'Cache-resident working sets').
 
 Before timing, the output of set 0 is checked against a float64 reference computed from the same (quantised and
 scaled) inputs, on the first ``check_rows`` rows (rows of C are independent, so a slice checks the kernel at a
 fraction of the cost): relative error ``||out - ref||_F / ||ref||_F`` with per-format tolerances
-(:data:`TOLERANCES`; section 1.7). A NaN or an error above the tolerance makes the case ``failed``. Using float64 on
+(:data:`TOLERANCES`). A NaN or an error above the tolerance makes the case ``failed``. Using float64 on
 the GPU too (rather than a float32 reference) keeps the fp32 check meaningful: an fp32 reference would repeat the
 kernel's own arithmetic.
 
@@ -76,7 +77,8 @@ CPU_FORMATS: tuple[str, ...] = ("fp32", "bf16")
 GPU_SKIP_PROBES: tuple[str, ...] = ("mxfp8", "nvfp4", "mxfp4")
 #: fp32 scale layouts of the fp8 formats, in sweep order (formats.SCALINGS names).
 FP8_SCALINGS: tuple[str, ...] = ("tensor", "row", "block128")
-#: Input kinds a TorchGemm can be built with: random (the default and the only one for peaks) and zeros (C09).
+#: Input kinds a TorchGemm can be built with: random (the default and the only one for peaks) and zeros
+#: (docs/method.md, 'Random inputs').
 INPUT_KINDS: tuple[str, ...] = ("random", "zeros")
 #: Compute capabilities (major * 10 + minor) with block-scaled (MX / NVFP4) tensor cores that cuBLAS exposes.
 BLOCK_SCALED_CCS = frozenset({100, 101, 103, 110, 120, 121})
@@ -116,7 +118,7 @@ def supported(fmt: str | Format, device: DeviceInfo, shape: tuple[int, int, int]
     """Can this backend run ``fmt`` (with fp8 ``scaling``, at ``shape``) on ``device``? Returns ``(ok, reason)``;
     reason is "" when ok.
 
-    A False is written as a ``skipped`` record with the reason, never raised (DESIGN.md "Measuring on a GPU").
+    A False is written as a ``skipped`` record with the reason, never raised.
     Examples: nvfp4 on an H200 -> ``(False, "nvfp4 GEMM needs sm_100 or sm_120; this device is sm_90")``;
     int8 at M=16 -> ``(False, "torch._int_mm needs M > 16 ...")``. What the check cannot know before calling the
     library (a torch build that rejects a scale layout) surfaces as :class:`BackendUnsupported` from
@@ -193,7 +195,7 @@ def _block_scaled_supported(f: Format, cc: int, arch: str, shape: tuple[int, int
 
 
 def backend_name(fmt: str | Format, device_kind: str, scaling: str | None = None) -> str:
-    """One line naming the code path measured (library call, layout, scales, accumulate): methodology section 1.10."""
+    """One line naming the code path measured (library call, layout, scales, accumulate)."""
     f = get_format(fmt)
     lib = "cuBLAS" if device_kind == "cuda" else "CPU BLAS (oneDNN/MKL/OpenBLAS)"
     if f.name == "fp32":
@@ -283,7 +285,8 @@ def swizzle_block_scales(scales: Any) -> Any:
 def _uniform(torch, shape: tuple[int, ...], fmt: Format, device: str, seed: int, inputs: str = "random",
              dtype: Any = None):
     """Uniform [-1, 1] values in ``fmt``'s torch dtype (or ``dtype``; int8: integers in [-128, 127]); deterministic
-    for ``seed``. ``inputs="zeros"`` gives zeros (cases.md C09: only when asked, and labelled)."""
+    for ``seed``. ``inputs="zeros"`` gives zeros (only when asked, and labelled: docs/method.md,
+    'Random inputs')."""
     dtype = dtype if dtype is not None else getattr(torch, fmt.torch_dtype)
     if inputs == "zeros":
         return torch.zeros(shape, device=device, dtype=dtype)
@@ -472,8 +475,8 @@ class TorchGemm:
         n_sets: rotation sets (>= 1); each has its own A, B and C.
         weights: a :class:`WeightCache` to share B across cases with the same (format, N, K); None draws fresh ones.
         scaling: fp8 scale layout (``"tensor"`` default, ``"row"``, ``"block128"``); None for other formats.
-        inputs: ``"random"`` (default) or ``"zeros"`` (cases.md C09: only when asked; pass it on to the timer as
-            ``input_kind`` so the measurement is labelled).
+        inputs: ``"random"`` (default) or ``"zeros"`` (docs/method.md, 'Random inputs': only when asked; pass it on to
+            the timer as ``input_kind`` so the measurement is labelled).
 
     Memory: ``n_sets * bytes_per_set(fmt, m, n, k)`` bytes on the device (torch may raise OutOfMemoryError).
     Call :meth:`close` (or let it go out of scope) to free it.

@@ -7,9 +7,9 @@ percentiles (numpy's default, the same as ``torch.quantile``).
 
 Which number results use: **``steady_median_s``** -- the median of the samples after dropping a leading outlier (a
 first sample more than 2x the median of the rest, i.e. compilation, autotuning or lazy initialisation that fell
-inside the timed window; cases.md C12). With no such outlier it equals ``median_s``. Never use ``mean_s`` for results:
-one slow first sample of three moves the mean by 64 % (C12: [581.81, 202.42, 196.46] ms -> mean 326.9, steady median
-199.4). Noise warnings are computed on the same steady samples.
+inside the timed window; docs/method.md, 'Warm-up outliers'). With no such outlier it equals ``median_s``. Never use
+``mean_s`` for results: one slow first sample of three moves the mean by 64 % ([581.81, 202.42, 196.46] ms -> mean
+326.9, steady median 199.4). Noise warnings are computed on the same steady samples.
 
 Imports without torch (numpy only).
 """
@@ -32,9 +32,11 @@ from truepeak.units import fmt_time
 NOISY_REL_IQR = 0.10
 #: IQR / median at or above which it is "very noisy" (torch.utils.benchmark ``_IQR_GROSS_WARN_THRESHOLD``).
 VERY_NOISY_REL_IQR = 0.25
-#: A first sample more than this many times the median of the others is a warm-up/compile outlier (cases.md C12).
+#: A first sample more than this many times the median of the others is a warm-up/compile outlier (docs/method.md,
+#: 'Warm-up outliers').
 LEADING_OUTLIER_FACTOR = 2.0
-#: A median SM clock below this fraction of the NVML maximum during timing is reported (cases.md C11).
+#: A median SM clock below this fraction of the NVML maximum during timing is reported (docs/method.md, 'Throttling,
+#: sustained and burst').
 LOW_CLOCK_FRACTION = 0.90
 
 MODES = ("sustained", "burst", "cpu")
@@ -51,11 +53,13 @@ class Measurement:
         samples_s: per-call time of each sample, in the order taken (seconds, each > 0 and finite).
         calls_per_sample: calls inside one timed window (>= 1).
         mode: ``"sustained"`` (back-to-back on the GPU, power-limited), ``"burst"`` (an idle gap before each sample,
-            clocks recover) or ``"cpu"`` (host timer). Always labelled, never mixed (measurement_methodology.md §1.5).
+            clocks recover) or ``"cpu"`` (host timer). Always labelled, never mixed (docs/method.md, 'Throttling,
+            sustained and burst').
         warmup_s: seconds spent warming up before the first sample.
         telemetry: NVML summary during the timed region, or ``None``.
         input_kind: ``"random"`` (uniform [-1, 1], the CUTLASS guideline) or what else the inputs were (``"zeros"``,
-            ``"constant"``, ``"integer"``, ...). Anything but random is flagged: it is not a peak (cases.md C09).
+            ``"constant"``, ``"integer"``, ...). Anything but random is flagged: it is not a peak (docs/method.md,
+            'Random inputs').
         graph: whether samples were CUDA-graph replays.
         n_sets: input rotation sets cycled through (None when not applicable).
         burst_gap_s: the idle gap before each sample in burst mode (None otherwise).
@@ -121,7 +125,8 @@ class Measurement:
 
     @cached_property
     def mean_s(self) -> float:
-        """Mean of all samples. Not robust: a compile inside the window inflates it (C12); do not report it."""
+        """Mean of all samples. Not robust: a compile inside the window inflates it (docs/method.md, 'Warm-up
+        outliers'); do not report it."""
         return float(np.mean(self._array))
 
     @cached_property
@@ -157,7 +162,8 @@ class Measurement:
     # -- robust statistics: a leading warm-up outlier excluded ---------------------------------------------------------
     @cached_property
     def leading_outlier(self) -> bool:
-        """True when the first sample is more than 2x the median of the others (compile/warm-up in the window, C12).
+        """True when the first sample is more than 2x the median of the others (compile/warm-up in the window,
+        docs/method.md 'Warm-up outliers').
 
         Needs at least two samples.
         """
@@ -173,7 +179,8 @@ class Measurement:
 
     @cached_property
     def steady_median_s(self) -> float:
-        """**The time results use**: median of :attr:`steady_samples_s` (seconds per call). C12 -> 199.44 ms."""
+        """**The time results use**: median of :attr:`steady_samples_s` (seconds per call). [581.81, 202.42, 196.46] ms
+        -> 199.44 ms."""
         return float(np.median(np.asarray(self.steady_samples_s)))
 
     @cached_property
@@ -238,10 +245,10 @@ class Measurement:
         """Pool the samples of two replicates of the same case (torch.utils.benchmark ``Measurement.merge``).
 
         The pooled samples are this replicate's, then ``other``'s steady samples: ``other``'s own leading warm-up
-        outlier (C12) would sit mid-pool where :attr:`leading_outlier` cannot see it, so it is dropped and a note says
-        so. Statistics are recomputed over the pool. ``warmup_s`` is the shorter warm-up of the two; ``telemetry`` is
-        this replicate's (else ``other``'s): NVML summaries keep no raw polls, so they cannot be pooled, and a note
-        says whose it is when both had one. Notes are combined without repeats.
+        outlier (docs/method.md, 'Warm-up outliers') would sit mid-pool where :attr:`leading_outlier` cannot see it, so
+        it is dropped and a note says so. Statistics are recomputed over the pool. ``warmup_s`` is the shorter warm-up
+        of the two; ``telemetry`` is this replicate's (else ``other``'s): NVML summaries keep no raw polls, so they
+        cannot be pooled, and a note says whose it is when both had one. Notes are combined without repeats.
 
         Raises:
             TruepeakError: ``other`` is no Measurement, or it was measured another way (a different value of any of

@@ -1,11 +1,11 @@
 """Device memory bandwidth: a large device-to-device copy, ``dst.copy_(src)``.
 
-Method (measurement_methodology.md sections 1.1, 1.9 and 8.5):
+Method (docs/method.md, 'Cache-resident working sets' and 'Counting FLOP and bytes'):
     - Buffers far larger than the cache so every byte comes from DRAM: each of ``src`` and ``dst`` is at least 8x the
       device-reported L2 (GPU) or last-level cache (CPU). Defaults: 2 GiB per buffer on a GPU (34x the H200's 60 MiB
       L2), 256 MiB on a CPU. Quick mode: 32 MiB, raised to 2x the cache (at most 1 GiB), so that even a smoke run's
-      working set (source + destination) is at least 4x the cache (cases.md C10: a working set under 2x L2 reads
-      ~1.6x too high). A copy whose working set is under 2x the cache (:func:`cache_resident`) is never used as a
+      working set (source + destination) is at least 4x the cache (NVIDIA/TileGym PR #118: a working set under 2x L2
+      reads ~1.6x too high). A copy whose working set is under 2x the cache (:func:`cache_resident`) is never used as a
       roofline's memory ceiling.
     - Bytes counted read + write: ``2 * nbytes`` per copy (:class:`truepeak.roofline.Copy`), in decimal GB/s
       (1e9 B/s) as vendors and nccl-tests use. Reference: H200 device-to-device copy 4.24 TB/s = 88 % of 4.8 TB/s.
@@ -82,8 +82,8 @@ def copy_bytes(device: DeviceInfo, quick: bool = False) -> int:
 
 def cache_resident(nbytes: int, cache_bytes: int | None) -> bool:
     """Whether a copy of ``nbytes`` per buffer may run from cache: its working set (source + destination,
-    ``2 * nbytes``) is under 2x ``cache_bytes``. Such a figure reads too high (cases.md C10) and is not a memory
-    ceiling. False when the cache size is unknown."""
+    ``2 * nbytes``) is under 2x ``cache_bytes``. Such a figure reads too high (docs/method.md, 'Cache-resident working
+    sets') and is not a memory ceiling. False when the cache size is unknown."""
     return bool(cache_bytes) and 2 * int(nbytes) < RESIDENT_MULTIPLE * int(cache_bytes)
 
 
@@ -114,7 +114,8 @@ def measure_copy(device: DeviceInfo, *, nbytes: int | None = None, quick: bool =
     notes: list[str] = []
     if device.l2_bytes and nbytes < CACHE_MULTIPLE * device.l2_bytes:
         notes.append(f"buffer {fmt_size(nbytes)} is under {CACHE_MULTIPLE}x the {fmt_size(device.l2_bytes)} cache: "
-                     "part of the traffic may be served from cache (cases.md C10)")
+                     "part of the traffic may be served from cache (see docs/method.md, "
+                     "'Cache-resident working sets')")
     dev = device.torch_device
     gen = torch.Generator(device=dev)
     gen.manual_seed(12345)

@@ -47,7 +47,7 @@ FP4_KERNELS = ("auto", "dequant", "block-scaled")
 #: --weights values: bf16, fp8 (e4m3, per-channel fp32 scales), fp8_block (128 x 128 scales), nvfp4, mxfp4.
 WEIGHT_FORMATS = ("bf16", "fp8", "fp8_block", "nvfp4", "mxfp4")
 DEFAULT_TPE = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-#: Fallback shapes (H, I, E, k) from ../shared/data/hf_configs when truepeak.moe.config is unavailable.
+#: Fallback shapes (H, I, E, k) from the bundled presets (truepeak/moe/presets) when truepeak.moe.config is unavailable.
 _FALLBACK = {"deepseek-v3": (7168, 2048, 256, 8), "glm-5": (6144, 2048, 256, 8),
              "qwen3-235b-a22b": (4096, 1536, 128, 8), "gpt-oss-120b": (2880, 2880, 128, 4)}
 
@@ -129,8 +129,9 @@ def sample_routing(spec: str, T: int, E: int, k: int, seed: int = 0) -> Any:
 
     - ``uniform``: each token picks k distinct experts uniformly.
     - ``powerlaw:ALPHA``: expert popularity p_e ∝ (rank_e)^-ALPHA over a random permutation of the experts (the
-      aiconfigurator power-law model, α = 1.2 "typical production": ../shared/data/moe_models.md §5.3); each token
-      picks k distinct experts with probability ∝ p (sampling without replacement).
+      aiconfigurator power-law model, α = 1.2 "typical production": ai-dynamo/aiconfigurator
+      ``docs/POWER_LAW_DISTRIBUTION.md``); each token picks k distinct experts with probability ∝ p (sampling without
+      replacement).
     - a file: rows of k ids, repeated/cut to T rows.
     """
     torch = require("torch", "sampling MoE routing")

@@ -1,9 +1,9 @@
 """``truepeak peak``: the maximum achievable matmul FLOPS (MAMF) per format, found by a search over GEMM shapes.
 
 mamf-finder brute-forces a cartesian grid (its "medium" 1024..16384 step 1024 cube is 4096 shapes, 15-30 min; the
-exhaustive one takes hours to days; measurement_methodology.md section 4.1). The throughput landscape over (M, N, K)
-is smooth at the scale of a few hundred elements except for tile-quantisation ripples, so a coarse look plus local
-refinement finds its top in a few dozen evaluations:
+exhaustive one takes hours to days; stas00/ml-engineering ``compute/accelerator/benchmarks/README.md``). The throughput
+landscape over (M, N, K) is smooth at the scale of a few hundred elements except for tile-quantisation ripples, so a
+coarse look plus local refinement finds its top in a few dozen evaluations:
 
 1. **coarse**: a grid of large and aspect-varied shapes (:data:`GPU_COARSE`: M, N, K in {2048, 4096, 8192, 16384}
    with M <= N, 40 shapes; the best published MAMF shapes are of both kinds: 2048 x 2048 x 13312 on an H100, 1024 x
@@ -24,8 +24,8 @@ float64 reference before timing, CUDA events, NVML telemetry) and becomes a ``ge
 Modes (always labelled): **burst** puts a 1.5 ms idle gap before each timed GEMM, as mamf-finder's per-iteration
 cache flush does, so clocks recover: the figure comparable with mamf-finder's; **sustained** launches back to back
 after a 3 s settle, the power-capped figure a serving GPU gets. They differ by ~18-20 % on a 700 W H200
-(methodology section 6). A search in burst mode favours shorter kernels, which let clocks recover between launches
-(section 4.1), so each mode is searched on its own.
+(docs/method.md, 'H200 reference measurements'). A search in burst mode favours shorter kernels, which let clocks
+recover between launches, so each mode is searched on its own.
 
 On a CPU the search runs a small fp32 (and, if asked, bf16) search over shapes up to 2048 with the host timer: it
 finds the best BLAS shape for this CPU, but there are no GPU clocks, no telemetry and no burst/sustained distinction

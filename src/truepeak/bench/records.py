@@ -2,9 +2,8 @@
 
 Each record carries the schema and methodology versions, what was measured (kind, workload, backend, format, mode),
 the status (``ok``, ``skipped``, ``failed`` + reason), the measurement with raw samples and telemetry, correctness,
-derived metrics, the environment and a UTC timestamp (shared/DESIGN.md "Results"). Provenance follows mamf-finder's
-header and ``benchmark_version`` and pytest-benchmark's ``machine_info`` (shared/STYLE.md §7, §8.11); failures are
-data, as flashinfer-bench's ``EvaluationStatus`` (§8.10).
+derived metrics, the environment and a UTC timestamp. Provenance follows mamf-finder's header and ``benchmark_version``
+and pytest-benchmark's ``machine_info``; failures are data, as flashinfer-bench's ``EvaluationStatus``.
 
 Crash safety: :class:`RecordWriter` writes each record as one line and calls ``flush`` + ``os.fsync`` before returning,
 so a crash loses at most the record being written; a torn last line is skipped by ``done_keys`` and by

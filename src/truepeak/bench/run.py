@@ -34,7 +34,7 @@ continues with the formats recorded in ``run_config`` unless formats are given, 
 (:func:`check_resume_config`). This module measures and returns records; rendering them (the table, ``summary.md``) is
 :mod:`truepeak.report`'s job, called by the CLI.
 
-Time budget and its trade-off (measurement_methodology.md sections 1.3, 3, 6, 8): the whole default run should take <=
+Time budget and its trade-off (docs/method.md, 'Warm-up outliers'): the whole default run should take <=
 3 min on an H200 and <= 2 min on a 2-core CPU, for ~200 GPU cases (sustained only). So the GPU gets ONE long warm-up
 (3 s of back-to-back bf16 8192^3 GEMMs) at the start to bring clock and power to their sustained state, then short
 per-case budgets: 0.1 s warm-up + 0.3 s timed per decode case, 1.5 s + 1 s per large square (the squares draw the most
@@ -148,7 +148,8 @@ class Case:
         mode: ``"sustained"`` or ``"burst"`` on a GPU (``""``: the device's default, sustained; a CPU is always
             ``"cpu"``).
         scaling: fp8 scale layout (``"tensor"``, ``"row"``, ``"block128"``; None: the format's default).
-        inputs: ``"random"`` (always, for results) or ``"zeros"`` (cases.md C09: only when asked; labelled).
+        inputs: ``"random"`` (always, for results) or ``"zeros"`` (docs/method.md, 'Random inputs': only when asked;
+            labelled).
         warmup_s, budget_s: per-case warm-up and timed budget (seconds) overriding the run's budgets (the peak search
             sets them); None uses :class:`Budgets`.
     """
@@ -185,7 +186,7 @@ class Case:
                "scaling": g.scaling, "flop": g.flop, "min_bytes": g.min_bytes, "intensity": g.intensity,
                "origin": self.origin}
         if self.inputs != "random":
-            out["inputs"] = self.inputs  # never a peak: kept apart from the random-input case (C09)
+            out["inputs"] = self.inputs  # never a peak: kept apart from the random-input case
         return out
 
 
@@ -704,13 +705,14 @@ def _roofline_accelerator(dev: DeviceInfo, copy_record: dict) -> tuple[Any, str]
     if membw.cache_resident(nbytes, dev.l2_bytes):
         return acc, (f"no roofline memory ceiling: the copy's working set ({fmt_size(2 * nbytes)}, source + "
                      f"destination) is under 2x the {fmt_size(dev.l2_bytes)} cache, so its bandwidth is a "
-                     "cache figure, not memory (cases.md C10); % of roofline is left empty")
+                     "cache figure, not memory (see docs/method.md, 'Cache-resident working sets'); % of roofline "
+                     "is left empty")
     return with_measured_bandwidth(acc, bytes_per_s, f"truepeak run copy bandwidth, {workload.get('label')}"), ""
 
 
 def settle_gpu(torch: Any, dev: DeviceInfo, seconds: float) -> float:
     """Run back-to-back :func:`settle_format` :data:`SETTLE_SIZE`^3 GEMMs for ``seconds`` so clock and power reach
-    their sustained state before the sweep (measurement_methodology.md section 1.3: clocks oscillate for ~3 s).
+    their sustained state before the sweep (docs/method.md, 'Warm-up outliers': clocks oscillate for ~3 s).
     Returns the seconds spent."""
     if seconds <= 0:
         return 0.0
@@ -849,7 +851,7 @@ def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
                                      *clock_warnings(sweep.acc, tel, meas.warning_codes)])
     except KeyboardInterrupt:
         raise
-    except MeasurementError as exc:  # above the peak: a timing error, never a record of a result (cases.md C08)
+    except MeasurementError as exc:  # above the peak: a timing error, never a result (docs/method.md)
         return make_record(**common, measurement=meas, status="failed", reason=_reason(exc), mode=mode,
                            correctness=correctness, rotation=_rotation_record(plan))
     except Exception as exc:  # noqa: BLE001  (OOM, unsupported layout, ...: record it and go on)
@@ -903,7 +905,7 @@ def _time_gemm(gemm: G.TorchGemm, case: Case, dev: DeviceInfo, budgets: Budgets,
     """Time the GEMM over its rotation sets: CUDA events (:func:`~truepeak.bench.cuda_timer.time_cuda`, in the case's
     mode: sustained or burst) on a GPU, the host timer (:func:`~truepeak.bench.timing.time_cpu`) on a CPU; the large
     squares get longer budgets, and a case's own ``warmup_s`` / ``budget_s`` win. The inputs' kind (random, or zeros
-    when asked) labels the measurement (C09)."""
+    when asked) labels the measurement (docs/method.md, 'Random inputs')."""
     warmup, budget = ((budgets.large_warmup_s, budgets.large_budget_s) if case.large
                       else (budgets.warmup_s, budgets.budget_s))
     warmup = case.warmup_s if case.warmup_s is not None else warmup
@@ -920,7 +922,8 @@ def _time_gemm(gemm: G.TorchGemm, case: Case, dev: DeviceInfo, budgets: Budgets,
 #: The sampled SM clock may exceed the catalog maximum by this fraction (reading granularity) before it is flagged;
 #: the same rule as :data:`truepeak.roofline.MAX_CLOCK_TOLERANCE`.
 CLOCK_ABOVE_MAX_TOLERANCE = 0.02
-#: A median SM clock below this fraction of the maximum while timing is a throttled run (methodology 1.6, C11).
+#: A median SM clock below this fraction of the maximum while timing is a throttled run (docs/method.md, 'Throttling,
+#: sustained and burst').
 LOW_CLOCK_FRACTION = 0.90
 
 
@@ -954,7 +957,8 @@ def clock_warnings(acc: Any, tel: Any, existing_codes: Sequence[str] = ()) -> li
 
 
 def _peak_at_clock(acc: Any, fmt: str, derived: dict[str, Any], sm_count: int | None) -> float | None:
-    """FLOP/clk/SM x SMs x the median sampled SM clock (FLOP/s), or None without a usable clock (DESIGN.md)."""
+    """FLOP/clk/SM x SMs x the median sampled SM clock (FLOP/s), or None without a usable clock (docs/method.md, 'Peak
+    at the measured clock')."""
     clock = derived.get("sm_clock_hz")
     if not clock:
         return None

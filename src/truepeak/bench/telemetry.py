@@ -7,9 +7,10 @@ sampler does nothing, ``summary()`` returns ``None`` and ``sampler.reason`` says
 measurement.
 
 Why: a GEMM's TFLOPS on a power-capped part depends on the clock it ran at (H200 sustained 1.41-1.49 GHz at ~690 W vs
-~1.74 GHz in burst mode; B200 1965 -> 1580 MHz back-to-back, cases.md C11). The CUTLASS GEMM measurement guideline
-asks to log GPC clock, power and temperature and to compare against speed-of-light at the settled clock;
-cudnn-frontend samples the NVML clock at ~1 kHz (shared/data/measurement_methodology.md sections 1.6 and 3).
+~1.74 GHz in burst mode; B200 1965 -> 1580 MHz back-to-back, flashinfer-ai/flashinfer PR #2899). The CUTLASS GEMM
+measurement guideline asks to log GPC clock, power and temperature and to compare against speed-of-light at the settled
+clock; cudnn-frontend samples the NVML clock at ~1 kHz (docs/method.md, 'Peak at the measured clock' and 'Throttling,
+sustained and burst').
 
 Units: Hz, W, degrees Celsius, seconds. NVML reports MHz and mW; they are converted here.
 ``nvmlDeviceGetPowerUsage`` is the board power NVML reports (on recent GPUs an average over a short window), not an

@@ -1,4 +1,5 @@
-"""`truepeak efficiency`: a measured GEMM against the DENSE peak and the roofline (case S1), without writing code.
+"""`truepeak efficiency`: a measured GEMM against the DENSE peak and the roofline, without writing code (the worked
+example of docs/method.md).
 
 Thin adapter: parse options → :func:`truepeak.efficiency.analyze` (which validates everything) → render with
 :mod:`truepeak.units`. Bad input becomes ``error: <one line>`` on stderr and exit status 2, with the library's words for
@@ -23,7 +24,8 @@ HELP = "\n\n".join([
     "Give the measured throughput (--tflops), or the time per GEMM (--time-ms) with its shape (--shape MxNxK); "
     "any two of throughput, shape and time give the third. --shape alone prints the FLOP, bytes, intensity, ridge, "
     "roofline ceiling, bound and time floor of that shape.",
-    "Example (case S1, NVFP4 on an RTX PRO 6000 Blackwell Workstation Edition):",
+    "Example (NVFP4 on an RTX PRO 6000 Blackwell Workstation Edition; docs/method.md, "
+    "'Worked example: GLM-5 on RTX PRO 6000'):",
     "  truepeak efficiency --gpu \"rtx pro 6000\" --format nvfp4 --tflops 1300",
     "  → 64.5 % of the 2015.2 TFLOPS dense peak (not 32.3 % of the 4030.4 TFLOPS sparse \"4 PFLOPS\" headline)",
     "  truepeak efficiency --gpu \"rtx pro 6000\" --format nvfp4 --shape 16x4096x6144 --tflops 0.8",

@@ -40,7 +40,7 @@ PLAN_HELP = "\n\n".join([
     "Layouts: tpN (attention and experts tensor-parallel), epN (experts split over N GPUs, attention TP), dpNepN "
     "(data-parallel attention + EP), ppN (pipeline stages), combined: tp4pp2, tp2ep4 (attention TP8, experts EP4 x "
     "TP2). GPUs = product (dp and ep given together count once).",
-    "Example (case S1, GLM-5 NVFP4 on 8 RTX PRO 6000):",
+    "Example (GLM-5 NVFP4 on 8 RTX PRO 6000; docs/method.md, 'Worked example: GLM-5 on RTX PRO 6000'):",
     "  truepeak moe plan --model glm-5 --gpu \"NVIDIA RTX PRO 6000 Blackwell Workstation Edition\" --gpus 8 "
     "--weights nvfp4 --batch 1,512",
     "  → batch 512: 16 tokens per expert on average; the expert GEMMs run at ~55 FLOP/B against a 1125 FLOP/B ridge: "
@@ -184,8 +184,9 @@ def render_plan(p) -> list[str]:
                                           f"/{r['num_experts']}), busiest expert {r['busiest_expert_tokens']:.3g}, "
                                           f"{r['active_experts']:.4g} of {r['num_experts']} experts active; padded "
                                           f"rows {_pct(r['expected_padding_16'])} at BLOCK_M 16, "
-                                          f"{_pct(r['expected_padding_64'])} at 64 (C17 mean-based: "
-                                          f"{_pct(r['padding_16'])} / {_pct(r['padding_64'])}){ep} "
+                                          f"{_pct(r['expected_padding_64'])} at 64 (mean-based: "
+                                          f"{_pct(r['padding_16'])} / {_pct(r['padding_64'])}; docs/method.md, "
+                                          f"'Padding per expert'){ep} "
                                           f"({r['routing']} routing)"))
     lines.append("  conclusions:")
     for c in p.conclusions():

@@ -1,6 +1,6 @@
 """Start ``truepeak comm``'s workers through torchrun and collect what they wrote.
 
-No home-made launcher (DESIGN.md "Many GPUs"): :func:`run_comm` calls torchrun's own ``torch.distributed.run``
+No home-made launcher: :func:`run_comm` calls torchrun's own ``torch.distributed.run``
 (``parse_args`` + ``run``, what ``python -m torch.distributed.run`` does) in this process, with ``--nproc-per-node``
 and, for several nodes, the rendezvous options passed through (``--nnodes --node-rank --rdzv-endpoint --rdzv-backend
 --rdzv-id --master-addr --master-port``); one node uses ``--standalone``. Each worker is ``python -m

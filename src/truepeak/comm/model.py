@@ -2,22 +2,22 @@
 
 Pure Python (no torch, no numpy): the MoE planner and the report import it freely.
 
-Definitions (``NVIDIA/nccl-tests:doc/PERFORMANCE.md`` and ``NVIDIA/nccl-tests:src/*.cu``; shared/data/communication.md
-§1). For ``n`` ranks and a message of ``S`` bytes (nccl-tests' *total* size, the ``size`` column it prints):
+Definitions (``NVIDIA/nccl-tests:doc/PERFORMANCE.md`` and ``NVIDIA/nccl-tests:src/*.cu``; docs/method.md, 'busbw and
+algbw'). For ``n`` ranks and a message of ``S`` bytes (nccl-tests' *total* size, the ``size`` column it prints):
 
 - ``algbw = S / t``
 - ``busbw = algbw × factor(op, n)``: all_reduce 2(n−1)/n; all_gather, reduce_scatter, all_to_all (n−1)/n;
   broadcast, reduce, send_recv 1. busbw is comparable to the per-link hardware bandwidth and roughly independent of
-  n for ring algorithms; under NVLink SHARP (NVLS) it is not link traffic any more (cases.md C21).
+  n for ring algorithms; under NVLink SHARP (NVLS) it is not link traffic any more (NVIDIA/nccl-tests#212).
 - ``S`` from the per-rank element ``count`` nccl-tests passes to its ``GetBw`` (:func:`total_bytes`):
   all_reduce ``count·typesize`` (the buffer), all_gather ``sendcount·n·typesize`` (the output),
   reduce_scatter ``recvcount·n·typesize`` (the input), all_to_all ``count·n·typesize`` with ``count`` the elements
   sent to EACH peer (``src/alltoall.cu``: ``AlltoAllGetBw`` uses ``count * nranks * typesize``), so S is one rank's
   whole send buffer.
 
-Model (communication.md §1): ``t(S) = α + S · factor(op, n) / busbw``, where α is the fixed per-call cost (launch,
-synchronisation, protocol latency) and busbw the asymptotic bus bandwidth. At decode message sizes α dominates
-(cases.md C20); on PCIe, busbw does not grow with the GPU count (C19).
+Model (docs/method.md, 'Small-message latency'): ``t(S) = α + S · factor(op, n) / busbw``, where α is the fixed per-call
+cost (launch, synchronisation, protocol latency) and busbw the asymptotic bus bandwidth. At decode message sizes α
+dominates (haohervchb/sglang-V100 PR #2); on PCIe, busbw does not grow with the GPU count (NVIDIA/nccl#1639).
 
 Units: seconds, bytes, B/s (GB/s = 1e9 B/s only when rendering).
 """
@@ -115,7 +115,8 @@ def busbw_from_algbw(op: str, n: int, algbw_B_per_s: float) -> float:
 
 
 def algbw_from_busbw(op: str, n: int, busbw_B_per_s: float) -> float:
-    """algbw (B/s) = busbw / :func:`busbw_factor` (cases.md C19: 8 GPUs, AR busbw 28 GB/s → algbw 16.0 GB/s).
+    """algbw (B/s) = busbw / :func:`busbw_factor` (docs/method.md, 'busbw and algbw': 8 GPUs, AR busbw 28 GB/s →
+    algbw 16.0 GB/s).
 
     Raises:
         TruepeakError: the factor is 0 (n = 1 for a reduction/gather op: busbw says nothing about algbw).
@@ -217,15 +218,18 @@ class CollectiveModel:
                 "mode": self.mode, "source": self.source}
 
 
-# Literature defaults (shared/data/communication.md; issue #6 for the 2×H200 numbers). Values per op:
-# (alpha_s, busbw_B_per_s, source). A size-independent busbw is the ring approximation (communication.md §1).
-_PCIE8 = "communication.md §2: 8× RTX PRO 6000 (PCIe Gen5, NCCL 2.29.2), ai-dynamo/aiconfigurator nccl_perf.parquet"
-_PCIE4 = ("cases.md C19/C20: 4 GPUs on PCIe, AR busbw 35 GB/s (NVIDIA/nccl#1639, 4× RTX 5090) and 4 KB AR 19.4 µs "
-          "(haohervchb/sglang-V100#2, 4× V100 on one PLX switch)")
-_NVL8 = ("communication.md §1-2: 8× H100 SXM, ring AR busbw ≈ 370 GB/s (NVIDIA/nccl-tests#212, NVLS off), "
+# Literature defaults (sources in each string; the 2×H200 numbers are nccl-tests runs tabulated in
+# docs/results/h200x2/README.md). Values per op: (alpha_s, busbw_B_per_s, source). A size-independent busbw is the
+# ring approximation (NVIDIA/nccl-tests doc/PERFORMANCE.md).
+_PCIE8 = ("8× RTX PRO 6000 Server Edition (PCIe Gen5, NCCL 2.29.2), ai-dynamo/aiconfigurator "
+          "systems/data/rtx_pro_6000_server/comm/nccl/2.29.2/nccl_perf.parquet")
+_PCIE4 = ("4 GPUs on PCIe: AR busbw 35 GB/s (NVIDIA/nccl#1639, 4× RTX 5090) and 4 KB AR 19.4 µs "
+          "(haohervchb/sglang-V100 PR #2, 4× V100 on one PLX switch)")
+_NVL8 = ("8× H100 SXM: ring AR busbw ≈ 370 GB/s (NVIDIA/nccl-tests#212, NVLS off), "
          "AG/RS ≈ 330 GB/s at 512 MiB and NCCL allgather 11 µs (ai-dynamo/aiconfigurator h100_sxm), "
          "NCCL AR (pynccl, graph) 16.8 µs at 2 KiB (sgl-project/sglang#22734)")
-_H200X2 = "issue #6: nccl-tests 2.19.6, NCCL 2.28.9, 2× H200 NVLink, out-of-place, 20 iterations"
+_H200X2 = ("nccl-tests 2.19.6, NCCL 2.28.9, 2× H200 NVLink, out-of-place, 20 iterations "
+           "(docs/results/h200x2/README.md)")
 _DEFAULTS: dict[tuple[str, str], dict[str, tuple[float, float, str]]] = {
     ("pcie", "8"): {
         "all_reduce": (24.6e-6, 24e9, _PCIE8 + " (AR ≤ 1 KiB 24.6 µs, busbw ≈ 24 GB/s at 16-512 MiB)"),
@@ -257,10 +261,11 @@ _DEFAULTS: dict[tuple[str, str], dict[str, tuple[float, float, str]]] = {
 def default_model(op: str, n: int, interconnect: str = "nvlink", device: str | None = None) -> CollectiveModel:
     """A literature α–β model for ``op`` on ``n`` GPUs of one node (no measurement), with its source.
 
-    - ``pcie``: n <= 4 uses the 4-GPU numbers (C19/C20: α 19.4 µs, AR busbw 35 GB/s), larger n the 8-GPU ones
-      (α ≈ 25 µs, AR busbw ≈ 24 GB/s). busbw is NOT scaled with the GPU count (C19).
-    - ``nvlink``: 2 GPUs of an H200 (``device`` containing "h200") use issue #6's nccl-tests figures on 2× H200;
-      anything else the 8× H100/H200 ring numbers (AR busbw ≈ 370 GB/s, α 16.8 µs; AG/RS ≈ 330 GB/s, α 11 µs).
+    - ``pcie``: n <= 4 uses the 4-GPU numbers (α 19.4 µs, AR busbw 35 GB/s), larger n the 8-GPU ones
+      (α ≈ 25 µs, AR busbw ≈ 24 GB/s). busbw is NOT scaled with the GPU count (docs/method.md, 'busbw and algbw').
+    - ``nvlink``: 2 GPUs of an H200 (``device`` containing "h200") use the nccl-tests figures of
+      docs/results/h200x2/README.md; anything else the 8× H100/H200 ring numbers (AR busbw ≈ 370 GB/s, α 16.8 µs;
+      AG/RS ≈ 330 GB/s, α 11 µs).
     - broadcast/reduce/send_recv reuse all_gather's α and busbw (factor 1: one pass over the data).
 
     Raises:
@@ -284,8 +289,8 @@ def default_model(op: str, n: int, interconnect: str = "nvlink", device: str | N
 
 
 def step_time(model: CollectiveModel, nbytes: float, calls: int) -> float:
-    """Seconds of collective time in one decode step: ``calls`` × ``model.time(nbytes)`` (communication.md §4; cases.md
-    C20: 100 × 19.4 µs = 1.94 ms per token)."""
+    """Seconds of collective time in one decode step: ``calls`` × ``model.time(nbytes)`` (docs/method.md,
+    'Small-message latency': 100 × 19.4 µs = 1.94 ms per token)."""
     if isinstance(calls, bool) or not isinstance(calls, int) or calls < 0:
         raise TruepeakError(f"calls per step must be an integer >= 0, got {calls!r}")
     return calls * model.time(nbytes)

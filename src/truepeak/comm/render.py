@@ -1,8 +1,8 @@
 """Rendering ``truepeak comm`` results: rich tables (stdout) and summary.md, from the records alone.
 
 Layout after nccl-tests' output (one row per size; time in µs, algbw and busbw in GB/s = 1e9 B/s, ``#wrong``), with
-the eager and CUDA-graph columns side by side where nccl-tests puts out-of-place and in-place (STYLE.md §8.4: one
-unit per column, printed in the header).
+the eager and CUDA-graph columns side by side where nccl-tests puts out-of-place and in-place (one unit per
+column, printed in the header).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Sizes are nccl-tests total sizes S (:func:`truepeak.comm.model.total_bytes`) with binary prefixes, as nccl-tests'
 ``-b 1K -e 1G -f 2`` (K = 1024 B): ``"1K:1G"`` is every power of two from 1 KiB to 1 GiB (21 sizes), ``"1K:1G:4"``
-steps by 4, ``"12K,96K,768K"`` is a list (GLM-5 decode allreduce sizes, communication.md §4).
+steps by 4, ``"12K,96K,768K"`` is a list (GLM-5 decode allreduce sizes: 6144 × 2 B × 1, 8, 64 tokens).
 """
 
 from __future__ import annotations

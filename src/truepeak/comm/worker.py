@@ -3,7 +3,7 @@
 Per case (op × nccl-tests size) and mode, every rank runs the collective out of place on its own GPU (NCCL) or CPU
 (gloo) and times it (out of place, except all_reduce through ``--api torch``); rank 0 writes one record per case to ``results.jsonl`` as it finishes, then the α–β fits.
 
-Method (nccl-tests' ``src/common.cu`` semantics where they apply; STYLE.md §8.9 for the check):
+Method (nccl-tests' ``src/common.cu`` semantics where they apply, its ``#wrong`` count for the check):
 
 - **Inputs with an exact known result.** Element j of rank r holds ``v(j, r) = (7j + (j >> 7) + 13r) mod m`` (integers,
   with m chosen so that a sum over all ranks stays exactly representable in the dtype: m ≤ limit / n, e.g. 256 / n

@@ -4,7 +4,8 @@
 - :func:`get_accelerator` / :func:`match_device_name` turn a marketing name, a device string or an alias into an
   :class:`Accelerator` without substring traps.
 - :func:`check_claim` says whether a headline such as ``"4 PFLOPS FP4"`` is a dense or a 2:4-sparse figure.
-- :func:`check_shared_memory` rejects a kernel config that needs more shared memory per block than the GPU allows (C14).
+- :func:`check_shared_memory` rejects a kernel config that needs more shared memory per block than the GPU allows
+  (docs/method.md, 'Shared memory per block').
 
 Also here, imported on demand: :mod:`~truepeak.hardware.detect` (the device `truepeak run` measures),
 :mod:`~truepeak.hardware.cpu` (the estimated CPU peak) and :mod:`~truepeak.hardware.nvml` (NVML, initialised once per

@@ -8,14 +8,14 @@ Rules the catalog keeps (tested over every entry in tests/hardware/test_catalog.
       value and equals 2 x dense within vendor rounding (:data:`SPARSE_RATIO_TOLERANCE`, 1.5 %), unless the peak carries a ``sparse_ratio_note`` saying
       why the published sparse figure is not 2 x dense (Blackwell Ultra raised dense NVFP4 without a matching sparse rate).
     - A peak may list ``formats`` (e.g. ``["mxfp8"]``): it then governs only those formats and takes precedence over the
-      plain peak of its rate for them (a separate instruction kind: block-scaled MXFP8 on GeForce, accelerators.md
-      section 2 notes). Such a peak may carry its own ``flop_per_clk_per_sm``.
+      plain peak of its rate for them (a separate instruction kind: block-scaled MXFP8 on GeForce, docs/method.md,
+      'GeForce accumulate rates'). Such a peak may carry its own ``flop_per_clk_per_sm``.
     - For every NVIDIA entry, FLOP/clk/SM (per architecture, from ``[architectures]``) x SM count x the peak's clock basis
       (:meth:`Accelerator.clock_basis_hz`) reproduces the dense peak within 2 %, unless the peak carries a ``why_not`` note saying why it cannot.
     - Values we derived rather than found published carry ``derived = true``; values from a single third-party report
       or conflicting sources carry ``unverified = true``.
 
-Sources: see the ``[sources]`` table of the data file and ../shared/data/accelerators.md.
+Sources: the ``[sources]`` table of the data file (``truepeak specs --sources``); method: docs/method.md.
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ class Accelerator:
         headline: the figure the vendor prints most prominently, and what it is.
         notes: caveats in words.
         sparse_headlines: published headline figures that are 2:4-sparse (e.g. ``"1979 TFLOPS BF16"``), in the claim
-            syntax of :func:`truepeak.hardware.claims.check_claim`; tests check that no dense value equals one (C02).
+            syntax of :func:`truepeak.hardware.claims.check_claim`; tests check that no dense value equals one
+            (tests/hardware/test_catalog.py).
     """
 
     key: str
@@ -298,7 +299,7 @@ class Accelerator:
         """Dense peak at a given (measured) SM clock: FLOP/clk/SM x SMs x clock, in FLOP/s.
 
         ``sm_count`` defaults to the catalog's (pass the device-reported count when measuring). Returns None when the
-        per-SM rate or the SM count is unknown. Source: accelerators.md section 5 and DESIGN.md "Conventions".
+        per-SM rate or the SM count is unknown. Source: docs/method.md, 'Peak at the measured clock'.
         """
         per_clk = self.flop_per_clk_per_sm(fmt, accumulate)
         sms = sm_count if sm_count is not None else (self.sm_count.value if self.sm_count else None)

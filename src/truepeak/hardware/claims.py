@@ -2,7 +2,7 @@
 
 Datasheets since Hopper print tensor rates *with* 2:4 structured sparsity; "AI TOPS" is the 2:4-sparse rate of the
 lowest-precision tensor format the part has (FP4 on Blackwell, FP8 on Ada and Hopper); HGX / DGX / NVL72 pages print
-platform totals (accelerators.md sections 1, 4 and 8). A claim is compared
+platform totals (docs/method.md, 'Dense and sparse peaks'). A claim is compared
 with the catalog's dense and sparse values of the named format. Marketing figures are rounded ("4 PFLOPS" for 4030.4,
 "3.7 PFLOPS" for 3742.4), so a claim matches a value within ±5 % (:data:`TOLERANCE`).
 
@@ -22,8 +22,8 @@ fp16"`` on an RTX 4090: sparse with fp32 accumulate, dense with fp16 accumulate)
 (``"... with fp16 accumulate"``) decides.
 
 A claim that matches no per-GPU peak but is 8 or 72 x a dense or sparse peak (:data:`PLATFORM_GPUS`) is read as an
-HGX / DGX (8 GPUs) or NVL72 (72 GPUs) platform total: divide by the GPU count, then by 2 if sparse (accelerators.md
-section 1, trap 2).
+HGX / DGX (8 GPUs) or NVL72 (72 GPUs) platform total: divide by the GPU count, then by 2 if sparse (cosmos-framework
+PR #114: HGX B300 bf16 "36 PFLOPS" / 8 / 2 = 2.25 PFLOPS dense per GPU).
 
 A claim that matches none of these but is a vendor headline the catalog lists for the entry as 2:4-sparse
 (``Accelerator.sparse_headlines``, e.g. the RTX PRO 6000 Server's "1 PFLOPS FP16/BF16" = 2 x 467.8 loosely rounded)
@@ -55,7 +55,7 @@ ACCEPTED_FORMS = (
 )
 
 #: What "AI TOPS" is (NVIDIA's GeForce / RTX PRO / Jetson headline unit): the 2:4-sparse rate of the lowest-precision
-#: tensor format the part has: FP4 on Blackwell, FP8 on Ada and Hopper (accelerators.md sections 1 and 4).
+#: tensor format the part has: FP4 on Blackwell, FP8 on Ada and Hopper (docs/method.md, 'Dense and sparse peaks').
 AI_TOPS_RULE = ("'AI TOPS' is the 2:4-sparse rate of the lowest-precision tensor format a part has (FP4 on Blackwell, "
                 "FP8 on Ada and Hopper)")
 AI_TOPS_RATES = ("fp4", "fp8", "int8")
@@ -367,8 +367,8 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
 
     Returns:
         A :class:`ClaimVerdict`: ``kind`` is dense, sparse, neither or ambiguous; ``dense`` is the peak to use for
-        efficiency (FLOP/s). Sparse values are 2:4 structured sparsity (accelerators.md section 1); "AI TOPS" is
-        sparse FP4 (section 4).
+        efficiency (FLOP/s). Sparse values are 2:4 structured sparsity; "AI TOPS" is sparse FP4
+        (docs/method.md, 'Dense and sparse peaks').
 
     Raises:
         TruepeakError: unreadable claim (see :func:`parse_claim`); UnknownNameError for an unknown accelerator name.
@@ -380,7 +380,7 @@ def check_claim(acc: Accelerator | str, text: str, tolerance: float = TOLERANCE)
     check = _Check(acc, parse_claim(text), tolerance)
     rates = _candidate_rates(acc, check.claim)
     found = _matches(acc, check.claim, rates, tolerance)
-    if not found:  # not a per-GPU figure: an HGX / DGX / NVL72 platform total? (accelerators.md section 1)
+    if not found:  # not a per-GPU figure: an HGX / DGX / NVL72 platform total?
         found = _matches(acc, check.claim, rates, tolerance, PLATFORM_GPUS)
     if not found:
         return _no_match(check, rates)

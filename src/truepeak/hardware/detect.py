@@ -5,16 +5,17 @@ per block, memory, maximum SM clock) plus the catalog :class:`~truepeak.hardware
 peaks are the efficiency denominators.
 
 GPUs: the name torch reports is matched to the catalog with :func:`truepeak.hardware.match_device_name`. A GPU the
-catalog does not know is still measured, but gets an accelerator with **no peaks and no bandwidth**, so every
-efficiency figure is left empty; truepeak never substitutes a default peak (DESIGN.md "Conventions"). The maximum SM
-clock comes from NVML, read once per process (:mod:`truepeak.hardware.nvml`).
+catalog does not know is still measured, but gets an accelerator with **no peaks and no bandwidth**, so every efficiency
+figure is left empty; truepeak never substitutes a default peak (pytorch/torchtitan's ``get_peak_flops`` falls back to
+the A100's for an unknown name). The maximum SM clock comes from NVML, read once per process
+(:mod:`truepeak.hardware.nvml`).
 
 CPUs: no catalog entry; :mod:`truepeak.hardware.cpu` estimates the fp32 peak (labelled estimated) from the vendor,
 family, core count and clock. The CPU accelerator has **no memory bandwidth**: `truepeak run` measures the copy
 bandwidth first and uses that measured value as the CPU roofline's memory ceiling (:func:`with_measured_bandwidth`).
 
-Sources: measurement_methodology.md section 1 (size rotation from the *device-reported* L2: the H200 reports 60 MiB,
-not the 50 MB product figure), cases.md C14 (read shared memory per block from the device).
+Sources: docs/method.md, 'Cache-resident working sets' (size rotation from the *device-reported* L2: the H200 reports
+60 MiB, not the 50 MB product figure) and 'Shared memory per block' (read the per-block limit from the device).
 """
 
 from __future__ import annotations

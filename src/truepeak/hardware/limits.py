@@ -1,9 +1,10 @@
 """Kernel-configuration limits checked against the device (pure Python; no torch).
 
 :func:`check_shared_memory` rejects a kernel config that needs more shared memory per block than the GPU allows
-(../shared/cases.md C14: sm_120 / sm_121 parts, RTX 5090, RTX PRO 6000, GB10, allow 101,376 B opt-in per block, where
-sm_90 / sm_100 allow 232,448 B). The device-reported limit (``cudaDevAttrMaxSharedMemoryPerBlockOptin``, read by
-:func:`truepeak.hardware.detect.detect` into ``DeviceInfo.smem_per_block_bytes``) wins over the catalog.
+(docs/method.md, 'Shared memory per block': sm_120 / sm_121 parts, RTX 5090, RTX PRO 6000, GB10, allow 101,376 B opt-in
+per block, where sm_90 / sm_100 allow 232,448 B). The device-reported limit
+(``cudaDevAttrMaxSharedMemoryPerBlockOptin``, read by :func:`truepeak.hardware.detect.detect` into
+``DeviceInfo.smem_per_block_bytes``) wins over the catalog.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def _limit(acc_or_limit: SmemLimit) -> tuple[int | None, str, str]:
 
 
 def check_shared_memory(acc_or_limit: SmemLimit, needed_bytes: int, what: str = "kernel config") -> int | None:
-    """Reject a kernel config that needs more shared memory per block than the GPU allows (case C14).
+    """Reject a kernel config that needs more shared memory per block than the GPU allows (docs/method.md,
+    'Shared memory per block').
 
     Args:
         acc_or_limit: an :class:`~truepeak.hardware.catalog.Accelerator` (its catalog ``smem_per_block_bytes``), a

@@ -8,7 +8,7 @@ dropped. ``"NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"`` becomes
 1. **Exact**: the tokens joined without separators (``rtxpro6000blackwellmaxqworkstation``) equal those of a catalog
    key, marketing name, device name or alias. So case, spaces and hyphens do not matter (``h200-nvl`` = ``H200 NVL``
    = ``h200nvl``), but ``gb300`` is never ``b300`` and ``l40s`` is never ``l4``: a token is matched whole, never as a
-   substring (the torchtitan ``"l40s" in name`` trap, accelerators.md section 8 trap 9).
+   substring (the ``"l40s" in name`` trap of pytorch/torchtitan's ``get_peak_flops``).
 2. **Form-factor suffix**: a device string the catalog does not list exactly (``"NVIDIA B300 SXM6 AC"``) is accepted
    when its tokens include all of one catalog name's tokens and every extra token is a harmless qualifier for that
    entry: a form factor (``sxm``, ``sxm4``, ``sxm5``, ``sxm6``, ``ac``, ``oam``, ``hgx``, ``dgx``, ``vf``), the

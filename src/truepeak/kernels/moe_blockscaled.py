@@ -7,9 +7,9 @@ they give the float32 reference's answer in Triton's interpreter on the CPU; and
 also compiles for sm_90 by upcasting the operands to bf16, were run on the H200 (``docs/results/h200/moe/``).
 
 The unit of work is :class:`truepeak.kernels.moe_triton.FusedMoE`'s (issue #5): ``x [T, H]``, ``topk_ids`` /
-``topk_weights [T, k]`` → ``out [T, H] = Σ_j w[t, j] · down_e(silu(gate_e(x_t)) · up_e(x_t))``, with the same
-routing metadata (:func:`~truepeak.kernels.moe_triton.align_routing`: token blocks of one expert, the block size
-chosen from tokens per expert, case C17) and the same swap-AB tiling (weights the MMA's M, tokens its N).
+``topk_weights [T, k]`` → ``out [T, H] = Σ_j w[t, j] · down_e(silu(gate_e(x_t)) · up_e(x_t))``, with the same routing
+metadata (:func:`~truepeak.kernels.moe_triton.align_routing`: token blocks of one expert, the block size chosen from
+tokens per expert, docs/method.md 'Padding per expert') and the same swap-AB tiling (weights the MMA's M, tokens its N).
 
 Where Hopper has no fp4 MMA and :class:`~truepeak.kernels.moe_triton.FusedMoE` decodes e2m1 in registers, Blackwell's
 tensor cores take e2m1 values and their block scales directly (PTX ISA 8.7+, ``tcgen05.mma ... .block_scale`` on
@@ -175,12 +175,12 @@ def blockscaled_block_k(k_dim: int) -> int:
 
 def choose_blockscaled_config(tokens_per_expert: float, k_dim: int, gated: bool = False,
                               capability: Any = None) -> KernelConfig:
-    """The tile for one of the two GEMMs: ``block_m`` (tokens, the MMA's N) from the mean tokens per expert (case
-    C17: 16 up to 16, then 32, 64, 128; at most 64 on sm_120, where ``mma.sync`` keeps the accumulator in registers
-    and 128-token blocks spill: 255 registers and a stack, compiled), 128 weight rows (the M of one ``tcgen05.mma``;
-    ``gated``, the gate/up GEMM: 64 gate rows and the 64 matching up rows in one tile), the K step of
-    :func:`blockscaled_block_k`, 4 warps (one warpgroup), 3 stages (fewer where the device's shared memory needs it:
-    :func:`~truepeak.kernels.moe_triton.fit_shared_memory`). Not tuned on any Blackwell device (none was available).
+    """The tile for one of the two GEMMs: ``block_m`` (tokens, the MMA's N) from the mean tokens per expert
+    (docs/method.md, 'Padding per expert': 16 up to 16, then 32, 64, 128; at most 64 on sm_120, where ``mma.sync`` keeps
+    the accumulator in registers and 128-token blocks spill: 255 registers and a stack, compiled), 128 weight rows (the
+    M of one ``tcgen05.mma``; ``gated``, the gate/up GEMM: 64 gate rows and the 64 matching up rows in one tile), the K
+    step of :func:`blockscaled_block_k`, 4 warps (one warpgroup), 3 stages (fewer where the device's shared memory needs
+    it: :func:`~truepeak.kernels.moe_triton.fit_shared_memory`). Not tuned on any Blackwell device (none was available).
 
     Raises:
         TruepeakError: tokens per expert not a finite number > 0. UnsupportedError: K not a multiple of 64."""
@@ -236,7 +236,8 @@ class BlockScaledMoE:
         x: ``[T, H]`` hidden states (bf16, fp16 or fp32). w1 / w2: nvfp4 or mxfp4
             :class:`~truepeak.kernels.moe_triton.ExpertWeights` ``[E, 2I, H]`` / ``[E, H, I]`` (any layout; the
             standard one is read, a copy is made of others). topk_ids / topk_weights: ``[T, k]``.
-        tokens_per_expert: the configuration key (C17); default the mean over experts with tokens.
+        tokens_per_expert: the configuration key (docs/method.md, 'Padding per expert'); default the mean over experts
+            with tokens.
         activations: ``"fp4"`` or ``"fp8"`` (:func:`check_blockscaled_activations`; None: the format's default).
         config: one :class:`~truepeak.kernels.moe_triton.KernelConfig` for both kernels (tests); block_k must divide
             H and I and be a multiple of 64.

@@ -15,9 +15,10 @@ limit 7 is *not* implemented: its cost is the same elementwise work, the benchma
 Design (why it reaches the weight-streaming roofline at a few tokens per expert):
 
 - Routing metadata is computed once per routing, on the host side of the timed region, by :func:`align_routing`:
-  the (token, slot) pairs sorted by expert and padded to ``block_m`` rows per block, one expert per block
-  (vLLM's ``moe_align_block_size`` layout). ``block_m`` is chosen from the *tokens per expert* (case C17), not the
-  batch, so that at ≤ 32 tokens per expert almost every active expert is one block: its weights are read once.
+  the (token, slot) pairs sorted by expert and padded to ``block_m`` rows per block, one expert per block (vLLM's
+  ``moe_align_block_size`` layout). ``block_m`` is chosen from the *tokens per expert* (docs/method.md, 'Padding per
+  expert'), not the batch, so that at ≤ 32 tokens per expert almost every active expert is one block: its weights are
+  read once.
 - Each program computes a ``block_n x block_m`` tile of one expert's output with the **weights as the MMA's A
   operand** ("swap AB"): the weight tile ``[block_n, block_k]`` is the big operand, the few tokens are the MMA's N
   (16..128), so no MMA rows are wasted on padding tokens and the weights can be dequantised in registers.
@@ -55,9 +56,9 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
 - ``KernelConfig.hoist`` (fp4): decode in the MMA operand's register layout straight from shared memory (2 bytes per
   PTX call) rather than in the loaded layout plus a shared-memory round trip; ``prefetch``: register double
   buffering of the next K step (kept for experiments; slower in every measured fp4 configuration after the rewrite).
-- Shared memory (case C14): :func:`choose_config` estimates it (exact for bf16 and w8a8, an upper bound otherwise,
-  checked against Triton's allocation for sm_90 in the tests) and :class:`FusedMoE` compiles each kernel and drops
-  stages until the compiler's own figure fits the device's per-block limit.
+- Shared memory (docs/method.md, 'Shared memory per block'): :func:`choose_config` estimates it (exact for bf16 and
+  w8a8, an upper bound otherwise, checked against Triton's allocation for sm_90 in the tests) and :class:`FusedMoE`
+  compiles each kernel and drops stages until the compiler's own figure fits the device's per-block limit.
 
 Layouts: ``w1 [E, 2I, H]`` (gate rows 0..I-1, up rows I..2I-1; K = H contiguous), ``w2 [E, H, I]``; fp4 weights as
 packed uint8 ``[E, N, K//2]`` with the scales of :mod:`truepeak.kernels.quant` (``[E, N, K//16]`` e4m3 for nvfp4 plus
@@ -148,7 +149,7 @@ class KernelConfig:
 
 
 def check_tokens_per_expert(tokens_per_expert: Any) -> float:
-    """``tokens_per_expert`` as a float, the key of the configuration choice (case C17).
+    """``tokens_per_expert`` as a float, the key of the configuration choice (docs/method.md, 'Padding per expert').
 
     Raises:
         TruepeakError: not a finite number > 0."""
@@ -163,11 +164,12 @@ def check_tokens_per_expert(tokens_per_expert: Any) -> float:
 
 def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: Any = None,
                   k_dim: int | None = None, w8a8: bool = False, untiled: bool = False) -> KernelConfig:
-    """Pick the tile configuration from the mean tokens per expert (case C17: a decode batch is many small GEMMs of
-    ~tokens-per-expert rows each, so the batch size says nothing about the tile), then check its shared memory.
+    """Pick the tile configuration from the mean tokens per expert (docs/method.md, 'Tokens per expert': a decode batch
+    is many small GEMMs of ~tokens-per-expert rows each, so the batch size says nothing about the tile), then check its
+    shared memory.
 
     ``block_m`` covers the busiest expert of a uniform routing at that mean (E[max] ≈ 1.8x the mean at 16 tokens per
-    expert for E = 256, k = 8: ../shared/data/moe_models.md §5.2), so weights are streamed once up to ~32 tokens per
+    expert for E = 256, k = 8: docs/method.md, 'Tokens per expert'), so weights are streamed once up to ~32 tokens per
     expert. Stages are dropped until the config fits ``smem_limit`` (anything
     :func:`truepeak.hardware.limits.check_shared_memory` takes: an Accelerator, DeviceInfo, name or bytes; None skips).
     ``k_dim`` (the GEMM's K) shrinks ``block_k`` to a divisor of K. ``w8a8``: fp8 activations: for fp8 weights an
@@ -723,9 +725,9 @@ def _check_shapes(x: Any, w1: ExpertWeights, w2: ExpertWeights) -> tuple[int, in
 
 
 def mean_tokens_per_expert(topk_ids: Any, num_experts: int) -> float:
-    """The configuration key of case C17 when none is given: routed slots per local expert that received any (ids
-    outside ``[0, num_experts)`` are another rank's), and 1 when no expert is local (T = 0 too). Reads back to the
-    host (call it outside any CUDA graph)."""
+    """The configuration key (docs/method.md, 'Padding per expert') when none is given: routed slots per local expert
+    that received any (ids outside ``[0, num_experts)`` are another rank's), and 1 when no expert is local (T = 0 too).
+    Reads back to the host (call it outside any CUDA graph)."""
     torch = require("torch", "counting tokens per expert")
     valid = (topk_ids >= 0) & (topk_ids < num_experts)
     return max(1.0, float(valid.sum().item()) / max(1, int(torch.unique(topk_ids[valid]).numel())))
@@ -774,10 +776,10 @@ def device_smem_limit(device: Any) -> int:
 
 def fit_shared_memory(launch: Any, cfg1: KernelConfig, cfg2: KernelConfig, limit: int
                       ) -> tuple[KernelConfig, KernelConfig]:
-    """Case C14 with the compiler's own figure: compile each of the two MoE kernels (``launch(which, cfg,
-    warmup=True)`` returns Triton's compiled kernel for kernel 1 (gate/up) or 2 (down)) and drop pipeline stages until
-    the shared memory Triton allocates fits ``limit`` bytes per block (:func:`device_smem_limit`; 0 = no check).
-    :func:`choose_config`'s estimate is a first guess; this is the check.
+    """The shared-memory check (docs/method.md, 'Shared memory per block') with the compiler's own figure: compile each
+    of the two MoE kernels (``launch(which, cfg, warmup=True)`` returns Triton's compiled kernel for kernel 1 (gate/up)
+    or 2 (down)) and drop pipeline stages until the shared memory Triton allocates fits ``limit`` bytes per block
+    (:func:`device_smem_limit`; 0 = no check). :func:`choose_config`'s estimate is a first guess; this is the check.
 
     Returns:
         The two configurations, each with the most stages (at most its own) that fit.
@@ -819,9 +821,11 @@ class FusedMoE:
     Args:
         x: ``[T, H]`` bf16 hidden states. w1 / w2: :class:`ExpertWeights` ``[E, 2I, H]`` / ``[E, H, I]``.
         topk_ids: ``[T, k]`` int (local expert ids; others are dropped). topk_weights: ``[T, k]`` float.
-        tokens_per_expert: the configuration key (C17); default the mean over experts with tokens.
+        tokens_per_expert: the configuration key (docs/method.md, 'Padding per expert'); default the mean over experts
+            with tokens.
         config: override both kernels' configuration (tests).
-        smem_limit: device or bytes for :func:`choose_config`'s shared-memory check (C14).
+        smem_limit: device or bytes for :func:`choose_config`'s shared-memory check (docs/method.md, 'Shared memory per
+            block').
         tune: KernelConfig field overrides applied to both kernels (e.g. ``{"prefetch": True, "num_stages": 1}``).
         activations: for fp8 weights, ``"fp8"`` (default: w8a8, activations quantised per row to e4m3 with scale
             max|row| / 448 by :func:`quant_rows_kernel` inside the call, then fp8 x fp8 MMAs) or ``"fp16"`` (w8a16:
@@ -1013,7 +1017,7 @@ class FusedMoE:
                                    F16=q.element_size() == 2, num_warps=4)  # e4m3 1 byte, fp16 2
 
     def _fit_shared_memory(self) -> None:
-        """Case C14 with the compiler's own figure (see :func:`fit_shared_memory`)."""
+        """The shared-memory check with the compiler's own figure (see :func:`fit_shared_memory`)."""
         self.cfg1, self.cfg2 = fit_shared_memory(self._launch, self.cfg1, self.cfg2, device_smem_limit(self.x.device))
 
     def __call__(self) -> Any:

@@ -319,5 +319,6 @@ def dequantize_fp8(values: Any, scales: Any, granularity: str = "channel") -> An
 # -- byte counts -------------------------------------------------------------------------------------------------------
 def quantized_nbytes(*tensors: Any) -> int:
     """Bytes stored by the given tensors (packed values + scales), e.g. ``quantized_nbytes(*quantize_nvfp4(w)[:2])``.
-    NVFP4's 4-byte global scale is per tensor and left out, as :mod:`truepeak.formats` does (case C13)."""
+    NVFP4's 4-byte global scale is per tensor and left out, as :mod:`truepeak.formats` does (docs/method.md,
+    'Counting FLOP and bytes')."""
     return sum(int(t.numel()) * int(t.element_size()) for t in tensors)

@@ -644,9 +644,10 @@ def checkpoint_format(quantization_config: dict | None) -> str | None:
     """The truepeak format name of a checkpoint's (expert) weights from its ``quantization_config``, or None.
 
     ``quant_method`` ``"fp8"`` (DeepSeek-V3 / Kimi-K2 block-fp8) → ``"fp8"``; ``"mxfp4"`` (gpt-oss: MoE experts in
-    MXFP4) → ``"mxfp4"``; ``quant_algo`` ``"NVFP4"`` / ``"FP8"`` (NVIDIA ModelOpt exports, such as
-    ``nvidia/GLM-5-NVFP4``) → ``"nvfp4"`` / ``"fp8"``. Anything else (no config, int4 / AWQ / GPTQ schemes that
-    truepeak has no format for) → None: the caller falls back to the unquantised dtype.
+    MXFP4) → ``"mxfp4"``; ``quant_algo`` ``"NVFP4"`` / ``"FP8"`` (NVIDIA ModelOpt exports, e.g. GLM-5 NVFP4:
+    ``quant_algo: NVFP4`` in ``lukealonso/GLM-5.2-NVFP4``, local-inference-lab/rtx6kpro#25) → ``"nvfp4"`` / ``"fp8"``.
+    Anything else (no config, int4 / AWQ / GPTQ schemes that truepeak has no format for) → None: the caller falls back
+    to the unquantised dtype.
     """
     q = quantization_config if isinstance(quantization_config, dict) else {}
     method = str(q.get("quant_method") or "").strip().lower()

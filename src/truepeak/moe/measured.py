@@ -6,8 +6,8 @@ Pure Python (``json`` only). Reads the records ``truepeak run`` / ``truepeak com
 - kind ``gemm``: ``workload.m, .n, .k``, ``format``, ``time_s``. Serves the single-GEMM ops (attention projections,
   shared experts, dense MLP, router, lm_head) with the same N, K and format; the time is interpolated linearly in M
   between measured M (:func:`interpolate`); below the smallest measured M the smallest M's time is used (decode GEMMs
-  are weight-streaming bound there: time is flat in M, moe_models.md §6); above the largest M there is no measurement
-  (the roofline is used).
+  are weight-streaming bound there: time is flat in M: alibaba/InferSim
+  ``bench_data/grouped_gemm/decode/h800/data.csv``); above the largest M there is no measurement (the roofline is used).
 - kind ``moe_experts`` (grouped GEMM of one MoE layer's routed experts): ``workload.tokens_per_expert`` and
   ``time_s``; optional ``workload`` keys narrow the match when present: experts on the GPU (``E_local`` /
   ``num_experts`` / ``experts`` / ``E``), hidden (``H`` / ``hidden_size`` / ``hidden``), expert width per GPU

@@ -6,7 +6,8 @@ bandwidth)``; Williams, Waterman, Patterson, CACM 52(4), 2009), from a measureme
 for a collective, from the α–β model of :mod:`truepeak.comm.model`.
 
 Formats (:func:`resolve_formats`): weights, GEMM activations (the A operand) and KV cache each have a
-:class:`truepeak.formats.Format`; bytes include block scales (nvfp4 0.5625 B per value, mxfp4 0.53125; cases.md C13).
+:class:`truepeak.formats.Format`; bytes include block scales (nvfp4 0.5625 B per value, mxfp4 0.53125; docs/method.md,
+'Counting FLOP and bytes').
 The compute peak of a GEMM is the dense peak of the WIDER of its two input formats on the device (an nvfp4 x bf16
 GEMM runs at the bf16 rate). A weight format the device cannot compute in (nvfp4 / mxfp4 on Hopper or Ada, which have
 no fp4 tensor cores; fp8 on Ampere) is dequantised inside the kernel (Marlin-style W4A16 / W8A16): its bytes stay
@@ -14,7 +15,7 @@ those of the stored format, its compute runs at the activation format's peak. At
 and lm_head compute at the bf16 peak (FlashAttention / FlashMLA compute in bf16; routers and lm_head are left
 unquantised in NVFP4 / FP8 checkpoints).
 
-fp8 / int8 scales (cases.md C13: bytes of block scales are never dropped): every weight and activation byte figure of
+fp8 / int8 scales (never dropped: docs/method.md, 'Counting FLOP and bytes'): every weight and activation byte figure of
 an fp8 / int8 operand includes its fp32 scales, counted by :meth:`truepeak.formats.Format.matrix_bytes`. A checkpoint
 with ``weight_block_size`` [128, 128] (DeepSeek-V3, Kimi-K2, Qwen3-FP8) stores one fp32 scale per 128 x 128 weight
 block, and its serving path (vLLM / SGLang block-fp8, DeepGEMM) quantises activations per 1 x 128 group with one fp32
@@ -23,7 +24,7 @@ per output row of each weight, with per-token activation scales (scaling ``"row"
 W8A8 scheme); a per-tensor checkpoint stores 4 B per tensor instead (fewer bytes), and :attr:`Formats.scaling_note`
 says which was assumed. DeepSeek-V3, one layer's 256 routed experts in fp8 block128: 7,516,192,768 + 3,758,096,384 B
 of values + 256·(32·56 + 56·16)·4 = 2,752,512 B of scales. Collectives carry the bf16 hidden states (2 B per value, as vLLM and SGLang
-do; communication.md §4: 6144 × 2 B = 12 KiB per token), whatever the GEMM activation format.
+do; GLM-5: 6144 × 2 B = 12 KiB per token), whatever the GEMM activation format.
 """
 
 from __future__ import annotations

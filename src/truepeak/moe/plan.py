@@ -36,10 +36,10 @@ sequence's KV cache; layout rules in :mod:`truepeak.moe.layout`):
       observed values of a topk_ids dump that has exactly T rows (:func:`_observed`).
     - Shared experts and dense MLP layers: [t × H]·[H × 2·I / TP] and [t × I / TP]·[I / TP × H].
     - lm_head [t × H]·[H × V / TP] (vocab-parallel) in bf16 on the last stage.
-- Communication per layer: with attention TP > 1, an all-reduce of t × H × 2 B after attention and one after the MLP
-  / MoE block (GLM-5 at TP8: 2 × 78 = 156 per step; communication.md §4); with DP attention and EP, a dispatch and a
-  combine all-to-all of the tokens each GPU receives (one bf16 copy per token and destination GPU, DeepEP style),
-  plus an all-reduce inside a TP group when tp > 1; with DP attention and expert TP, an all-gather before and a
+- Communication per layer: with attention TP > 1, an all-reduce of t × H × 2 B after attention and one after the MLP /
+  MoE block (GLM-5 at TP8: 2 × 78 = 156 per step; docs/method.md, 'Small-message latency'); with DP attention and EP, a
+  dispatch and a combine all-to-all of the tokens each GPU receives (one bf16 copy per token and destination GPU, DeepEP
+  style), plus an all-reduce inside a TP group when tp > 1; with DP attention and expert TP, an all-gather before and a
   reduce-scatter after the experts. Plus a vocab-parallel embedding all-reduce, an lm_head logits all-gather and the
   pipeline sends. A collective costs α + S · factor / busbw (:class:`truepeak.comm.model.CollectiveModel`), S the
   nccl-tests size, from measurements when given, else the literature defaults per interconnect.
@@ -72,7 +72,8 @@ from truepeak.moe.tuned_configs import TunedConfigNames, tuned_config_names
 DEFAULT_CONTEXT = 4096
 #: The batch sizes of a ``--compare`` table when none are given (8 sizes).
 DEFAULT_COMPARE_BATCHES = (1, 2, 8, 16, 32, 64, 128, 512)
-#: Batch at or below which TP > 2 on PCIe-only GPUs is flagged as communication-bound (cases.md C20).
+#: Batch at or below which TP > 2 on PCIe-only GPUs is flagged as communication-bound (docs/method.md, 'Small-message
+#: latency').
 SMALL_BATCH = 64
 #: Share of the step above which communication is called a major share.
 MAJOR_SHARE = 0.25
@@ -287,8 +288,8 @@ class Plan:
                 f"precision format or more GPUs would help most.")
 
     def conclusions(self) -> list[str]:
-        """What the user should conclude (case S1): tokens per expert and the expert GEMMs' bound, the share of
-        all-reduces in the step, and the flags in :attr:`notes`."""
+        """What the user should conclude (docs/method.md, 'Worked example: GLM-5 on RTX PRO 6000'): tokens per expert
+        and the expert GEMMs' bound, the share of all-reduces in the step, and the flags in :attr:`notes`."""
         out = []
         r = self.routing
         gu = self.expert_op("gate+up")
@@ -1000,17 +1001,18 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
 
 
 def _flags(notes: list[str], lay: Layout, ic: str, batch: int, ops: list[OpCost], step_s: float) -> None:
-    """Add the communication flag of cases.md C20: more than two tensor-parallel GPUs over PCIe only, at small batch
-    (or whenever collectives are a major share), is communication-bound."""
+    """Add the communication flag of docs/method.md, 'Small-message latency': more than two tensor-parallel GPUs over
+    PCIe only, at small batch (or whenever collectives are a major share), is communication-bound."""
     comm = sum(op.total_s for op in ops if op.group == "communication")
     group = max(lay.attn_tp, lay.stage_gpus if lay.dp == 1 else lay.tp)
     if ic == "pcie" and group > 2 and (batch <= SMALL_BATCH or comm / step_s >= MAJOR_SHARE):
         why = ("each small all-reduce costs ~20-35 µs of latency whatever its size" if batch <= SMALL_BATCH else
-               "PCIe bus bandwidth (~24 GB/s busbw on 8 GPUs) does not grow with the GPU count (cases.md C19)")
+               "PCIe bus bandwidth (~24 GB/s busbw on 8 GPUs) does not grow with the GPU count (see docs/method.md, "
+               "'busbw and algbw')")
         notes.append(f"communication-bound: TP{group} over PCIe only — collectives take {_ms(comm)} "
                      f"({_pct(comm / step_s)}) of the step at batch {batch}; {why}, and vLLM / SGLang disable their "
                      "custom all-reduce for more than two PCIe-only GPUs; prefer TP <= 2 (EP / PP for the rest) on "
-                     "PCIe boxes (cases.md C20)")
+                     "PCIe boxes (see docs/method.md, 'Small-message latency')")
 
 
 #: GPUs in one NVLink / NVSwitch / XGMI domain of a server baseboard (HGX H100/H200/B200/B300 and A100: 8 GPUs;

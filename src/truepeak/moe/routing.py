@@ -4,7 +4,7 @@ A decode step sends T tokens through a MoE layer with E routed experts; each tok
 experts. Under expert parallelism EP = G the experts are placed contiguously, E/G per GPU (GPU g holds experts
 [g·E/G, (g+1)·E/G)). Everything here is per layer and counts tokens or (token, expert) pairs; no times, no bytes.
 
-Public API (``/work/coord/moe_api.md`` mirrors it):
+Public API:
 
 - :func:`routing_stats` ``(tokens, top_k, num_experts, *, routing='uniform', ep=1, seed=0) -> RoutingStats``
 - :class:`RoutingStats` (fields below), :func:`parse_routing` -> :class:`Routing`
@@ -16,10 +16,10 @@ What is computed (``RoutingStats.method`` says which path was taken):
 
 **Uniform routing** (every k-subset of experts equally likely, tokens independent) — ``method='exact'``, with
 two approximations that are named here and validated against :func:`monte_carlo` (tests/moe/test_routing.py; within
-2 % on every row of ../shared/data/moe_models.md §5.2):
+2 % on every row of the routing table there):
 
 - One expert's load n_e ~ Binomial(T, k/E), exact pmf from log-gamma (:func:`expert_load_pmf`); mean T·k/E.
-  (../shared/data/moe_models.md §5.1.)
+  (docs/method.md, 'Tokens per expert'.)
 - Expected active experts E·[1 − (1 − k/E)^T], exact.
 - Expected busiest expert E[max_e n_e] and busiest GPU E[max_g L_g] (L_g = pairs on GPU g): the counts are
   negatively correlated (they sum to T·k), so the product of marginal cdfs is **not** exact (it is 6 % low for the
@@ -29,7 +29,7 @@ two approximations that are named here and validated against :func:`monte_carlo`
   C(N·M', S), with M' = [T·k·(E − 1) − (E − k)] / (N·(k − 1)) chosen so one group's variance equals the true one
   (:func:`_cells_expected_max`). It is exact for T = 1 (M' = 1 for experts, E/G for GPUs: the multivariate
   hypergeometric) and for k = 1 (the multinomial limit), and within 0.1 % of a Monte-Carlo of ≥ 3·10^4 batches on
-  every §5.2 row it covers. Above that size the counts are nearly independent and we use
+  every row of that table it covers. Above that size the counts are nearly independent and we use
   E[max] = Σ_m [1 − F(m)^N] with F the exact Binomial(T, k/E) cdf (experts) or the Hypergeometric(T·E, T·E/G, T·k)
   cdf (GPUs); error < 0.5 % at T·k ≥ 2048 (measured against Monte-Carlo).
 - Per-token pairs on one GPU: Hypergeometric(E, E/G, k) (:func:`gpu_pairs_pmf`); mean pairs per GPU T·k/G.
@@ -56,17 +56,17 @@ load of GPU g the convolution of its experts' binomials; tokens sent to g ~ Bino
   ``powerlaw:α:balanced`` packs them greedily, hottest first, onto the least-loaded GPU (popularity-aware placement
   without replicas). This law is steep: at α ≈ 1 the hottest expert saturates (p = 1, every token picks it; E = 256,
   k = 8, α = 1.01: 1 saturated expert, the top 20 % of experts carry 73 % of the pairs; α = 0.5: none, 42 %).
-  aiconfigurator uses α = 1.01 (DeepSeek-V3) and α = 1.2 (Qwen3-235B), ../shared/data/moe_models.md
-  §5.3; note its α is an exponent of a distribution of token counts, not of a rank-popularity law, so the same α
-  does not mean the same skew.
+  aiconfigurator uses α = 1.01 (DeepSeek-V3) and α = 1.2 (Qwen3-235B), ai-dynamo/aiconfigurator
+  ``docs/POWER_LAW_DISTRIBUTION.md``; note its α is an exponent of a distribution of token counts, not of a
+  rank-popularity law, so the same α does not mean the same skew.
 - a histogram: E non-negative per-expert counts (or weights) → p_e = k · count_e / Σ counts (water-filled if any
   exceeds 1). Expert ids are kept (the histogram's placement is real).
 - a ``topk_ids`` dump file (.npy / .json / .txt, shape [T', k], integer expert ids) → its per-expert counts as the
   histogram. :func:`empirical_stats` gives the observed values of the dump itself (``method='empirical'``).
 
-**Padding** (../shared/cases.md C17): a grouped GEMM that pads each expert's rows to a tile of BLOCK_M rows
-(Triton fused_moe ``moe_align_block_size``; DeepGEMM contiguous layout) computes ceil(n_e/B)·B rows for n_e real ones.
-:meth:`RoutingStats.padding_waste` is the C17 *mean-based* share 1 − r/(ceil(r/B)·B), r = T·k/E (E=512, k=10, T=96:
+**Padding** (docs/method.md, 'Padding per expert'): a grouped GEMM that pads each expert's rows to a tile of BLOCK_M
+rows (Triton fused_moe ``moe_align_block_size``; DeepGEMM contiguous layout) computes ceil(n_e/B)·B rows for n_e real
+ones. :meth:`RoutingStats.padding_waste` is the *mean-based* share 1 − r/(ceil(r/B)·B), r = T·k/E (E=512, k=10, T=96:
 r = 1.875, B = 64 → 97.1 %). :meth:`RoutingStats.expected_padding_waste` is the expected padded share over the load
 distribution, 1 − T·k / (B·Σ_e E[ceil(n_e/B)]) (idle experts pad nothing).
 
@@ -172,7 +172,8 @@ def expected_active_experts(tokens: int, top_k: int, num_experts: int) -> float:
 
 def padding_waste(rows_per_expert: float, block_m: int) -> float:
     """Padded share of a grouped GEMM whose expert gets ``rows_per_expert`` rows padded to a BLOCK_M tile:
-    1 − r / (ceil(r/B)·B) (../shared/cases.md C17: r = 1.875, B = 64 → 0.9707; r = 15, B = 16 → 0.0625)."""
+    1 − r / (ceil(r/B)·B) (docs/method.md, 'Padding per expert': r = 1.875, B = 64 → 0.9707; r = 15, B = 16 →
+    0.0625)."""
     b = _check_int("block_m", block_m)
     if isinstance(rows_per_expert, bool) or not isinstance(rows_per_expert, (int, float)) \
             or not math.isfinite(rows_per_expert) or rows_per_expert <= 0:
@@ -575,11 +576,12 @@ class RoutingStats:
 
     @property
     def gpu_imbalance(self) -> float:
-        """busiest_gpu_pairs / mean_gpu_pairs (the "EP max/mean per GPU" of ../shared/data/moe_models.md §5.2)."""
+        """busiest_gpu_pairs / mean_gpu_pairs (the "EP max/mean per GPU" of the table in tests/moe/test_routing.py)."""
         return self.busiest_gpu_pairs / self.mean_gpu_pairs
 
     def padding_waste(self, block_m: int) -> float:
-        """C17 mean-based padded share: 1 − r/(ceil(r/B)·B), r = mean tokens per expert (:func:`padding_waste`)."""
+        """Mean-based padded share (docs/method.md, 'Padding per expert'): 1 − r/(ceil(r/B)·B), r = mean tokens per
+        expert (:func:`padding_waste`)."""
         return padding_waste(self.mean_tokens_per_expert, block_m)
 
     def expected_tiles(self, block_m: int) -> float:

@@ -18,8 +18,8 @@ Sources:
       ``block_shape=[128, 128]`` (with a space), optional ``,per_channel_quant=True``, and files live in
       ``configs/triton_<version>/``. SGLang fuses the shared expert into the grouped GEMM as one more expert (E + 1)
       for DeepSeek-V3/R1, GLM-4.x MoE, GLM-5 (GlmMoeDsa) and Llama-4 unless ``--disable-shared-experts-fusion``
-      (../shared/data/moe_models.md §3, §4.2; example ``E=257,N=128,device_name=NVIDIA_H100_80GB_HBM3,
-      dtype=fp8_w8a8,block_shape=[128, 128].json``).
+      (``sgl-project/sglang:benchmark/kernels/fused_moe_triton/common_utils.py``; example
+      ``E=257,N=128,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json``).
     - dtype strings (vLLM ``_get_config_dtype_str``, ``vllm/model_executor/layers/fused_moe/config.py``): fp8 weights
       and activations ``fp8_w8a8``; ``int8_w8a8``, ``int8_w8a16``, ``int4_w4a16``; MXFP4 ``mxfp4_w4a4``; bf16/fp16
       none. NVFP4 MoE runs on CUTLASS / FlashInfer / TRT-LLM kernels in both frameworks, which take no such file.
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Families whose shared expert SGLang fuses into the routed grouped GEMM as expert E+1 (moe_models.md §4.2).
+#: Families whose shared expert SGLang fuses into the routed grouped GEMM as expert E+1 (SGLang ``common_utils.py``).
 SGLANG_FUSED_SHARED = ("deepseek_v3", "kimi_k2", "glm4_moe", "glm_moe_dsa", "llama4")
 
 

@@ -13,7 +13,8 @@ Two jobs, both rendered from records alone (never measuring):
   FLOP/s, fractions; full precision via ``repr``), column names carry the unit (``time_s``, ``flop_per_s``), followed
   by every scalar field of ``workload`` (``workload.m``, ...) and ``derived`` (``derived.pct_roofline``, ...) that
   any record has, in first-seen order. Lists and dicts are written as JSON. A first column ``source`` names the file
-  of each record. (Model: hyperfine's CSV exporter, SI seconds in every column: shared/STYLE.md section 5.)
+  of each record. (Model: hyperfine's CSV exporter, sharkdp/hyperfine ``src/export/csv.rs``: SI seconds in every
+  column.)
 
 Pure Python: imports no numpy or matplotlib.
 """

@@ -218,7 +218,8 @@ def _input_lines(records: Sequence[dict]) -> list[str]:
         return []
     if kinds == ["random"]:
         return ["- Inputs: uniform random in [-1, 1] (int8: integers in [-128, 127]), seeded; never zeros"]
-    return [f"- Inputs: {', '.join(kinds)} (anything but random data is not a peak: cases.md C09)"]
+    return [f"- Inputs: {', '.join(kinds)} (anything but random data is not a peak; see "
+            "docs/method.md, 'Random inputs')"]
 
 
 def _correctness_lines(records: Sequence[dict]) -> list[str]:

@@ -5,7 +5,7 @@ One row per record: shape (M x N x K, or the copy size), format (with the fp8/in
 ``--mode both`` run), time, TFLOPS, GB/s, % of dense peak, % of roofline,
 bound, % of the peak at the measured SM clock (GPU runs), status and a note (the reason of a skipped or failed case,
 or the measurement's warning codes, and the record's own warnings in full, such as a result above its roofline). The
-time column uses ONE unit chosen from the data (µs, ms or s, from the smallest time; STYLE.md point 4:
+time column uses ONE unit chosen from the data (µs, ms or s, from the smallest time, as
 torch.utils.benchmark ``select_unit``), printed in the header. Every number is formatted by
 :mod:`truepeak.units` from the SI values the records hold; the footer states the units
 (:data:`truepeak.units.UNITS_FOOTER`) and the mode.
