@@ -490,8 +490,9 @@ def check_plausible(achieved_flops: float, peak: float | PlausibilityLimit, what
 
 
 def implausible(achieved_tera: float, lim: PlausibilityLimit) -> MeasurementError:
-    """The error for a throughput above ``lim.ceiling`` (case C08: "500.0 TFLOPS is 605 % of the 82.6 TFLOPS dense
-    fp32 peak of ...: this cannot be a real measurement (...)"), raised by :func:`check_plausible`.
+    """The error for a throughput above ``lim.ceiling`` (docs/method.md, 'Impossible timings': "500.0 TFLOPS is 605 %
+    of the 82.6 TFLOPS dense fp32 peak of ...: this cannot be a real measurement (...)"), raised by
+    :func:`check_plausible`.
 
     ``achieved_tera`` is the throughput in units of 1e12 FLOP/s (TFLOPS), so that a value typed in TFLOPS whose FLOP/s
     overflow a float (``--tflops 1e300``: 1e312 FLOP/s is inf) still prints as typed; the percentage of the spec peak
