@@ -170,7 +170,7 @@ def test_out_that_is_a_file_is_one_line(capsys, tmp_path):
     f.write_text("x")
     code, _, err = call(capsys, "comm", "--backend", "gloo", "--sizes", "1K", "--out", str(f))
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert f"--out {str(f)!r} is a file, not a folder" in err
+    assert err == f"error: --out {f} is an existing file, not a folder; choose a folder path for the results\n"
 
 
 def test_sizes_help_shows_the_colon_form_not_an_emoji(capsys):

@@ -474,7 +474,7 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
     old = Path(out_dir) / "results.jsonl" if out_dir is not None and str(out_dir).strip() else None
     if old is not None and old.is_file() and old.stat().st_size:
         raise TruepeakError(f"{old} already holds results; choose another --out")
-    out = R.prepare_out_dir(out_dir if out_dir is not None else _default_out_dir())
+    out = R.prepare_out_dir(out_dir, command="peak")
     path = out / "results.jsonl"
     if dev.kind == "cuda":
         torch.cuda.set_device(dev.index or 0)
@@ -495,12 +495,6 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
     run.elapsed_s = time.perf_counter() - t0
     _write_summary(run)
     return run
-
-
-def _default_out_dir() -> Path:
-    import datetime as _dt
-
-    return Path(f"truepeak-peak-{_dt.datetime.now():%Y%m%d-%H%M%S}")
 
 
 def _nvml_ok(dev: Any) -> bool:

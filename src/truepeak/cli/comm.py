@@ -52,7 +52,8 @@ def comm(
     api: Optional[str] = typer.Option(None, "--api", help="nccl: call libnccl directly, out of place, as nccl-tests "
                                       "(default with nccl); torch: through torch.distributed, what a PyTorch program "
                                       "sees (c10d's per-call overhead included; the only one with gloo)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for results.jsonl and summary.md (appended to)."),
+    out: Optional[str] = typer.Option(None, "--out", metavar="DIR",
+                                      help="Folder for results.jsonl and summary.md (appended to)."),
     as_json: bool = typer.Option(False, "--json", help="Print this run's records as JSON on stdout."),
     nnodes: int = typer.Option(1, "--nnodes", help="Nodes (torchrun --nnodes)."),
     node_rank: int = typer.Option(0, "--node-rank", help="This node's rank (torchrun --node-rank)."),
@@ -72,6 +73,9 @@ def comm(
     from truepeak.comm.sweep import parse_ops, parse_sizes
     from truepeak.errors import TruepeakError
 
+    from truepeak.bench.run import check_out_arg
+
+    check_out_arg(out, "comm")
     op_list = parse_ops(ops)
     size_list = parse_sizes(sizes)
     from truepeak.comm.model import dtype_bytes
@@ -87,7 +91,7 @@ def comm(
     cfg = CommConfig(nproc_per_node=nproc_per_node, ops=op_list, sizes=size_list, dtype=dtype.strip().lower(),
                      iters=iters, warmup=warmup, graph=graph, backend=backend,
                      api=None if api is None else api.strip().lower(),
-                     out_dir=None if out is None else str(out), nnodes=nnodes, node_rank=node_rank,
+                     out_dir=out, nnodes=nnodes, node_rank=node_rank,
                      rdzv_endpoint=rdzv_endpoint, rdzv_backend=rdzv_backend, rdzv_id=rdzv_id, master_addr=master_addr,
                      master_port=master_port, rdzv_timeout_s=rdzv_timeout, nccl_debug_log=nccl_debug_log, fit=fit,
                      progress=not no_progress and not as_json, argv=argv)
@@ -95,7 +99,7 @@ def comm(
         result = run_comm(cfg)
     except KeyboardInterrupt:
         typer.echo("interrupted; the records finished so far are in "
-                   f"{(out / 'results.jsonl') if out else 'a temporary folder (pass --out to keep them)'}", err=True)
+                   f"{(Path(out) / 'results.jsonl') if out else 'a temporary folder (pass --out to keep them)'}", err=True)
         raise typer.Exit(130)
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
@@ -107,7 +111,7 @@ def comm(
     else:
         render_tables(result.records, result.algos)
     if out is not None:
-        summary = out / "summary.md"
+        summary = Path(out) / "summary.md"
         summary.write_text(summary_markdown(result.records, result.algos, shlex.join(argv)), encoding="utf-8")
         typer.echo(f"records: {result.results_path}\nsummary: {summary}", err=True)
     bad = [r for r in result.records if r.get("kind") == "collective" and r.get("status") != "ok"]

@@ -64,7 +64,7 @@ def peak_command(
         parse_modes(mode)
     if budget is not None and not budget > 0:
         raise TruepeakError(f"--budget must be > 0 seconds, got {budget:g}")
-    check_out_arg(out)
+    check_out_arg(out, "peak")
     argv = invoked_argv(ctx) or ["truepeak", "peak"]
     progress = None if quiet else (lambda line: typer.echo(line, err=True))
     result = run_peak(out, device=device, formats=format, modes=mode, budget_s=budget, argv=argv, progress=progress)

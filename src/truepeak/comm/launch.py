@@ -329,10 +329,14 @@ def run_comm(cfg: CommConfig) -> CommResult:
     """Run the sweep on ``cfg.nproc_per_node`` local workers through torchrun and return this run's records.
 
     Raises:
-        TruepeakError (and subclasses): bad settings or machine (:func:`preflight`), an unreachable rendezvous, or a
-            worker that failed (the message carries the worker's one-line error).
+        TruepeakError (and subclasses): an ``out_dir`` that cannot be a folder
+            (:func:`truepeak.bench.run.check_out_arg`, :func:`~truepeak.bench.run.make_out_dir`), bad settings or
+            machine (:func:`preflight`), an unreachable rendezvous, or a worker that failed (the message carries the worker's one-line error).
         KeyboardInterrupt: Ctrl-C (the workers are stopped by torchrun).
     """
+    from truepeak.bench.run import check_out_arg, make_out_dir
+
+    check_out_arg(cfg.out_dir, "comm")
     notes = preflight(cfg)
     require("torch", "measuring collectives")
     from torch.distributed import run as torchrun
@@ -344,12 +348,8 @@ def run_comm(cfg: CommConfig) -> CommResult:
     else:
         out_dir = Path(cfg.out_dir)
     try:
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            what = "is a file, not a folder" if out_dir.is_file() else f"cannot be created ({exc.strerror or exc})"
-            raise TruepeakError(f"--out {str(out_dir)!r} {what}; give a folder for results.jsonl and summary.md"
-                                ) from None
+        if tmp is None:
+            make_out_dir(out_dir)
         results = out_dir / "results.jsonl"
         before = _count_lines(results)
         for p in out_dir.glob("error_rank*.txt"):
