@@ -368,6 +368,19 @@ def test_resume_skips_finished_cases(tmp_path, cpu, monkeypatch, fake_timing):
     assert again.records == first.records and again.resumed_keys == {r["key"] for r in first.records}
 
 
+def test_resume_caps_the_warnings_about_many_bad_lines(tmp_path, cpu, fake_timing):
+    first = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    path = first.records_path
+    n = len(path.read_bytes().splitlines())
+    with open(path, "ab") as f:
+        f.write(b"[0]\n" * 12)  # 12 lines that are JSON lists, not records
+    warnings: list[str] = []
+    R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False, warn=warnings.append)
+    assert warnings == [*(f"{path} line {n + i} is not a valid record and is ignored: a JSON list, not an object"
+                          for i in range(1, 6)),
+                        f"... and 7 more like this ({path}: a JSON list, not an object)"]
+
+
 def test_resume_reads_the_results_file_once(tmp_path, cpu, monkeypatch, fake_timing):
     R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
     reads = []

@@ -639,21 +639,21 @@ PEAK_RESUME_MUST_MATCH = ("device", "device_name", "scaling", "budget_s", "budge
 def _previous_searches(path: Path, warn: Callable[[str], None]) -> dict[tuple[str, str], list[dict[str, Any]]]:
     """The records of each (format, mode) search in a results file being resumed, in file order, from the last
     attempt only: a search's first trial (``search.eval == 0``) starts a new attempt. Lines that are not valid
-    records are reported through ``warn`` and ignored.
+    records are reported through ``warn`` (capped: :func:`~truepeak.bench.records.problem_warnings`) and ignored.
 
     Raises:
         TruepeakError: a record of another schema version (appending this schema's records to it would mix two).
     """
     from truepeak import SCHEMA_VERSION
-    from truepeak.bench.records import read_records, schema_found
+    from truepeak.bench.records import problem_warnings, read_records, schema_found
 
     recs = read_records(path, strict=False)
     if recs.other_schema:
         n, version = recs.other_schema[0]
         raise TruepeakError(f"cannot --resume {path}: line {n} has {schema_found(version)}, and this truepeak writes "
                             f"version {SCHEMA_VERSION} only; choose another --out")
-    for n, why in recs.problems:
-        warn(f"{path} line {n} is not a valid record and is ignored: {why}")
+    for line in problem_warnings(path, recs.problems, "{path} line {line} is not a valid record and is ignored: {why}"):
+        warn(line)  # capped per kind of problem
     return _attempts(recs)
 
 

@@ -66,8 +66,8 @@ import truepeak
 from truepeak.bench import cuda_timer, membw, timing
 from truepeak.bench import gemm as G
 from truepeak.bench.cuda_timer import GRAPH_THRESHOLD_S, RotationPlan, plan_rotation
-from truepeak.bench.records import DONE_STATUSES, STATUSES, RecordWriter, environment, make_record, read_records, \
-    record_key, schema_found
+from truepeak.bench.records import DONE_STATUSES, STATUSES, RecordWriter, environment, make_record, \
+    problem_warnings, read_records, record_key, schema_found
 from truepeak.efficiency import derived_metrics
 from truepeak.errors import MeasurementError, TruepeakError, require
 from truepeak.formats import get_format
@@ -697,7 +697,8 @@ def _use_copy(sweep: _Sweep, copy_record: dict, notes: list[str]) -> None:
 
 def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
     """The records of a results file being resumed, by key (the last of a key wins). Each line that is not a valid
-    record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored.
+    record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored (at most
+    :data:`~truepeak.bench.records.REPEAT_LIMIT` lines of each kind, then one that counts the rest).
 
     Raises:
         TruepeakError: a record of another schema version (appending this schema's records to it would mix two).
@@ -714,8 +715,9 @@ def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
             problems.append((n, "a JSON object without a string 'key' and a status (ok, skipped, failed)"))
             continue
         previous[rec["key"]] = rec
-    for n, why in sorted(problems, key=lambda p: p[0] or 0):
-        warn(f"{path} line {n} is not a valid record and is ignored: {why}")
+    for line in problem_warnings(path, sorted(problems, key=lambda p: p[0] or 0),
+                                 "{path} line {line} is not a valid record and is ignored: {why}"):
+        warn(line)  # at most REPEAT_LIMIT per kind of problem, then one line counting the rest
     return previous
 
 
