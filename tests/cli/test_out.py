@@ -1,5 +1,6 @@
-"""One check of an ``--out`` folder argument for every command that writes a results folder (run, peak, comm): the
-same one-line error, exit status 2, and nothing measured or created (:func:`truepeak.bench.run.check_out_arg`)."""
+"""One check of an ``--out`` folder argument for every command that writes a results folder (run, peak, comm, moe
+bench): the same one-line error, exit status 2, and nothing measured or created
+(:func:`truepeak.bench.run.check_out_arg`)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ pytest.importorskip("torch")
 import truepeak.cli  # noqa: E402,F401  (registers every command)
 from truepeak.cli.app import main  # noqa: E402
 
-#: Each command with the options that make it valid on this CPU, so that only --out can be refused.
+#: Each command (by the name its default folder carries) with options that make it valid, so that only --out can be
+#: refused (moe bench needs a GPU to measure, but its --out is checked before anything else).
 COMMANDS = {
     "run": ["run", "--device", "cpu", "--quick", "--no-progress"],
     "peak": ["peak", "--device", "cpu", "--budget", "1", "--quiet"],
     "comm": ["comm", "--backend", "gloo", "--nproc-per-node", "2", "--sizes", "1K", "--no-progress"],
+    "moe-bench": ["moe", "bench", "--model", "deepseek-v3", "--tokens-per-expert", "1"],
 }
 
 
