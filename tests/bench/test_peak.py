@@ -3,6 +3,7 @@ the CPU writes (stubbed timing, so the numbers are known)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -149,6 +150,56 @@ def test_a_bad_plan_is_refused():
         P.SearchPlan(((1, 1, 1),), top_k=0)
 
 
+def test_the_last_remeasurement_marks_the_search_finished():
+    """The last trial (the last re-measurement) carries why the first pass stopped; its record's ``search`` field
+    says ``final``, so `truepeak peak --resume` can tell a finished search from an interrupted one."""
+    res, _ = run_search(landscape())
+    last = res.trials[-1]
+    assert last.phase == "remeasure" and last.stopped == res.stopped == "converged"
+    assert last.search_info == {"phase": "remeasure", "round": last.round, "step": None, "eval": res.evaluations - 1,
+                                "final": True, "stopped": "converged"}
+    assert all(t.stopped is None and set(t.search_info) == {"phase", "round", "step", "eval"}
+               for t in res.trials[:-1])
+
+
+def interrupting(f, at: int, phase: str | None = None):
+    """``evaluate`` for :func:`P.search_shapes`: ``f(shape)``, but Ctrl-C at the ``at``-th call (counting only calls
+    of ``phase`` when given)."""
+    calls = {"n": 0}
+
+    def evaluate(shape, trial):
+        if phase is None or trial.phase == phase:
+            calls["n"] += 1
+            if calls["n"] == at:
+                raise KeyboardInterrupt
+        return f(shape)
+
+    return evaluate
+
+
+def test_ctrl_c_in_the_first_pass_keeps_the_trials_and_the_best_so_far():
+    f = landscape()
+    first = P.coarse_grid(P.GPU_COARSE_DIMS)[:3]
+    with pytest.raises(P.SearchInterrupted) as info:
+        P.search_shapes(interrupting(f, 4), P.gpu_plan())
+    res = info.value.result
+    assert isinstance(info.value, KeyboardInterrupt)
+    assert [t.shape for t in res.trials] == first  # the 4th, interrupted, is not a trial
+    assert res.stopped == "interrupted" and not res.remeasured
+    assert res.best.shape == max(first, key=f) and res.best.value == f(max(first, key=f))
+
+
+def test_ctrl_c_in_the_remeasurements_answers_with_a_remeasured_best():
+    f = landscape()
+    full, _ = run_search(f)
+    with pytest.raises(P.SearchInterrupted) as info:
+        P.search_shapes(interrupting(f, 2, phase="remeasure"), P.gpu_plan())
+    res = info.value.result
+    assert res.evaluations == full.evaluations - 2  # the last two re-measurements did not finish
+    assert res.remeasured and res.best.phase == "remeasure" and res.best.shape == (3072, 11264, 5376)
+    assert P.best_so_far([]) is None
+
+
 # -- budgets: every shape is warmed up before it is timed (C12) --------------------------------------------------------
 
 
@@ -293,5 +344,82 @@ def test_an_existing_results_file_is_not_appended_to(tmp_path, cpu):
 
     (tmp_path / "pk").mkdir()
     (tmp_path / "pk" / "results.jsonl").write_text('{"schema_version": 2}\n')
-    with pytest.raises(TruepeakError, match="already holds results; choose another --out"):
+    with pytest.raises(TruepeakError, match="already holds results; pass --resume to continue it, or choose another "
+                                            "--out"):
         P.run_peak(tmp_path / "pk", device=cpu)
+
+
+# -- Ctrl-C and --resume -----------------------------------------------------------------------------------------------
+
+#: The best of SMALL_CPU_PLAN's first two coarse shapes on the CPU landscape: 1024 x 1024 x 512 is (2, 0, -1) steps of
+#: 128 from the optimum, 40 GFLOP/s x exp(-0.03 x 4 - 0.04 x 1) = 34.09 GFLOP/s (512 x 1024 x 1024: exp(-0.48), 24.75).
+BEST_OF_TWO = 40e9 * math.exp(-0.03 * 4 - 0.04 * 1)
+#: SMALL_CPU_PLAN stopped after its first two coarse shapes (then both re-measured): a search of 4 evaluations.
+TWO_SHAPES = dataclasses.replace(SMALL_CPU_PLAN, max_evals=2)
+
+
+def test_ctrl_c_writes_peak_json_with_the_best_so_far_and_resume_finishes(tmp_path, cpu, stub_landscape,
+                                                                           monkeypatch, interrupt_gemm):
+    out = tmp_path / "pk"
+    with monkeypatch.context() as mp:
+        interrupt_gemm(mp, 3)  # Ctrl-C while the third shape is measured
+        with pytest.raises(P.PeakInterrupted) as info:
+            P.run_peak(out, device=cpu, formats="fp32,fp8", plan=SMALL_CPU_PLAN, budget_s=120)
+    run = info.value.run
+    assert isinstance(info.value, KeyboardInterrupt) and run.interrupted
+    assert len(run.records) == 2 and read_records(out / "results.jsonl") == run.records
+    (fp,) = run.peaks
+    assert (fp.format, fp.mode, fp.status) == ("fp32", "cpu", "interrupted")
+    assert fp.reason == "interrupted after 2 shapes; best so far, not re-measured"
+    assert run.not_searched == [("fp8_e4m3", "cpu")]
+    answer = json.loads((out / "peak.json").read_text())
+    assert answer["interrupted"] is True and answer["not_searched"] == [{"format": "fp8_e4m3", "mode": "cpu"}]
+    (p,) = answer["peaks"]
+    assert (p["status"], p["shape"], p["remeasured"], p["evaluations"]) == ("interrupted", [1024, 1024, 512], False, 2)
+    assert p["flop_per_s"] == pytest.approx(BEST_OF_TWO)
+
+    resumed = P.run_peak(out, device=cpu, formats="fp32,fp8", plan=SMALL_CPU_PLAN, budget_s=120, resume=True)
+    assert [(q.format, q.status, q.resumed) for q in resumed.peaks] == [("fp32", "ok", False),
+                                                                       ("fp8_e4m3", "skipped", False)]
+    assert resumed.peaks[0].summary()["shape"] == [768, 1024, 640]  # the optimum, as an uninterrupted search finds
+    answer = json.loads((out / "peak.json").read_text())
+    assert answer["interrupted"] is False and answer["not_searched"] == []
+    recs = read_records(out / "results.jsonl")
+    assert len(recs) == 2 + len(resumed.records)  # the interrupted attempt's records stay, the new ones follow
+    assert recs[2]["search"]["eval"] == 0 and recs[-1]["search"]["phase"] == "skipped"
+
+    timed = len(stub_landscape)
+    again = P.run_peak(out, device=cpu, formats="fp32,fp8", plan=SMALL_CPU_PLAN, budget_s=120, resume=True)
+    assert len(stub_landscape) == timed and again.records == []  # both searches finished: nothing measured
+    assert [(q.status, q.resumed) for q in again.peaks] == [("ok", True), ("skipped", True)]
+    assert again.peaks[0].summary() | {"elapsed_s": 0, "resumed": False} == \
+        resumed.peaks[0].summary() | {"elapsed_s": 0, "resumed": False}
+
+
+def test_resume_refuses_a_finished_search_made_with_another_budget(tmp_path, cpu, stub_landscape):
+    from truepeak.errors import TruepeakError
+
+    out = tmp_path / "pk"
+    P.run_peak(out, device=cpu, plan=TWO_SHAPES, budget_s=120)
+    with pytest.raises(TruepeakError) as info:
+        P.run_peak(out, device=cpu, plan=TWO_SHAPES, budget_s=60, resume=True)
+    assert str(info.value) == (f"cannot --resume {out / 'results.jsonl'}: its fp32 cpu search was made with different "
+                               "settings: budget_s (there: 120.0, now: 60.0); rerun with the same --budget and "
+                               "--device, or choose another --out")
+
+
+def test_a_search_with_no_shape_that_ran_is_searched_again_on_resume(tmp_path, cpu, stub_landscape, monkeypatch):
+    """Like `truepeak run --resume` with failed cases: a search whose every shape failed has no final
+    re-measurement, so it is not finished."""
+    out = tmp_path / "pk"
+    def no_blas(self):
+        raise RuntimeError("no BLAS")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(R.G.TorchGemm, "__post_init__", no_blas)
+        run = P.run_peak(out, device=cpu, plan=TWO_SHAPES, budget_s=120)
+    assert run.peaks[0].status == "failed" and len(run.records) == 2  # the 2 coarse shapes, each failed
+    again = P.run_peak(out, device=cpu, plan=TWO_SHAPES, budget_s=120, resume=True)
+    assert again.peaks[0].status == "ok" and not again.peaks[0].resumed
+    s = again.peaks[0].summary()
+    assert s["shape"] == [1024, 1024, 512] and s["flop_per_s"] == pytest.approx(BEST_OF_TWO)

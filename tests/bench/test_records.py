@@ -13,10 +13,14 @@ import pytest
 import truepeak
 from truepeak.bench.measurement import Measurement
 from truepeak.bench.records import (
+    REPEAT_LIMIT,
     RecordWriter,
+    cap_repeats,
     done_keys,
     environment,
     make_record,
+    problem_kind,
+    problem_warnings,
     read_records,
     record_key,
 )
@@ -287,3 +291,41 @@ def test_a_record_of_another_schema_is_an_error_or_a_bad_line(tmp_path, version,
     recs = read_records(path, strict=False)
     assert [r["key"] for r in recs] == [ok_record()["key"]] and recs.bad_lines == [2]
     assert recs.other_schema == [(2, version)] and "reads schema version 2 only" in recs.problems[0][1]
+
+
+# -- the cap on repeated warnings --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("why", "kind"), [
+    ("not UTF-8 (invalid continuation byte)", "not UTF-8"),
+    ("not valid JSON: Expecting value (column 1)", "not valid JSON"),
+    ("a record of schema version 1; truepeak 0.1.0 reads schema version 2 only", "a record of schema version 1"),
+    ("a JSON list, not an object", "a JSON list, not an object"),
+    ("field 'time_s' is a string, not a number", "field 'time_s' is a string, not a number"),
+    ("empty file: no records", "empty file"),
+])
+def test_problem_kind_drops_the_details(why, kind):
+    assert problem_kind(why) == kind
+
+
+def test_cap_repeats_keeps_five_of_each_kind_then_counts_the_rest():
+    items = [("a", f"a{i}") for i in range(12)] + [("b", "b0")] + [("c", f"c{i}") for i in range(6)]
+    assert REPEAT_LIMIT == 5
+    assert cap_repeats(items) == ["a0", "a1", "a2", "a3", "a4", "b0", "c0", "c1", "c2", "c3", "c4",
+                                  "... and 7 more like this (a)", "... and 1 more like this (c)"]
+    assert cap_repeats([("k", "m")] * 38_785, limit=5)[-1] == "... and 38,780 more like this (k)"
+    assert cap_repeats([]) == []
+
+
+def test_a_binary_file_read_as_records_gives_a_few_warnings_not_one_per_line(tmp_path):
+    """Regression: `truepeak report` of a 10 MB binary file printed 38,786 warning lines. Here 3,000 lines that are
+    not UTF-8 and 40 that are JSON numbers: 5 of each, then one line per kind counting the rest (2,995 and 35)."""
+    path = tmp_path / "blob.jsonl"
+    path.write_bytes(b"\xff\xfe\n" * 3000 + b"7\n" * 40)
+    recs = read_records(path, strict=False)
+    assert len(recs) == 0 and len(recs.problems) == 3040
+    lines = problem_warnings(path, recs.problems, "{path}, line {line}: {why}")
+    assert lines == [*(f"{path}, line {n}: not UTF-8 (invalid start byte)" for n in range(1, 6)),
+                     *(f"{path}, line {n}: a JSON int, not an object" for n in range(3001, 3006)),
+                     f"... and 2,995 more like this ({path}: not UTF-8)",
+                     f"... and 35 more like this ({path}: a JSON int, not an object)"]

@@ -127,6 +127,31 @@ def test_parse_formats():
 
 def test_default_out_dir():
     assert str(R.default_out_dir(dt.datetime(2026, 11, 30, 1, 2, 3))) == "truepeak-run-20261130-010203"
+    assert str(R.default_out_dir(dt.datetime(2026, 11, 30, 23, 59, 0), "comm")) == "truepeak-comm-20261130-235900"
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("", "--out is empty; give a folder for the results (e.g. --out h200-run), or omit --out for "
+         "./truepeak-moe-bench-YYYYmmdd-HHMMSS"),
+    ("/dev/null", "--out /dev/null is an existing file, not a folder; choose a folder path for the results"),
+    ("moe.jsonl", "--out moe.jsonl: --out is a folder, and the records go to results.jsonl inside it; give a folder, "
+                  "e.g. --out moe"),
+    ("runs/A.JSONL/", "--out runs/A.JSONL/: --out is a folder, and the records go to results.jsonl inside it; give a "
+                      "folder, e.g. --out runs/A"),
+])
+def test_check_out_arg_refuses_what_cannot_be_a_results_folder(tmp_path, monkeypatch, value, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TruepeakError) as info:
+        R.check_out_arg(value, "moe bench")
+    assert str(info.value) == message
+    assert list(tmp_path.iterdir()) == []  # nothing created
+
+
+def test_check_out_arg_accepts_folders_new_or_existing(tmp_path):
+    (tmp_path / "old.jsonl").mkdir()  # a folder that happens to end in .jsonl: it is a folder, so it is accepted
+    for ok in (None, tmp_path / "new", tmp_path / "old.jsonl", str(tmp_path)):
+        R.check_out_arg(ok)
+    assert R.make_out_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
 
 
 def test_case_keys_are_unique_and_stable(cpu):
@@ -341,6 +366,19 @@ def test_resume_skips_finished_cases(tmp_path, cpu, monkeypatch, fake_timing):
     again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
     assert len(read_records(again.records_path)) == lines
     assert again.records == first.records and again.resumed_keys == {r["key"] for r in first.records}
+
+
+def test_resume_caps_the_warnings_about_many_bad_lines(tmp_path, cpu, fake_timing):
+    first = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    path = first.records_path
+    n = len(path.read_bytes().splitlines())
+    with open(path, "ab") as f:
+        f.write(b"[0]\n" * 12)  # 12 lines that are JSON lists, not records
+    warnings: list[str] = []
+    R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False, warn=warnings.append)
+    assert warnings == [*(f"{path} line {n + i} is not a valid record and is ignored: a JSON list, not an object"
+                          for i in range(1, 6)),
+                        f"... and 7 more like this ({path}: a JSON list, not an object)"]
 
 
 def test_resume_reads_the_results_file_once(tmp_path, cpu, monkeypatch, fake_timing):

@@ -43,3 +43,46 @@ def test_bad_input_is_one_line(capsys, args, msg):
     code, _, err = run(capsys, *args)
     assert code == 2
     assert err.startswith(msg) and err.count("\n") == 1
+
+
+def test_out_naming_a_jsonl_file_says_out_is_a_folder(capsys, tmp_path, monkeypatch):
+    """`--out moe.jsonl` (a file name) is refused in one line that says what --out is: a folder."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "--model", "deepseek-v3", "--out", "moe.jsonl")
+    assert (code, out) == (2, "")
+    assert err == ("error: --out moe.jsonl: --out is a folder, and the records go to results.jsonl inside it; give a "
+                   "folder, e.g. --out moe\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_records_go_to_results_jsonl_in_the_out_folder_and_the_plot_beside_them(capsys, tmp_path, monkeypatch):
+    """The CLI's mapping of --out and --plot onto the library (which measures on a GPU only): the records file is
+    DIR/results.jsonl, a relative --plot lands in DIR, an absolute one where it says."""
+    from truepeak.bench import moe
+
+    calls = []
+    monkeypatch.setattr(moe, "run_bench", lambda model, **kw: calls.append(("bench", kw["out_path"])) or [])
+    monkeypatch.setattr(moe, "plot_records", lambda records, path: calls.append(("plot", path)) or path)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "--model", "deepseek-v3", "--out", "dsv3", "--plot", "moe.png")
+    assert code == 0, err
+    assert calls == [("bench", "dsv3/results.jsonl"), ("plot", "dsv3/moe.png")]
+    assert err == "records: dsv3/results.jsonl\nplot: dsv3/moe.png\n"
+    calls.clear()
+    code, _, err = run(capsys, "--model", "deepseek-v3", "--plot", str(tmp_path / "abs.png"))
+    assert code == 0, err
+    (bench, out_path), plot = calls
+    assert out_path.startswith("truepeak-moe-bench-2") and out_path.endswith("/results.jsonl")
+    assert plot == ("plot", str(tmp_path / "abs.png"))
+
+
+def test_without_a_gpu_nothing_is_created(capsys, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "--model", "deepseek-v3", "--tokens-per-expert", "1")
+    assert code == 2 and err == "error: truepeak moe bench needs a CUDA GPU (torch sees none)\n"
+    assert list(tmp_path.iterdir()) == []  # the default folder is made with the first record, not before

@@ -133,3 +133,101 @@ def test_gpu_table_keeps_clock_and_power():
     assert [c.strip() for c in row.strip("│").split("│")] == ["bf16", "burst", "4096x4096x18432", "839.0", "84.8",
                                                              "1070.5", "78.4", "1980", "700", "86", "60"]
     assert "skipped: no int8 kernel" in text
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_prints_the_best_so_far_and_how_to_continue(capsys, tmp_path, small_cpu_search, monkeypatch,
+                                                           interrupt_gemm):
+    """Regression: Ctrl-C exited 130 in silence, with no peak.json. Stopped while the second shape is measured, the
+    first, 512 x 512 x 512, is the best so far: (256 + 0 + 128) / 128 = 3 steps from the optimum, 20 GFLOP/s x
+    (1 - 0.02 x 3) = 18.8 GFLOP/s = 0.0188 TFLOPS."""
+    import shlex
+
+    out = tmp_path / "pk"
+    with monkeypatch.context() as mp:
+        interrupt_gemm(mp, 2)
+        code, stdout, err = run_main(capsys, "--device", "cpu", "--budget", "60", "--out", str(out), "-q")
+    hint = f"truepeak peak --resume --out {out} --device cpu --budget 60"
+    assert code == 130
+    assert err.splitlines()[-1] == (f"interrupted after 1 shape; they are in {out / 'results.jsonl'}; best so far in "
+                                    f"{out / 'peak.json'}; continue with: {hint}")
+    row = next(line for line in stdout.splitlines() if "512x512x512" in line)
+    assert [c.strip() for c in row.strip("│").split("│")][:4] == [
+        "fp32", "cpu", "512x512x512 (best so far, not re-measured)", "0.0188"]
+    assert stdout.splitlines()[-1] == f"Interrupted after 0 of 1 searches; continue with: {hint}"
+    answer = json.loads((out / "peak.json").read_text())
+    assert answer["interrupted"] is True and answer["peaks"][0]["flop_per_s"] == pytest.approx(18.8e9)
+
+    code, stdout, err = run_main(capsys, *shlex.split(hint)[2:], "-q")  # following the hint finishes the search
+    assert code == 0, err
+    assert "768x512x384" in stdout and "best so far" not in stdout
+    assert json.loads((out / "peak.json").read_text())["interrupted"] is False
+
+
+def test_ctrl_c_with_json_prints_the_partial_answers(capsys, tmp_path, small_cpu_search, monkeypatch, interrupt_gemm):
+    out = tmp_path / "pk"
+    with monkeypatch.context() as mp:
+        interrupt_gemm(mp, 2)
+        code, stdout, err = run_main(capsys, "--device", "cpu", "--format", "FP32,int8", "--mode", "burst",
+                                     "--out", str(out), "--json", "-q")
+    assert code == 130
+    answer = json.loads(stdout)  # the same as peak.json
+    assert answer == json.loads((out / "peak.json").read_text())
+    assert answer["interrupted"] is True and answer["not_searched"] == [{"format": "int8", "mode": "cpu"}]
+    assert err.splitlines()[-1].endswith(f"continue with: truepeak peak --resume --out {out} --device cpu "
+                                         "--format fp32,int8 --mode burst")
+
+
+def test_resume_without_out_is_one_line(capsys):
+    code, out, err = run_main(capsys, "--device", "cpu", "--resume")
+    assert (code, out) == (2, "")
+    assert err == "error: --resume needs --out DIR naming the peak search to continue\n"
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_real_cpu_search(tmp_path):
+    """A real `truepeak peak --device cpu` (the small fp32 search), Ctrl-C (SIGINT to its process group) once its
+    first record is written: exit 130, the last line names the records and the command that continues, and
+    peak.json's best so far is the fastest record in results.jsonl."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import truepeak
+
+    src = str(Path(truepeak.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = tmp_path / "pk"
+    proc = subprocess.Popen([sys.executable, "-m", "truepeak", "peak", "--device", "cpu", "--budget", "15", "--out",
+                             str(out), "-q"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        results = out / "results.jsonl"
+        while time.monotonic() < deadline and proc.poll() is None:
+            if results.exists() and b"\n" in results.read_bytes():
+                break
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    recs = read_records(results, strict=False)
+    assert recs and "Traceback" not in stderr
+    shapes = f"{len(recs)} shape{'s' if len(recs) != 1 else ''}"
+    assert stderr.splitlines()[-1] == (f"interrupted after {shapes}; they are in {results}; best so far in "
+                                       f"{out / 'peak.json'}; continue with: truepeak peak --resume --out {out} "
+                                       "--device cpu --budget 15")
+    (p,) = json.loads((out / "peak.json").read_text())["peaks"]
+    best = max((r for r in recs if r["status"] == "ok"), key=lambda r: r["derived"]["flop_per_s"])
+    assert p["status"] == "interrupted" and p["flop_per_s"] == best["derived"]["flop_per_s"]
+    assert p["shape"] == [best["workload"][d] for d in "mnk"] and p["evaluations"] == len(recs)
+    assert stdout.splitlines()[-1].startswith("Interrupted after 0 of 1 searches; continue with: truepeak peak")

@@ -203,6 +203,22 @@ def test_ctrl_c_says_where_the_records_are_and_writes_the_summary(capsys, tmp_pa
     assert summary.count("| ok |") == 2 and "1x1024x2048" in summary and "32x1024x2048" not in summary
 
 
+def test_ctrl_c_writes_report_html_of_what_finished(capsys, tmp_path, monkeypatch, fake_timing, interrupt_gemm):
+    """Regression: an interrupted run wrote summary.md but no report.html. It now writes both, the HTML from the two
+    records finished (the copy and the 1 x 1024 x 2048 GEMM) with the interrupted line under its title."""
+    import html
+
+    interrupt_gemm(monkeypatch, 2)
+    out = tmp_path / "r"
+    code, _, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
+    assert code == 130
+    assert err.splitlines()[-1] == f"report so far: {out / 'report.html'}"
+    page = html.unescape((out / "report.html").read_text(encoding="utf-8"))
+    line = f"Interrupted after 2 of 4 cases; continue with: truepeak run --resume --out {out} --device cpu --quick"
+    assert f'<div class="warnings" id="notice"><p><strong>{line}</strong></p></div>' in page
+    assert "2 record(s)" in page and "1x1024x2048" in page and "32x1024x2048" not in page
+
+
 def test_ctrl_c_marks_the_summary_and_the_table_as_interrupted(capsys, tmp_path, monkeypatch, fake_timing,
                                                               interrupt_gemm):
     """An interrupted run's summary.md and table never read like a finished run's: both carry the line."""
@@ -285,6 +301,7 @@ def test_ctrl_c_before_results_jsonl_exists_hints_without_resume(capsys, tmp_pat
         mp.setattr(R, "environment", ctrl_c)
         code, stdout, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
     assert code == 130 and not (out / "results.jsonl").exists()
+    assert not (out / "report.html").exists() and "warning" not in err  # nothing finished: no report to write
     assert stdout.splitlines()[-1] == (f"Interrupted after 0 of 4 cases; continue with: truepeak run --out {out} "
                                        "--device cpu --quick")
     code, _, err = run_main(capsys, "--out", str(out), "--device", "cpu", "--quick", "--no-progress")

@@ -170,7 +170,7 @@ def test_out_that_is_a_file_is_one_line(capsys, tmp_path):
     f.write_text("x")
     code, _, err = call(capsys, "comm", "--backend", "gloo", "--sizes", "1K", "--out", str(f))
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert f"--out {str(f)!r} is a file, not a folder" in err
+    assert err == f"error: --out {f} is an existing file, not a folder; choose a folder path for the results\n"
 
 
 def test_sizes_help_shows_the_colon_form_not_an_emoji(capsys):
@@ -178,3 +178,107 @@ def test_sizes_help_shows_the_colon_form_not_an_emoji(capsys):
     code, out, _ = call(capsys, "comm", "--help")
     assert code == 0
     assert "START:END[:FACTOR]" in " ".join(out.split()) and "\U0001f51a" not in out
+
+
+def _wait_for_records(path, proc, timeout_s: float = 120.0) -> None:
+    """Until ``path`` holds a whole record (a line ending in a newline) or ``proc`` has exited."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and b"\n" in path.read_bytes():
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"no record appeared in {path} (exit status {proc.poll()})")
+
+
+@pytest.mark.slow
+def test_ctrl_c_of_a_real_gloo_run_says_what_happened_last_and_keeps_the_records(tmp_path):
+    """A real `truepeak comm` without --out, Ctrl-C (SIGINT to its process group, as a terminal sends it) once its
+    first record is written: the records go to the default folder, our line comes after torchrun's "Received 2 death
+    signal" warning and names the records and the command to run again, summary.md holds what finished, exit 130."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import truepeak
+
+    src = str(Path(truepeak.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    argv = ["truepeak", "comm", "--nproc-per-node", "2", "--backend", "gloo", "--sizes", "1K:4K", "--iters", "100",
+            "--no-progress"]
+    proc = subprocess.Popen([sys.executable, "-m", *argv], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        folder = None
+        while folder is None and proc.poll() is None:
+            folder = next(iter(tmp_path.glob("truepeak-comm-*")), None)
+        assert folder is not None and folder.name.startswith("truepeak-comm-2")
+        _wait_for_records(folder / "results.jsonl", proc)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, stderr
+    records = read_records(folder / "results.jsonl", strict=False)
+    done = len(records)
+    assert 1 <= done < 12 and all(r["kind"] == "collective" and r["status"] == "ok" for r in records)
+    command = shlex.join([*argv, "--out", folder.name])
+    line = f"Interrupted after {done} of 12 cases; run again with: {command}"
+    assert stderr.splitlines()[-2:] == [
+        f"interrupted after {done} of 12 cases; the finished records are in {folder.name}/results.jsonl; run again "
+        f"with: {command}",
+        f"summary so far: {folder.name}/summary.md"]
+    assert "Traceback" not in stderr
+    assert stdout.splitlines()[-1] == line and "all_reduce" in stdout
+    summary = (folder / "summary.md").read_text(encoding="utf-8").splitlines()
+    assert summary[:3] == ["# truepeak comm", "", f"**{line}**"]
+    rows = [ln for ln in summary if ln.startswith("| ") and " KiB | " in ln]  # one per finished case (eager only)
+    assert len(rows) == done and rows[0].startswith("| 1 KiB | 512 | ") and "## all_reduce" in summary
+    assert "α–β fits" not in "\n".join(summary)  # fits are written at the end only
+
+
+def test_interrupt_inside_torchrun_reports_the_finished_records(capsys, tmp_path, monkeypatch):
+    """Library and CLI without a real signal: torchrun stops with its SignalException after rank 0 wrote 2 records
+    (and tore a third); run_comm raises CommInterrupted carrying the 2, and the CLI reports them with --out."""
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    from truepeak.bench.records import RecordWriter, make_record
+    from truepeak.comm.launch import CommInterrupted, planned_cases
+
+    out = tmp_path / "c"
+
+    def stopped(args):
+        with RecordWriter(out / "results.jsonl") as w:
+            for b in (1024, 2048):
+                w.write(make_record(kind="collective", workload={"op": "all_reduce", "bytes": b, "count": b // 2,
+                                                                 "n_ranks": 2, "dtype": "bf16"},
+                                    backend="gloo", format="bf16", measurement=None, status="failed",
+                                    reason="stand-in", mode="eager"))
+        with open(out / "results.jsonl", "a", encoding="utf-8") as f:
+            f.write('{"torn')
+        raise SignalException("Process 1 got signal: 2", 2)
+
+    monkeypatch.setattr(torchrun, "run", stopped)
+    cfg = CommConfig(nproc_per_node=2, ops=["all_reduce", "all_gather"], sizes=[1024, 2048, 4096],
+                     backend="gloo", out_dir=str(out))
+    assert planned_cases(cfg) == 6  # 2 ops x 3 sizes, eager only on gloo
+    assert planned_cases(CommConfig(nproc_per_node=2, ops=["all_reduce"], sizes=[1024])) == 2  # nccl: + graph
+    with pytest.raises(CommInterrupted) as info:
+        run_comm(cfg)
+    assert info.value.n_cases == 6 and len(info.value.result.records) == 2
+    assert info.value.result.results_path == str(out / "results.jsonl")
+    code, stdout, stderr = call(capsys, "comm", "--backend", "gloo", "--ops", "all_reduce,all_gather", "--sizes",
+                                "1K,2K,4K", "--out", str(out), "--no-progress", "--json")
+    assert code == 130
+    assert [r["workload"]["bytes"] for r in json.loads(stdout)] == [1024, 2048]  # this run's: 2 more records
+    assert stderr.splitlines()[-2].startswith(f"interrupted after 2 of 6 cases; the finished records are in "
+                                              f"{out / 'results.jsonl'}; run again with: truepeak comm")
+    assert (out / "summary.md").read_text(encoding="utf-8").splitlines()[2].startswith(
+        "**Interrupted after 2 of 6 cases; run again with: truepeak comm --backend gloo")

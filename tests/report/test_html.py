@@ -294,3 +294,17 @@ def test_malformed_records_are_named_and_left_out(tmp_path, capsys, three):
     assert out.startswith("# truepeak report: NVIDIA H200") and "2 record(s)" in out
     code, out, err = call(capsys, "compare", str(path), str(path))
     assert code == 0 and "Traceback" not in err and "1 unknown, 1 not ok" in out and "A: 8 line(s) not used" in out
+
+
+def test_report_of_a_binary_file_caps_its_warnings(capsys, tmp_path):
+    """Regression: `truepeak report` of a 10 MB binary file printed a warning per line (38,786 of them). A file of
+    2,000 lines that are not UTF-8 and one valid record: 5 warnings, one line counting the other 1,995, a report."""
+    good = lines(MIXED)[0]
+    path = tmp_path / "blob.jsonl"
+    path.write_bytes(b"\x80 binary\n" * 2000 + json.dumps(good).encode() + b"\n")
+    code, _, err = call(capsys, "report", str(path), "--md", str(tmp_path / "r.md"))
+    assert code == 0
+    assert err.splitlines() == [
+        *(f"warning: {path}, line {n}: not UTF-8 (invalid start byte) (left out)" for n in range(1, 6)),
+        f"warning: ... and 1,995 more like this ({path}: not UTF-8)",
+        f"markdown report: {tmp_path / 'r.md'}"]

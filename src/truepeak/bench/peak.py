@@ -122,7 +122,11 @@ def cpu_plan(max_evals: int | None = None) -> SearchPlan:
 
 @dataclass
 class Trial:
-    """One evaluation: shape, where in the search it happened, and its throughput (FLOP/s; None when it failed)."""
+    """One evaluation: shape, where in the search it happened, and its throughput (FLOP/s; None when it failed).
+
+    ``stopped`` is set on the search's last trial only (the last re-measurement): why the coarse and refine phases
+    ended (:attr:`SearchResult.stopped`). A search whose records hold that trial finished; ``truepeak peak --resume``
+    takes its answer from the records instead of searching again."""
 
     shape: Shape
     phase: str
@@ -131,11 +135,16 @@ class Trial:
     index: int
     value: float | None
     record: dict[str, Any] | None = None
+    stopped: str | None = None
 
     @property
     def search_info(self) -> dict[str, Any]:
-        """The record's ``search`` field."""
-        return {"phase": self.phase, "round": self.round, "step": self.step, "eval": self.index}
+        """The record's ``search`` field: ``phase``, ``round``, ``step``, ``eval`` (the trial's index, 0 first), and on
+        the last trial ``final: True`` with ``stopped``."""
+        info = {"phase": self.phase, "round": self.round, "step": self.step, "eval": self.index}
+        if self.stopped is not None:
+            info.update(final=True, stopped=self.stopped)
+        return info
 
 
 @dataclass
@@ -143,10 +152,12 @@ class SearchResult:
     """What :func:`search_shapes` found.
 
     Attributes:
-        best: the winning trial (a re-measurement when there was one), or None when nothing ran.
+        best: the winning trial (a re-measurement when there was one), or None when nothing ran. After an
+            interruption (:class:`SearchInterrupted`): the best so far, re-measured if any re-measurement finished,
+            else the best first-pass trial.
         trials: every evaluation, in order (coarse, refine, remeasure).
         stopped: why the coarse/refine phases ended: ``"converged"`` (no neighbour better at the finest step),
-            ``"budget"`` (time), ``"max_evals"``.
+            ``"budget"`` (time), ``"max_evals"``; ``"interrupted"`` (Ctrl-C) in a :class:`SearchInterrupted`.
         elapsed_s: time the search took by its clock.
     """
 
@@ -159,10 +170,35 @@ class SearchResult:
     def evaluations(self) -> int:
         return len(self.trials)
 
+    @property
+    def remeasured(self) -> bool:
+        """Whether ``best`` is a re-measurement (the answer of a finished search; after an interruption before the
+        re-measurements, ``best`` is a first-pass trial)."""
+        return self.best is not None and self.best.phase == "remeasure"
+
     def first_pass_best(self) -> Trial | None:
         """The best coarse/refine trial (before re-measurement)."""
         ok = [t for t in self.trials if t.phase != "remeasure" and t.value is not None]
         return max(ok, key=lambda t: t.value) if ok else None
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """:func:`search_shapes` was interrupted (Ctrl-C inside an evaluation): ``result`` holds the trials finished before
+    it and the best so far (``stopped == "interrupted"``). The evaluation in progress is not among the trials."""
+
+    def __init__(self, result: SearchResult):
+        super().__init__(f"search interrupted after {result.evaluations} evaluations")
+        self.result = result
+
+
+def best_so_far(trials: Sequence[Trial]) -> Trial | None:
+    """The answer an interrupted search can give: the best re-measured trial if any re-measurement finished, else the
+    best first-pass (coarse or refine) trial; None when no trial has a value."""
+    for phases in (("remeasure",), ("coarse", "refine")):
+        ok = [t for t in trials if t.phase in phases and t.value is not None]
+        if ok:
+            return max(ok, key=lambda t: t.value)
+    return None
 
 
 def _align(x: int, step: int, lo: int, hi: int) -> int:
@@ -213,18 +249,32 @@ def search_shapes(
 
     Returns:
         :class:`SearchResult`; ``best`` is the best re-measured trial (or, if every re-measurement failed, the best
-        first-pass one).
+        first-pass one). The last re-measurement's trial carries ``stopped`` (its record's ``search.final``).
+
+    Raises:
+        SearchInterrupted: a KeyboardInterrupt (Ctrl-C) inside ``evaluate`` or ``remeasure``; it carries the trials
+            finished before and the best so far (:func:`best_so_far`).
     """
     start = clock()
     trials: list[Trial] = []
+    try:
+        return _search(evaluate, plan, budget_s, remeasure_reserve_s, clock, remeasure, on_trial, start, trials)
+    except KeyboardInterrupt:
+        raise SearchInterrupted(SearchResult(best_so_far(trials), list(trials), "interrupted",
+                                             clock() - start)) from None
+
+
+def _search(evaluate, plan, budget_s, remeasure_reserve_s, clock, remeasure, on_trial, start,
+            trials: list[Trial]) -> SearchResult:
+    """:func:`search_shapes`' three phases; ``trials`` is filled as they run (so an interruption keeps them)."""
     seen: dict[Shape, Trial] = {}
     stopped = "converged"
 
     def out_of_time() -> bool:
         return budget_s is not None and clock() - start >= budget_s - remeasure_reserve_s
 
-    def run(shape: Shape, phase: str, rnd: int, step: int | None, fn=evaluate) -> Trial:
-        t = Trial(shape, phase, rnd, step, len(trials), None)
+    def run(shape: Shape, phase: str, rnd: int, step: int | None, fn=evaluate, last: str | None = None) -> Trial:
+        t = Trial(shape, phase, rnd, step, len(trials), None, stopped=last)
         t.value = fn(shape, t)
         if t.value is not None and not (math.isfinite(t.value) and t.value > 0):
             t.value = None
@@ -279,7 +329,9 @@ def search_shapes(
                     break
     # 3. remeasure the top few distinct shapes
     ranked = sorted((t for t in seen.values() if t.value is not None), key=lambda t: -t.value)
-    finals = [run(t.shape, "remeasure", rnd + 1, None, remeasure or evaluate) for t in ranked[: plan.top_k]]
+    top = ranked[: plan.top_k]
+    finals = [run(t.shape, "remeasure", rnd + 1, None, remeasure or evaluate, stopped if i == len(top) - 1 else None)
+              for i, t in enumerate(top)]
     ok = [t for t in finals if t.value is not None]
     best = max(ok, key=lambda t: t.value) if ok else (ranked[0] if ranked else None)
     return SearchResult(best, trials, stopped, clock() - start)
@@ -337,10 +389,13 @@ class FormatPeak:
 
     Attributes:
         format, mode: what was searched (mode ``cpu`` on a CPU).
-        status: ``"ok"``, ``"skipped"`` (the device cannot run the format; ``reason`` says why) or ``"failed"``.
-        best_record: the winning re-measured record (None unless ok).
+        status: ``"ok"``, ``"skipped"`` (the device cannot run the format; ``reason`` says why), ``"failed"`` or
+            ``"interrupted"`` (Ctrl-C during this search: ``best_record`` is the best so far, or None).
+        best_record: the winning re-measured record (None unless ok or interrupted).
         result: the :class:`SearchResult`.
-        elapsed_s: wall seconds spent on this format and mode (settle included).
+        elapsed_s: wall seconds spent on this format and mode (settle included); for a resumed search the span of
+            its records' timestamps.
+        resumed: taken from the records of an earlier run by ``resume`` (not searched again).
     """
 
     format: str
@@ -350,12 +405,15 @@ class FormatPeak:
     best_record: dict[str, Any] | None = None
     result: SearchResult | None = None
     elapsed_s: float = 0.0
+    resumed: bool = False
 
     def summary(self) -> dict[str, Any]:
         """A JSON-ready summary: best shape, median FLOP/s, % of dense spec, % of peak at measured clock, clock and
-        power (SI units, fractions), evaluations and time."""
+        power (SI units, fractions), evaluations and time; ``remeasured`` says whether the best is a re-measurement
+        (False for an interrupted search's best so far from the first pass), ``resumed`` whether it came from an
+        earlier run's records."""
         out: dict[str, Any] = {"format": self.format, "mode": self.mode, "status": self.status, "reason": self.reason,
-                               "elapsed_s": self.elapsed_s}
+                               "elapsed_s": self.elapsed_s, "resumed": self.resumed}
         if self.result is not None:
             out.update(evaluations=self.result.evaluations, stopped=self.result.stopped)
             first = self.result.first_pass_best()
@@ -368,6 +426,7 @@ class FormatPeak:
         tel = ((rec.get("measurement") or {}).get("telemetry")) or {}
         out.update(
             shape=[w.get("m"), w.get("n"), w.get("k")], backend=rec.get("backend"),
+            remeasured=(rec.get("search") or {}).get("phase") == "remeasure",
             flop_per_s=d.get("flop_per_s"), time_s=rec.get("time_s"),
             rel_iqr=(rec.get("measurement") or {}).get("steady_rel_iqr"),
             dense_peak_flop_per_s=d.get("dense_peak_flop_per_s"), pct_dense=d.get("pct_dense"),
@@ -381,7 +440,14 @@ class FormatPeak:
 
 @dataclass
 class PeakRun:
-    """What :func:`run_peak` returns: one :class:`FormatPeak` per (format, mode), where the records are, and notes."""
+    """What :func:`run_peak` returns (and :class:`PeakInterrupted` carries): one :class:`FormatPeak` per (format,
+    mode) searched, where the records are, and notes.
+
+    Attributes:
+        records: the records this run wrote (not those a resumed search took from the file).
+        interrupted: stopped by Ctrl-C; ``peaks`` ends with the interrupted search (status ``interrupted``) and
+            ``not_searched`` lists the (format, mode) pairs that never started.
+    """
 
     out_dir: Path
     records_path: Path
@@ -390,12 +456,37 @@ class PeakRun:
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
     records: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+    not_searched: list[tuple[str, str]] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
+        """peak.json: device, records path, time, notes, units and one :meth:`FormatPeak.summary` per search;
+        ``interrupted`` (a partial answer: the interrupted search's best so far) and ``not_searched``."""
         return {"device": getattr(self.device, "name", None), "device_kind": getattr(self.device, "kind", None),
                 "records": str(self.records_path), "elapsed_s": self.elapsed_s, "notes": list(self.notes),
                 "units": "SI: FLOP/s, s, Hz, W; pct_* are fractions of the DENSE peak",
+                "interrupted": self.interrupted,
+                "not_searched": [{"format": f, "mode": m} for f, m in self.not_searched],
                 "peaks": [p.summary() for p in self.peaks]}
+
+
+class PeakInterrupted(KeyboardInterrupt):
+    """:func:`run_peak` was interrupted (Ctrl-C). The records are kept in ``run.records_path`` and ``peak.json`` holds
+    the partial answer (``interrupted: true``; the interrupted search's best so far); ``run`` is the :class:`PeakRun`
+    with ``interrupted=True``, for the caller to render."""
+
+    def __init__(self, run: PeakRun):
+        super().__init__(f"interrupted after {len(run.records)} records; they are in {run.records_path}")
+        self.run = run
+
+
+class _SearchStopped(KeyboardInterrupt):
+    """Ctrl-C inside one (format, mode) search: which one, and the seconds it had run."""
+
+    def __init__(self, fmt: str, mode: str, elapsed_s: float):
+        super().__init__(f"{fmt} {mode} search interrupted")
+        self.key = (fmt, mode)
+        self.elapsed_s = elapsed_s
 
 
 def parse_peak_formats(text: str | Sequence[str] | None, device: Any) -> list[str]:
@@ -425,8 +516,16 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
              formats: str | Sequence[str] | None = None, modes: str | Sequence[str] | None = None,
              budget_s: float | dict | None = None, argv: Sequence[str] | None = None,
              plan: SearchPlan | None = None, budgets: dict[str, PeakBudgets] | None = None,
-             progress: Callable[[str], None] | None = None) -> PeakRun:
+             progress: Callable[[str], None] | None = None, resume: bool = False,
+             warn: Callable[[str], None] | None = None) -> PeakRun:
     """Search the maximum achievable matmul throughput for each format and mode; write every trial as a record.
+
+    Ctrl-C stops the search in progress: the records stay in ``results.jsonl``, ``peak.json`` is written with the
+    searches finished, the interrupted one's best so far (status ``interrupted``) and the ones not started
+    (``not_searched``), and :class:`PeakInterrupted` is raised. ``resume=True`` continues such a folder: a search whose
+    records end with its last re-measurement (``search.final``; or a ``skipped`` search) is taken from the records,
+    the others are searched again from the start (their earlier records stay; a search's records are those after
+    its last first trial, ``search.eval == 0``).
 
     Args:
         out_dir: output folder (created); ``results.jsonl`` (every shape tried) and ``peak.json`` (the answers) go
@@ -440,15 +539,21 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
         plan: override the search plan (default :func:`gpu_plan` / :func:`cpu_plan`).
         budgets: override the per-mode :class:`PeakBudgets` (``{"burst": ..., "sustained": ..., "cpu": ...}``).
         progress: called with one line per trial (the CLI prints it on stderr).
+        resume: continue ``results.jsonl`` in ``out_dir`` (which must exist), taking finished searches from it.
+        warn: called with one line per unusable line of a resumed ``results.jsonl`` (default: ``warning: ...`` on
+            stderr).
 
     Raises:
         MissingDependencyError: torch is not installed. UnknownNameError: an unknown format.
-        TruepeakError: a bad device, mode, budget or output folder (``results.jsonl`` already there).
+        TruepeakError: a bad device, mode, budget or output folder (``results.jsonl`` already there without
+            ``resume``, or missing with it); ``resume`` into records of another schema version, or whose finished
+            search was made with other settings (device, budget, plan, budgets, scaling).
+        PeakInterrupted: Ctrl-C; carries the :class:`PeakRun` so far.
     """
     torch = require("torch", "truepeak peak")
     from truepeak.bench import gemm as G
     from truepeak.bench import run as R
-    from truepeak.bench.records import RecordWriter, environment, make_record, record_key
+    from truepeak.bench.records import RecordWriter, environment, make_record, read_records, record_key
     from truepeak.hardware.detect import DeviceInfo, detect
 
     t0 = time.perf_counter()
@@ -471,36 +576,170 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
             notes.append(f"--mode {modes if isinstance(modes, str) else ','.join(modes)} has no meaning on a CPU: "
                          "measured with the host timer (mode cpu)")
     budget = float(budget_s) if budget_s is not None else DEFAULT_BUDGET_S["cuda" if dev.kind == "cuda" else "cpu"]
-    old = Path(out_dir) / "results.jsonl" if out_dir is not None and str(out_dir).strip() else None
-    if old is not None and old.is_file() and old.stat().st_size:
-        raise TruepeakError(f"{old} already holds results; choose another --out")
-    out = R.prepare_out_dir(out_dir if out_dir is not None else _default_out_dir())
+    out = R.prepare_out_dir(out_dir, resume, command="peak")
     path = out / "results.jsonl"
-    if dev.kind == "cuda":
-        torch.cuda.set_device(dev.index or 0)
-        if not _nvml_ok(dev):
-            notes.append("NVML is not available: measured anyway, without telemetry (no clock, power or throttle "
-                         "reasons; no % of peak at measured clock)")
-    env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
-    env["device"] = dev.to_dict()
     base_plan = plan or (gpu_plan() if dev.kind == "cuda" else cpu_plan())
+    order = [(fmt, mode) for mode in mode_list for fmt in fmts]
+    settings = {}
+    for fmt, mode in order:
+        b = float(budget_map.get((fmt, mode), budget_map.get(fmt, budget)))
+        mb = (budgets or {}).get(mode, budgets_for(mode))
+        settings[(fmt, mode)] = (b, mb, _peak_config(dev, fmt, mode, mb, base_plan, b, G.default_scaling(fmt)))
+    finished = {}
+    if resume:
+        previous = _previous_searches(path, warn or R._default_warn)
+        for key in order:
+            recs = previous.get(key, [])
+            if _search_finished(recs):
+                _check_resume_settings(recs[0], settings[key][2], path)
+                finished[key] = recs
     run = PeakRun(out, path, [], dev, notes)
-    with RecordWriter(path) as writer:
-        for mode in mode_list:
-            for fmt in fmts:
-                b = float(budget_map.get((fmt, mode), budget_map.get(fmt, budget)))
-                peak = _search_one(dev, fmt, mode, b, base_plan, (budgets or {}).get(mode, budgets_for(mode)),
-                                   env, writer, run, progress, torch, G, R, make_record, record_key)
+    before = len(read_records(path, strict=False)) if path.exists() else 0  # records of earlier runs (resume)
+    try:
+        if dev.kind == "cuda":
+            torch.cuda.set_device(dev.index or 0)
+            if not _nvml_ok(dev):
+                notes.append("NVML is not available: measured anyway, without telemetry (no clock, power or "
+                             "throttle reasons; no % of peak at measured clock)")
+        env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
+        env["device"] = dev.to_dict()
+        with RecordWriter(path) as writer:
+            for fmt, mode in order:
+                if (fmt, mode) in finished:
+                    peak = peak_from_records(fmt, mode, finished[(fmt, mode)])
+                    if progress:
+                        progress(f"{fmt} {mode}: finished in {path}; its answer is taken from the records")
+                else:
+                    b, mb, _ = settings[(fmt, mode)]
+                    peak = _search_one(dev, fmt, mode, b, base_plan, mb, env, writer, run, progress, torch, G, R,
+                                       make_record, record_key)
                 run.peaks.append(peak)
+    except KeyboardInterrupt as stop:
+        # the file is the truth: a record written just before Ctrl-C counts even if the search never saw its value
+        run.records = list(read_records(path, strict=False))[before:] if path.exists() else []
+        if isinstance(stop, _SearchStopped):
+            trials = _trials(_attempts(run.records).get(stop.key, []))
+            result = SearchResult(best_so_far(trials), trials, "interrupted", stop.elapsed_s)
+            run.peaks.append(_interrupted_peak(*stop.key, result, stop.elapsed_s))
+        started = {(p.format, p.mode) for p in run.peaks}
+        run.interrupted = True
+        run.not_searched = [key for key in order if key not in started]
+        run.elapsed_s = time.perf_counter() - t0
+        _write_summary(run)
+        raise PeakInterrupted(run) from None
     run.elapsed_s = time.perf_counter() - t0
     _write_summary(run)
     return run
 
 
-def _default_out_dir() -> Path:
+#: ``run_config`` fields a finished search must share with the settings asked now for ``resume`` to reuse it.
+PEAK_RESUME_MUST_MATCH = ("device", "device_name", "scaling", "budget_s", "budgets", "plan")
+
+
+def _previous_searches(path: Path, warn: Callable[[str], None]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The records of each (format, mode) search in a results file being resumed, in file order, from the last
+    attempt only: a search's first trial (``search.eval == 0``) starts a new attempt. Lines that are not valid
+    records are reported through ``warn`` (capped: :func:`~truepeak.bench.records.problem_warnings`) and ignored.
+
+    Raises:
+        TruepeakError: a record of another schema version (appending this schema's records to it would mix two).
+    """
+    from truepeak import SCHEMA_VERSION
+    from truepeak.bench.records import problem_warnings, read_records, schema_found
+
+    recs = read_records(path, strict=False)
+    if recs.other_schema:
+        n, version = recs.other_schema[0]
+        raise TruepeakError(f"cannot --resume {path}: line {n} has {schema_found(version)}, and this truepeak writes "
+                            f"version {SCHEMA_VERSION} only; choose another --out")
+    for line in problem_warnings(path, recs.problems, "{path} line {line} is not a valid record and is ignored: {why}"):
+        warn(line)  # capped per kind of problem
+    return _attempts(recs)
+
+
+def _attempts(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Per (format, mode), the peak-search records of its last attempt, in order (``search.eval == 0`` starts one)."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rec in records:
+        config, search = rec.get("run_config"), rec.get("search")
+        if not isinstance(config, dict) or config.get("command") != "peak" or not isinstance(search, dict):
+            continue
+        key = (str(config.get("format")), str(config.get("mode")))
+        if search.get("eval") == 0:
+            out[key] = []
+        out.setdefault(key, []).append(rec)
+    return out
+
+
+def _search_finished(records: Sequence[dict[str, Any]]) -> bool:
+    """Whether one search's records (its last attempt) are complete: a ``skipped`` search, or a last record that is
+    the search's last re-measurement (``search.final``). A search with no shape that ran never has one: it is
+    searched again, as ``truepeak run --resume`` runs failed cases again."""
+    if not records:
+        return False
+    last = records[-1].get("search") or {}
+    return bool(last.get("final")) or (len(records) == 1 and last.get("phase") == "skipped"
+                                       and records[0].get("status") == "skipped")
+
+
+def _check_resume_settings(record: dict[str, Any], config: dict[str, Any], path: Path) -> None:
+    """Refuse to reuse a finished search made with other settings (:data:`PEAK_RESUME_MUST_MATCH`).
+
+    Raises:
+        TruepeakError: one line naming the search and each setting that differs, e.g. ``budget_s (there: 15.0,
+            now: 30.0)``.
+    """
+    there = record.get("run_config") or {}
+    diff = [f"{k} (there: {there.get(k)}, now: {config.get(k)})" for k in PEAK_RESUME_MUST_MATCH
+            if there.get(k) != config.get(k)]
+    if diff:
+        raise TruepeakError(f"cannot --resume {path}: its {config['format']} {config['mode']} search was made with "
+                            f"different settings: {'; '.join(diff)}; rerun with the same --budget and --device, or "
+                            "choose another --out")
+
+
+def peak_from_records(fmt: str, mode: str, records: Sequence[dict[str, Any]]) -> FormatPeak:
+    """The answer of a finished search rebuilt from its records (``resume``): the best re-measured record (else the
+    best first-pass one, as :func:`search_shapes` picks it), every record a :class:`Trial`, ``stopped`` from the
+    final record, and the time as the span of the records' timestamps. A skipped search gives a ``skipped`` answer
+    with its reason."""
+    first = records[0] if records else {}
+    if first.get("status") == "skipped" and (first.get("search") or {}).get("phase") == "skipped":
+        return FormatPeak(fmt, mode, "skipped", str(first.get("reason") or ""), resumed=True)
+    trials = _trials(records)
+    best = best_so_far(trials)
+    stopped = str((records[-1].get("search") or {}).get("stopped") or "converged")
+    span = _timestamp_span(records)
+    result = SearchResult(best, trials, stopped, span)
+    if best is None:
+        return FormatPeak(fmt, mode, "failed", "no shape ran", result=result, elapsed_s=span, resumed=True)
+    return FormatPeak(fmt, mode, "ok", best_record=best.record, result=result, elapsed_s=span, resumed=True)
+
+
+def _trials(records: Sequence[dict[str, Any]]) -> list[Trial]:
+    """One search's records as :class:`Trial` objects (the value is the record's FLOP/s when it is ``ok``)."""
+    trials = []
+    for rec in records:
+        w, info = rec.get("workload") or {}, rec.get("search") or {}
+        if info.get("phase") == "skipped":
+            continue
+        value = (rec.get("derived") or {}).get("flop_per_s") if rec.get("status") == "ok" else None
+        trials.append(Trial((w.get("m"), w.get("n"), w.get("k")), str(info.get("phase")), int(info.get("round") or 0),
+                            info.get("step"), int(info.get("eval") or 0), value, rec, info.get("stopped")))
+    return trials
+
+
+def _timestamp_span(records: Sequence[dict[str, Any]]) -> float:
+    """Seconds from the first to the last record's ``timestamp`` (ISO 8601, UTC); 0 when they cannot be read."""
     import datetime as _dt
 
-    return Path(f"truepeak-peak-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    stamps = []
+    for rec in records:
+        try:
+            stamps.append(_dt.datetime.fromisoformat(str(rec.get("timestamp")).replace("Z", "+00:00")))
+        except ValueError:
+            continue
+    return (max(stamps) - min(stamps)).total_seconds() if len(stamps) > 1 else 0.0
 
 
 def _nvml_ok(dev: Any) -> bool:
@@ -543,8 +782,6 @@ def _search_one(dev, fmt, mode, budget, plan, budgets, env, writer, run, progres
                                     0.0, 0.0, 256 if dev.kind == "cuda" else 64),
                      False, env, config, acc=dev.accelerator, settled=True)
     case_mode = mode if dev.kind == "cuda" else ""
-    if dev.kind == "cuda" and budgets.settle_s > 0:
-        R.settle_gpu(torch, dev, budgets.settle_s)
     by_id: dict[int, dict] = {}
 
     def measure(shape: Shape, trial: Trial, final: bool = False) -> float | None:
@@ -569,9 +806,13 @@ def _search_one(dev, fmt, mode, budget, plan, budgets, env, writer, run, progres
         return value
 
     try:
+        if dev.kind == "cuda" and budgets.settle_s > 0:
+            R.settle_gpu(torch, dev, budgets.settle_s)
         reserve = min(budgets.reserve_s(plan.top_k), 0.5 * budget)  # a small budget still measures some shapes
         result = search_shapes(measure, plan, budget_s=budget, remeasure_reserve_s=reserve,
                                clock=time.perf_counter, remeasure=lambda s, t: measure(s, t, final=True))
+    except KeyboardInterrupt:  # SearchInterrupted, or Ctrl-C while settling: run_peak reads what was written
+        raise _SearchStopped(fmt, mode, time.perf_counter() - t0) from None
     finally:
         sweep.weights.clear()
         R._free(dev)
@@ -583,7 +824,23 @@ def _search_one(dev, fmt, mode, budget, plan, budgets, env, writer, run, progres
                       elapsed_s=time.perf_counter() - t0)
 
 
-__all__ = ["Shape", "SearchPlan", "Trial", "SearchResult", "search_shapes", "neighbours", "coarse_grid", "gpu_plan",
+def _interrupted_peak(fmt: str, mode: str, result: SearchResult, elapsed_s: float) -> FormatPeak:
+    """The answer of a search stopped by Ctrl-C: status ``interrupted``, its best so far (:func:`best_so_far`), and a
+    reason saying how far it got and whether that best was re-measured."""
+    best = result.best
+    n = result.evaluations
+    if best is None:
+        why = f"interrupted after {n} shape{'s' if n != 1 else ''}, none of which ran" if n else \
+            "interrupted before any shape finished"
+    else:
+        why = (f"interrupted after {n} shape{'s' if n != 1 else ''}; best so far, "
+               + ("re-measured" if result.remeasured else "not re-measured"))
+    return FormatPeak(fmt, mode, "interrupted", why, best_record=best.record if best else None, result=result,
+                      elapsed_s=elapsed_s)
+
+
+__all__ = ["Shape", "SearchPlan", "Trial", "SearchResult", "SearchInterrupted", "best_so_far", "PeakInterrupted",
+           "peak_from_records", "PEAK_RESUME_MUST_MATCH", "search_shapes", "neighbours", "coarse_grid", "gpu_plan",
            "cpu_plan", "PeakBudgets", "BURST_BUDGETS", "SUSTAINED_BUDGETS", "CPU_PEAK_BUDGETS", "FormatPeak",
            "PeakRun", "run_peak", "parse_peak_formats", "budgets_for", "CPU_NOTE", "DEFAULT_BUDGET_S",
            "GPU_COARSE_DIMS", "GPU_STEPS", "PHASES"]

@@ -530,6 +530,55 @@ def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> Record
     return RecordList(records, problems=bad, line_numbers=numbers, other_schema=other)
 
 
+#: Warnings of one kind printed in full before the rest are counted in one line: a 10 MB binary file read as records
+#: is ~39,000 unusable lines, and every one of them says the same thing.
+REPEAT_LIMIT = 5
+
+
+def problem_kind(why: str) -> str:
+    """What kind of problem a skipped line's reason names, without its details: the text before the first ``": "``,
+    ``" ("`` or ``"; "`` (``"not valid JSON: Expecting value (column 1)"`` → ``"not valid JSON"``, ``"not UTF-8
+    (invalid start byte)"`` → ``"not UTF-8"``, ``"a record of schema version 1; truepeak ... reads ..."`` → ``"a
+    record of schema version 1"``)."""
+    cut = [i for i in (why.find(": "), why.find(" ("), why.find("; ")) if i > 0]
+    return why[:min(cut)] if cut else why
+
+
+def cap_repeats(items: Iterable[tuple[str, str]], limit: int = REPEAT_LIMIT) -> list[str]:
+    """The one cap on repeated warnings, for every command that reads records (``report``, ``compare``, ``run
+    --resume``, ``peak --resume``).
+
+    Args:
+        items: ``(kind, message)`` pairs in the order they were found; ``kind`` groups messages that say the same
+            thing (e.g. ``f"{path}: {problem_kind(why)}"``).
+        limit: messages shown per kind.
+
+    Returns:
+        The messages, at most ``limit`` of each kind, in order; then for each kind that had more, in first-seen
+        order, one line: ``"... and 38,615 more like this (results.jsonl: not UTF-8)"``.
+    """
+    shown: list[str] = []
+    seen: dict[str, int] = {}
+    for kind, message in items:
+        seen[kind] = seen.get(kind, 0) + 1
+        if seen[kind] <= limit:
+            shown.append(message)
+    return shown + [f"... and {n - limit:,} more like this ({kind})" for kind, n in seen.items() if n > limit]
+
+
+def problem_warnings(path: str | os.PathLike[str], problems: Iterable[tuple[int | None, str]], template: str,
+                     limit: int = REPEAT_LIMIT) -> list[str]:
+    """Warning lines for the lines ``read_records(strict=False)`` skipped in ``path`` (its ``problems``), capped per
+    kind of problem by :func:`cap_repeats`.
+
+    Args:
+        template: one warning, with ``{path}``, ``{line}`` and ``{why}``, e.g. ``"{path}, line {line}: {why} (left
+            out)"``.
+    """
+    return cap_repeats(((f"{path}: {problem_kind(why)}", template.format(path=path, line=line, why=why))
+                        for line, why in problems), limit)
+
+
 def done_keys(path: str | os.PathLike[str]) -> set[str]:
     """Keys of ``ok``/``skipped`` records in ``path`` (empty when the file does not exist); malformed lines skipped."""
     p = Path(path)

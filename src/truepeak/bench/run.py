@@ -66,8 +66,8 @@ import truepeak
 from truepeak.bench import cuda_timer, membw, timing
 from truepeak.bench import gemm as G
 from truepeak.bench.cuda_timer import GRAPH_THRESHOLD_S, RotationPlan, plan_rotation
-from truepeak.bench.records import DONE_STATUSES, STATUSES, RecordWriter, environment, make_record, read_records, \
-    record_key, schema_found
+from truepeak.bench.records import DONE_STATUSES, STATUSES, RecordWriter, environment, make_record, \
+    problem_warnings, read_records, record_key, schema_found
 from truepeak.efficiency import derived_metrics
 from truepeak.errors import MeasurementError, TruepeakError, require
 from truepeak.formats import get_format
@@ -244,10 +244,11 @@ class RunInterrupted(KeyboardInterrupt):
         return self.result.records_path
 
 
-def default_out_dir(now: _dt.datetime | None = None) -> Path:
-    """``./truepeak-run-YYYYmmdd-HHMMSS`` (local time)."""
+def default_out_dir(now: _dt.datetime | None = None, command: str = "run") -> Path:
+    """The folder a command writes to without ``--out``: ``./truepeak-<command>-YYYYmmdd-HHMMSS`` (local time), e.g.
+    ``truepeak-run-20261130-010203``; ``truepeak run``, ``peak`` and ``comm`` all name theirs so."""
     now = now or _dt.datetime.now()
-    return Path(f"truepeak-run-{now:%Y%m%d-%H%M%S}")
+    return Path(f"truepeak-{command}-{now:%Y%m%d-%H%M%S}")
 
 
 def default_formats(device: DeviceInfo, quick: bool = False) -> list[str]:
@@ -385,37 +386,67 @@ def settle_format(device: DeviceInfo) -> str:
 # Running
 
 
-def check_out_arg(out_dir: str | os.PathLike | None) -> None:
-    """Refuse an empty ``--out`` (``""`` or blanks), which ``Path`` would silently turn into the current folder.
+def check_out_arg(out_dir: str | os.PathLike | None, command: str = "run") -> None:
+    """The one check of an ``--out`` folder argument, for every command that writes a results folder (``run``,
+    ``peak``, ``comm``, ``moe bench``), before anything is measured or created. None (no ``--out``) passes.
+
+    Refused: an empty value (``""`` or blanks, which ``Path`` would silently turn into the current folder); a path
+    that is an existing file (``/dev/null``, a results file); a path ending in ``.jsonl`` that is not an existing
+    folder: ``--out`` names a folder, and the records go to ``results.jsonl`` inside it.
+
+    Args:
+        command: the command's name after ``truepeak`` (``"moe bench"``), for the default folder the message names.
 
     Raises:
-        TruepeakError: one line saying what to give instead.
+        TruepeakError: one line naming the value and what to give instead.
     """
-    if out_dir is not None and not os.fspath(out_dir).strip():
-        raise TruepeakError("--out is empty; give a folder for the results (e.g. --out h200-run), or omit --out "
-                            "for ./truepeak-run-YYYYmmdd-HHMMSS")
+    if out_dir is None:
+        return
+    text = os.fspath(out_dir)
+    default = f"truepeak-{command.replace(' ', '-')}-YYYYmmdd-HHMMSS"  # default_out_dir's pattern
+    if not text.strip():
+        raise TruepeakError(f"--out is empty; give a folder for the results (e.g. --out h200-run), or omit --out "
+                            f"for ./{default}")
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise TruepeakError(f"--out {text} is an existing file, not a folder; choose a folder path for the results")
+    if text.rstrip("/").lower().endswith(".jsonl") and not path.is_dir():
+        raise TruepeakError(f"--out {text}: --out is a folder, and the records go to results.jsonl inside it; give a "
+                            f"folder, e.g. --out {text.rstrip('/')[:-len('.jsonl')] or 'results'}")
 
 
-def prepare_out_dir(out_dir: str | os.PathLike | None, resume: bool = False) -> Path:
-    """Check and create the output folder before anything is measured; returns it.
+def make_out_dir(out_dir: str | os.PathLike) -> Path:
+    """Create an ``--out`` folder (and its parents) that :func:`check_out_arg` accepted, and check that it can be
+    written; returns it.
 
     Raises:
-        TruepeakError: ``out_dir`` is empty (``""`` would silently mean the current folder), is a file, cannot be
-            created or written (the message names the path and why), already holds ``results.jsonl`` without
-            ``resume``, or holds none with ``resume`` (nothing to continue; the folder is not created then).
+        TruepeakError: it cannot be created (under a file, no permission: the message names the path and why) or
+            written.
     """
-    check_out_arg(out_dir)
-    out = Path(out_dir) if out_dir is not None else default_out_dir()
-    if out.exists() and not out.is_dir():
-        raise TruepeakError(f"--out {out} is an existing file, not a folder; choose a folder path for the results")
-    if resume and not (out / "results.jsonl").exists():  # checked before the folder is created
-        raise TruepeakError(f"--resume: no results.jsonl in {out} to resume; drop --resume to start a new run there")
+    out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TruepeakError(f"cannot create the --out folder {out}: {exc.strerror or exc}") from exc
     if not os.access(out, os.W_OK | os.X_OK):
         raise TruepeakError(f"cannot write into the --out folder {out}: permission denied")
+    return out
+
+
+def prepare_out_dir(out_dir: str | os.PathLike | None, resume: bool = False, command: str = "run") -> Path:
+    """Check and create the output folder before anything is measured; returns it (default
+    :func:`default_out_dir` for ``command``).
+
+    Raises:
+        TruepeakError: ``out_dir`` is refused by :func:`check_out_arg` (empty, a file, a ``.jsonl`` name), cannot be
+            created or written (:func:`make_out_dir`), already holds ``results.jsonl`` without ``resume``, or holds
+            none with ``resume`` (nothing to continue; the folder is not created then).
+    """
+    check_out_arg(out_dir, command)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(command=command)
+    if resume and not (out / "results.jsonl").exists():  # checked before the folder is created
+        raise TruepeakError(f"--resume: no results.jsonl in {out} to resume; drop --resume to start a new run there")
+    make_out_dir(out)
     path = out / "results.jsonl"
     if path.exists() and not path.is_file():
         raise TruepeakError(f"{path} exists but is not a file; choose another --out")
@@ -667,7 +698,8 @@ def _use_copy(sweep: _Sweep, copy_record: dict, notes: list[str]) -> None:
 
 def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
     """The records of a results file being resumed, by key (the last of a key wins). Each line that is not a valid
-    record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored.
+    record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored (at most
+    :data:`~truepeak.bench.records.REPEAT_LIMIT` lines of each kind, then one that counts the rest).
 
     Raises:
         TruepeakError: a record of another schema version (appending this schema's records to it would mix two).
@@ -684,8 +716,9 @@ def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
             problems.append((n, "a JSON object without a string 'key' and a status (ok, skipped, failed)"))
             continue
         previous[rec["key"]] = rec
-    for n, why in sorted(problems, key=lambda p: p[0] or 0):
-        warn(f"{path} line {n} is not a valid record and is ignored: {why}")
+    for line in problem_warnings(path, sorted(problems, key=lambda p: p[0] or 0),
+                                 "{path} line {line} is not a valid record and is ignored: {why}"):
+        warn(line)  # at most REPEAT_LIMIT per kind of problem, then one line counting the rest
     return previous
 
 
@@ -1041,7 +1074,7 @@ def latest_records(records: Iterable[dict]) -> list[dict]:
 
 
 __all__ = ["Budgets", "Case", "RunResult", "RunInterrupted", "run_main_job", "prepare_out_dir", "check_out_arg",
-           "run_config", "check_resume_config", "recorded_formats", "roofline_warnings", "budgets_name",
+           "make_out_dir", "run_config", "check_resume_config", "recorded_formats", "roofline_warnings", "budgets_name",
            "default_budgets", "plan_cases", "default_formats", "parse_formats", "gemm_shapes", "default_out_dir",
            "case_key", "settle_gpu", "settle_format", "cpu_bf16_fast_enough", "latest_records", "DECODE_M", "MODEL_NK",
            "GPU_SQUARES", "CPU_SQUARES", "SETTLE_SIZE", "COPY_REMEASURE_FACTOR", "GPU_BUDGETS", "CPU_BUDGETS",

@@ -2,8 +2,11 @@
 algbw/busbw, a correctness count per case, a CUDA-graph mode, and a fitted α–β model per op.
 
 Thin adapter: parse → :func:`truepeak.comm.launch.run_comm` (torchrun workers; rank 0 writes results.jsonl) → render
-(:mod:`truepeak.comm.render`: tables on stdout, summary.md under --out). Bad input and an unusable machine print
-``error: <one line>`` (status 2).
+(:mod:`truepeak.comm.render`: tables on stdout, summary.md beside the records). Without --out the records go to a new
+folder ./truepeak-comm-YYYYmmdd-HHMMSS (on node 0; other nodes write none). Bad input and an unusable machine print
+``error: <one line>`` (status 2). After Ctrl-C the finished cases are still rendered: the tables (or --json records)
+and summary.md end with "Interrupted after N of M cases; run again with: <command>" (:func:`rerun_command`), and one
+line on stderr, after torchrun's own warning, says where the records are; the exit status is 130.
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ def comm(
     api: Optional[str] = typer.Option(None, "--api", help="nccl: call libnccl directly, out of place, as nccl-tests "
                                       "(default with nccl); torch: through torch.distributed, what a PyTorch program "
                                       "sees (c10d's per-call overhead included; the only one with gloo)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for results.jsonl and summary.md (appended to)."),
+    out: Optional[str] = typer.Option(None, "--out", metavar="DIR",
+                                      help="Folder for results.jsonl (appended to) and summary.md (default "
+                                           "./truepeak-comm-YYYYmmdd-HHMMSS)."),
     as_json: bool = typer.Option(False, "--json", help="Print this run's records as JSON on stdout."),
     nnodes: int = typer.Option(1, "--nnodes", help="Nodes (torchrun --nnodes)."),
     node_rank: int = typer.Option(0, "--node-rank", help="This node's rank (torchrun --node-rank)."),
@@ -67,15 +72,16 @@ def comm(
     fit: bool = typer.Option(True, "--fit/--no-fit", help="Fit α and β per op and mode."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
-    from truepeak.comm.launch import CommConfig, run_comm
-    from truepeak.comm.render import render_tables, summary_markdown
+    from truepeak.bench.run import check_out_arg, default_out_dir
+    from truepeak.comm.launch import CommConfig, CommInterrupted, run_comm
+    from truepeak.comm.model import dtype_bytes
+    from truepeak.comm.render import render_tables
     from truepeak.comm.sweep import parse_ops, parse_sizes
     from truepeak.errors import TruepeakError
 
+    check_out_arg(out, "comm")
     op_list = parse_ops(ops)
     size_list = parse_sizes(sizes)
-    from truepeak.comm.model import dtype_bytes
-
     dtype_bytes(dtype)
     backend = backend.strip().lower()
     if nproc_per_node is None:
@@ -84,19 +90,20 @@ def comm(
             raise TruepeakError("the NCCL backend needs CUDA GPUs and none is visible; pass --backend gloo to measure "
                                 "CPU collectives instead")
     argv = invoked_argv(ctx) or ["truepeak", "comm"]
+    # node 0 keeps its records; the other nodes write none (a temporary folder holds their worker files)
+    out_dir = out if out is not None or node_rank > 0 else str(default_out_dir(command="comm"))
     cfg = CommConfig(nproc_per_node=nproc_per_node, ops=op_list, sizes=size_list, dtype=dtype.strip().lower(),
                      iters=iters, warmup=warmup, graph=graph, backend=backend,
                      api=None if api is None else api.strip().lower(),
-                     out_dir=None if out is None else str(out), nnodes=nnodes, node_rank=node_rank,
+                     out_dir=out_dir, nnodes=nnodes, node_rank=node_rank,
                      rdzv_endpoint=rdzv_endpoint, rdzv_backend=rdzv_backend, rdzv_id=rdzv_id, master_addr=master_addr,
                      master_port=master_port, rdzv_timeout_s=rdzv_timeout, nccl_debug_log=nccl_debug_log, fit=fit,
                      progress=not no_progress and not as_json, argv=argv)
     try:
         result = run_comm(cfg)
-    except KeyboardInterrupt:
-        typer.echo("interrupted; the records finished so far are in "
-                   f"{(out / 'results.jsonl') if out else 'a temporary folder (pass --out to keep them)'}", err=True)
-        raise typer.Exit(130)
+    except CommInterrupted as stop:
+        _report_interrupted(stop, argv, out, as_json, node_rank)
+        raise typer.Exit(130) from None
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     if node_rank > 0:
@@ -106,15 +113,63 @@ def comm(
         typer.echo(json.dumps(result.records, indent=1, ensure_ascii=False))
     else:
         render_tables(result.records, result.algos)
-    if out is not None:
-        summary = out / "summary.md"
-        summary.write_text(summary_markdown(result.records, result.algos, shlex.join(argv)), encoding="utf-8")
-        typer.echo(f"records: {result.results_path}\nsummary: {summary}", err=True)
+    typer.echo(f"records: {result.results_path}", err=True)
+    summary = _write_summary(result, argv)
+    if summary is not None:
+        typer.echo(f"summary: {summary}", err=True)
     bad = [r for r in result.records if r.get("kind") == "collective" and r.get("status") != "ok"]
     if bad:
         typer.echo(f"warning: {len(bad)} case(s) failed or had wrong elements: "
                    + "; ".join(f"{(r['workload'] or {}).get('op')} {(r['workload'] or {}).get('bytes')} B "
                                f"{r.get('mode')}: {r.get('reason')}" for r in bad[:3]), err=True)
+
+
+def rerun_command(argv: list[str], out: Optional[str], out_dir: Optional[str]) -> str:
+    """The command that runs an interrupted ``truepeak comm`` again into the same folder: the command line as typed,
+    with ``--out DIR`` added when the folder was the default one (``out`` None). Its records are appended to
+    results.jsonl there; reports keep the newest record of each case."""
+    return shlex.join([*argv, *(["--out", out_dir] if out is None and out_dir else [])])
+
+
+def _report_interrupted(stop, argv: list[str], out: Optional[str], as_json: bool, node_rank: int) -> None:
+    """After Ctrl-C: the finished cases on stdout (tables or JSON, as a finished run prints them) followed by the
+    "Interrupted after N of M cases" line, summary.md with the same line, and on stderr one line saying where the
+    records are and the command that runs the sweep again. It comes after torchrun's own warning, so it is the last
+    word."""
+    result = stop.result
+    done = len(result.collectives())
+    if node_rank > 0 or result.results_path is None:
+        typer.echo(f"interrupted after {done} of {stop.n_cases} cases; results are written on node 0", err=True)
+        return
+    command = rerun_command(argv, out, result.out_dir)
+    notice = f"Interrupted after {done} of {stop.n_cases} cases; run again with: {command}"
+    if as_json:
+        typer.echo(json.dumps(result.records, indent=1, ensure_ascii=False))
+    else:
+        if result.records:
+            from truepeak.comm.render import render_tables
+
+            render_tables(result.records, result.algos)
+        typer.echo(notice)
+    summary = _write_summary(result, argv, notice)
+    typer.echo(f"interrupted after {done} of {stop.n_cases} cases; the finished records are in "
+               f"{result.results_path}; run again with: {command}", err=True)
+    if summary is not None:
+        typer.echo(f"summary so far: {summary}", err=True)
+
+
+def _write_summary(result, argv: list[str], notice: Optional[str] = None) -> Optional[Path]:
+    """summary.md beside the records (``notice`` under the title: an interrupted run's line); on an OS error a
+    warning on stderr and None (the records are safe in results.jsonl)."""
+    from truepeak.comm.render import summary_markdown
+
+    path = Path(result.out_dir) / "summary.md"
+    try:
+        path.write_text(summary_markdown(result.records, result.algos, shlex.join(argv), notice), encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"warning: could not write {path}: {exc.strerror or exc}", err=True)
+        return None
+    return path
 
 
 def _visible_gpus() -> int:

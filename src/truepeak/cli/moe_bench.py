@@ -1,7 +1,9 @@
 """`truepeak moe bench`: time one MoE layer's routed-expert forward at decode per backend, against the read roofline.
 
-Thin adapter: parse → :func:`truepeak.bench.moe.run_bench` (validates, measures, writes JSON Lines records) → a table
-(or ``--json``) and an optional plot. Registered on the ``truepeak moe`` sub-app (:mod:`truepeak.cli.moe`).
+Thin adapter: parse → :func:`truepeak.bench.moe.run_bench` (validates, measures, appends JSON Lines records to
+results.jsonl in the --out folder, ./truepeak-moe-bench-YYYYmmdd-HHMMSS by default, as ``truepeak run`` does) → a
+table (or ``--json``) and an optional plot beside the records. Registered on the ``truepeak moe`` sub-app
+(:mod:`truepeak.cli.moe`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ HELP = "\n\n".join([
     "them. Routing: uniform, powerlaw:ALPHA (expert popularity ∝ rank^-ALPHA, ranks placed on experts at random; "
     "docs/results/h200/moe uses 1.2), or a file of top-k ids (one token per line).",
     "Examples:",
-    "  truepeak moe bench --model deepseek-v3 --weights bf16,fp8 --out moe.jsonl",
+    "  truepeak moe bench --model deepseek-v3 --weights bf16,fp8 --out moe-dsv3 --plot moe.png    (writes "
+    "moe-dsv3/results.jsonl and moe-dsv3/moe.png)",
     "  truepeak moe bench --model glm-5 --ep 8 --routing powerlaw:1.2 --weights nvfp4 --backends triton",
     "Units: µs; TB/s = 1e12 B/s; TFLOPS = 1e12 FLOP/s (decimal). Needs a CUDA GPU, torch and triton.",
 ])
@@ -96,15 +99,21 @@ def bench(
                                    "(block-scaled on sm_100 / sm_103 / sm_120, dequant elsewhere), dequant (e2m1 "
                                    "decoded in registers: the Hopper kernels) or block-scaled (tl.dot_scaled; on "
                                    "Hopper Triton emulates it in bf16, mxfp4 only; other GPUs refused)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="JSON Lines file the records are appended to."),
+    out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="Folder for results.jsonl (appended to) and "
+                                      "the plot (default ./truepeak-moe-bench-YYYYmmdd-HHMMSS)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
-                                        "(needs matplotlib)."),
+                                        "(needs matplotlib); a relative path is taken inside the --out folder."),
     budget: float = typer.Option(0.2, "--budget", help="Timed seconds per point."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON Lines."),
 ) -> None:
     from truepeak.bench import moe
+    from truepeak.bench.run import check_out_arg, default_out_dir
 
     try:
+        check_out_arg(out, "moe bench")  # a folder: `--out moe.jsonl` is refused, saying what --out is
+        out_dir = Path(out) if out is not None else default_out_dir(command="moe-bench")
+        records_path = out_dir / "results.jsonl"  # created with the first record, once the inputs are valid
+        plot_path = None if plot is None else plot if plot.is_absolute() else out_dir / plot
         tpes = number_list(tokens_per_expert, "tokens per expert", float, "1,2,4,8,16,32")
         fmts = _names(weights, "--weights", "bf16,fp8")
         bks = _names(backends, "--backends", "per_expert,triton")
@@ -114,11 +123,11 @@ def bench(
                 typer.echo(render([rec])[1], err=True)
 
         records = moe.run_bench(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
-                                backends=bks, out_path=str(out) if out else None, budget_s=budget, progress=progress,
+                                backends=bks, out_path=str(records_path), budget_s=budget, progress=progress,
                                 fp8_activations=fp8_activations, fp4_activations=fp4_activations,
                                 fp4_kernel=fp4_kernel)
-        if plot:
-            moe.plot_records(records, str(plot))
+        if plot_path is not None:
+            moe.plot_records(records, str(plot_path))
     except TruepeakError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -126,6 +135,9 @@ def bench(
             typer.echo(json.dumps(r))
     else:
         typer.echo("\n".join(render(records)))
+    typer.echo(f"records: {records_path}", err=True)
+    if plot_path is not None:
+        typer.echo(f"plot: {plot_path}", err=True)
 
 
 moe_app.command("bench", help=HELP)(bench)    # the `truepeak moe` sub-app lives in cli/moe.py (the planner's)

@@ -3,12 +3,17 @@
 Thin adapter: parse and validate → :func:`truepeak.bench.peak.run_peak` (measures, writes results.jsonl with every
 shape tried and peak.json with the answers) → render the answers as a table (or JSON) on stdout; progress and notes go
 to stderr. Bad input (unknown format or mode, a non-positive budget, an empty --out, missing torch) prints
-``error: <one line>`` and exits with status 2.
+``error: <one line>`` and exits with status 2. After Ctrl-C it renders what it has: the finished searches and the
+interrupted one's best so far (peak.json marked ``interrupted``), the table (or JSON) followed by "Interrupted after N
+of M searches; continue with: <command>" (:func:`resume_command`: --resume with the same --out, --device, --format,
+--mode and --budget), and one line on stderr saying where the records are; the exit status is 130.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -21,7 +26,9 @@ HELP = "\n\n".join([
     "a coarse grid of large and aspect-varied shapes, coordinate-descent refinement around the best in steps of "
     "2048 down to 256, then the best 3 measured again with longer budgets (so a lucky first measurement cannot win).",
     "Every shape tried is checked against a float64 reference, timed with CUDA events over inputs rotated through "
-    ">= 2x L2, and written to results.jsonl (kind gemm, with a 'search' field); peak.json holds the answers.",
+    ">= 2x L2, and written to results.jsonl (kind gemm, with a 'search' field); peak.json holds the answers. After "
+    "Ctrl-C, peak.json holds the finished searches and the interrupted one's best so far; --resume continues: "
+    "finished searches are taken from results.jsonl, the interrupted one starts again.",
     "Modes, always labelled: burst (an idle gap before each GEMM, so clocks recover: comparable with mamf-finder) "
     "and sustained (back to back after a 3 s settle: the power-capped figure a serving GPU gets; ~20 % lower on a "
     "700 W H200). Reported: best shape, median TFLOPS, % of the DENSE spec peak, % of the peak at the measured SM "
@@ -50,40 +57,89 @@ def peak_command(
     device: str = typer.Option("auto", "--device", "-d", help="auto, cpu, cuda or cuda:N."),
     as_json: bool = typer.Option(False, "--json", help="Print peak.json's content on stdout instead of the table."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-shape progress lines on stderr."),
+    resume: bool = typer.Option(False, "--resume", help="Continue results.jsonl in --out: searches that finished "
+                                "there are taken from it, the others are searched (again)."),
 ) -> None:
     require("torch", "truepeak peak")
-    from truepeak.bench.peak import run_peak
+    from truepeak.bench.peak import PeakInterrupted, run_peak
     from truepeak.bench.run import check_out_arg, parse_formats, parse_modes
     from truepeak.formats import FORMAT_NAMES
     from truepeak.hardware.detect import parse_device
 
     parse_device(device)
-    if format is not None and parse_formats(format) is None:
+    fmts = parse_formats(format)
+    if format is not None and fmts is None:
         raise TruepeakError(f"--format is empty; give comma-separated names from: {', '.join(FORMAT_NAMES)}")
-    if mode is not None:
-        parse_modes(mode)
+    modes = parse_modes(mode) if mode is not None else None
     if budget is not None and not budget > 0:
         raise TruepeakError(f"--budget must be > 0 seconds, got {budget:g}")
-    check_out_arg(out)
+    if resume and out is None:
+        raise TruepeakError("--resume needs --out DIR naming the peak search to continue")
+    check_out_arg(out, "peak")
     argv = invoked_argv(ctx) or ["truepeak", "peak"]
     progress = None if quiet else (lambda line: typer.echo(line, err=True))
-    result = run_peak(out, device=device, formats=format, modes=mode, budget_s=budget, argv=argv, progress=progress)
-    summary = result.summary()
+    warn = lambda message: typer.echo(f"warning: {message}", err=True)  # noqa: E731
+    try:
+        result = run_peak(out, device=device, formats=format, modes=mode, budget_s=budget, argv=argv,
+                          progress=progress, resume=resume, warn=warn)
+    except PeakInterrupted as stop:
+        run = stop.run
+        command = resume_command(run.out_dir, device, fmts, modes, budget, resume=run.records_path.exists())
+        done = sum(1 for p in run.peaks if p.status != "interrupted")
+        notice = f"Interrupted after {done} of {len(run.peaks) + len(run.not_searched)} searches; continue with: " \
+                 f"{command}"
+        _print_answers(run.summary(), as_json, notice)
+        n = _shapes(run.records)
+        typer.echo(f"interrupted after {n} shape{'s' if n != 1 else ''}; they are in {run.records_path}; best so far "
+                   f"in {run.out_dir / 'peak.json'}; continue with: {command}", err=True)
+        raise typer.Exit(130) from None
+    _print_answers(result.summary(), as_json)
+    for note in [*getattr(result.device, "notes", []), *result.notes]:
+        typer.echo(f"note: {note}", err=True)
+    resumed = sum(1 for p in result.peaks if p.resumed)
+    typer.echo(f"{_shapes(result.records)} shapes measured in {result.elapsed_s:.1f} s"
+               + (f" ({resumed} finished search{'es' if resumed != 1 else ''} taken from the records)"
+                  if resumed else "")
+               + f"; records: {result.records_path}; answers: {result.out_dir / 'peak.json'}", err=True)
+
+
+def _shapes(records: list[dict]) -> int:
+    """How many shapes ``records`` measured (a skipped search's one record measured none)."""
+    return sum(1 for r in records if (r.get("search") or {}).get("phase") != "skipped")
+
+
+def _print_answers(summary: dict, as_json: bool, notice: Optional[str] = None) -> None:
+    """stdout: peak.json's content (``--json``) or the table, with ``notice`` (an interrupted search's line) below."""
     if as_json:
         typer.echo(json.dumps(summary, indent=1, ensure_ascii=False))
     else:
-        render_peaks(summary)
-    for note in [*getattr(result.device, "notes", []), *result.notes]:
-        typer.echo(f"note: {note}", err=True)
-    typer.echo(f"{sum(len(p.result.trials) if p.result else 0 for p in result.peaks)} shapes measured in "
-               f"{result.elapsed_s:.1f} s; records: {result.records_path}; answers: {result.out_dir / 'peak.json'}",
-               err=True)
+        render_peaks(summary, notice=notice)
 
 
-def render_peaks(summary: dict, file=None) -> None:
+def resume_command(out_dir: str | Path, device: str = "auto", formats: Optional[list[str]] = None,
+                   modes: Optional[list[str]] = None, budget: Optional[float] = None, resume: bool = True) -> str:
+    """The command that continues an interrupted ``truepeak peak``: ``truepeak peak --resume --out DIR`` with the
+    options that decide what is searched repeated (``--device`` unless auto, ``--format`` as canonical names,
+    ``--mode``, ``--budget``), so that following it searches the same things. ``resume=False`` (stopped before
+    results.jsonl was created) leaves ``--resume`` out."""
+    argv = ["truepeak", "peak", *(["--resume"] if resume else []), "--out", str(out_dir)]
+    if device != "auto":
+        argv += ["--device", device]
+    if formats:
+        argv += ["--format", ",".join(formats)]
+    if modes:
+        argv += ["--mode", ",".join(modes)]
+    if budget is not None:
+        argv += ["--budget", f"{budget:g}"]
+    return shlex.join(argv)
+
+
+def render_peaks(summary: dict, file=None, notice: Optional[str] = None) -> None:
     """The answers as a table: format, mode, best shape, median TFLOPS, % of dense, peak at clock and %, clock, power,
-    evaluations; skipped/failed rows say why. A column with no value in any row (SM MHz and W on a CPU, which has no
-    NVML clock or power reading; the peak at clock where no clock was sampled) is left out, not printed empty."""
+    evaluations; skipped/failed rows say why; an interrupted search's row shows its best so far (its shape marked
+    "best so far", and "not re-measured" when it is a first-pass value) or why it has none. A column with no value
+    in any row (SM MHz and W on a CPU, which has no NVML clock or power reading; the peak at clock where no clock was
+    sampled) is left out, not printed empty. ``notice`` (an interrupted run's line) is printed below the footer."""
     from rich.console import Console
     from rich.table import Table
 
@@ -96,10 +152,12 @@ def render_peaks(summary: dict, file=None) -> None:
                "shapes", "s")
     rows: list[list[str]] = []
     for p in summary.get("peaks", []):
-        if p.get("status") != "ok":
+        if p.get("status") != "ok" and not (p.get("status") == "interrupted" and p.get("shape")):
             rows.append([p["format"], p["mode"], f"{p['status']}: {p.get('reason', '')}", *["-"] * 8])
             continue
         shape = "x".join(str(x) for x in p.get("shape") or [])
+        if p.get("status") == "interrupted":
+            shape += " (best so far" + ("" if p.get("remeasured") else ", not re-measured") + ")"
         clk = p.get("sm_clock_median_hz")
         pw = p.get("power_median_w")
         rows.append([p["format"], p["mode"], shape, fmt_rate(p.get("flop_per_s")), fmt_pct(p.get("pct_dense"), False),
@@ -118,3 +176,5 @@ def render_peaks(summary: dict, file=None) -> None:
     console.print("TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape; % dense = of the DENSE "
                   "spec peak; peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock. burst = an idle gap before "
                   "each GEMM (comparable with mamf-finder); sustained = back to back (a serving GPU).")
+    if notice:
+        console.print(notice, soft_wrap=True, markup=False, highlight=False)

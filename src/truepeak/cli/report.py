@@ -1,7 +1,8 @@
 """`truepeak report`: render results files (any kind of record) as a self-contained HTML page, Markdown and CSV.
 
 Thin adapter: read the files tolerantly (:func:`truepeak.report.load.load_results`: a torn or malformed line, a record
-of another schema version or an empty file is named on stderr and left out, the rest is rendered) → render
+of another schema version or an empty file is named on stderr and left out, the rest is rendered; at most
+:data:`truepeak.bench.records.REPEAT_LIMIT` warnings of one kind per file, then one line counting the rest) → render
 (:mod:`truepeak.report.html`, :func:`truepeak.report.markdown.report_markdown`, :func:`truepeak.report.export.csv_text`)
 → write. The paths written go to stderr; ``-`` as a file writes to stdout. No valid record in any file is an error
 (exit status 2) naming the problems and the schema versions understood.
@@ -87,11 +88,12 @@ def report_command(
     md: Optional[str] = typer.Option(None, "--md", metavar="FILE", help="Write the Markdown report ('-': stdout)."),
     csv: Optional[str] = typer.Option(None, "--csv", metavar="FILE", help="Write every record as CSV ('-': stdout)."),
 ) -> None:
+    from truepeak.bench.records import cap_repeats, problem_kind
     from truepeak.report.load import load_results
 
     data = load_results(results)
-    for problem in data.problems:
-        typer.echo(f"warning: {problem} (left out)", err=True)
+    for line in cap_repeats((f"{p.path}: {problem_kind(p.why)}", f"{p} (left out)") for p in data.problems):
+        typer.echo(f"warning: {line}", err=True)  # at most REPEAT_LIMIT of each kind, then one line counting the rest
     data.require_records()
     if html is None and md is None and csv is None:
         html = str(Path(results[0]).parent / "report.html")

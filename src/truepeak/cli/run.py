@@ -1,11 +1,12 @@
 """`truepeak run`: measure this device (copy bandwidth, GEMM TFLOPS per format) and place every result on its roofline.
 
 Thin adapter: parse and validate the options → :func:`truepeak.bench.run.run_main_job` (measures, writes
-results.jsonl, returns the records) → render: summary.md (:func:`truepeak.report.markdown.write_summary`, also after
-Ctrl-C from the records finished so far) and the table (or the records as JSON) on stdout; the paths, progress and
-notes go to stderr. Bad input (unknown format or device, an empty --out, --resume with no results.jsonl to continue,
-missing torch) prints ``error: <one line>`` and exits with status 2. After Ctrl-C it still renders what finished:
-summary.md starts with, and the table's footer ends with, "Interrupted after N of M cases; continue with: <command>"
+results.jsonl, returns the records) → render: summary.md (:func:`truepeak.report.markdown.write_summary`) and
+report.html (:func:`truepeak.report.html.write_run_report`), both also after Ctrl-C from the records finished so far,
+and the table (or the records as JSON) on stdout; the paths, progress and notes go to stderr. Bad input (unknown
+format or device, an empty --out, --resume with no results.jsonl to continue, missing torch) prints ``error: <one
+line>`` and exits with status 2. After Ctrl-C it still renders what finished: summary.md starts with, report.html
+shows under its title, and the table's footer ends with, "Interrupted after N of M cases; continue with: <command>"
 (:func:`resume_command`: --resume with the same --out, --device, --formats and --quick); --json prints the partial
 records as the same JSON list a finished run prints. The command is repeated on stderr; the exit status is 130.
 """
@@ -110,10 +111,13 @@ def run_command(
         notice = interrupted_line(len(records), max(stop.result.n_cases, len(records)), command)
         summary = _write_summary(stop.result, notice)
         _print_records(records, stop.result, as_json, notice)  # the partial results, marked as such
+        report = _write_report(stop.out_dir, notice) if records else None
         typer.echo(f"interrupted after {stop.n_records} records; they are in {stop.records_path}; continue with: "
                    f"{command}", err=True)
         if summary is not None:
             typer.echo(f"summary so far: {summary}", err=True)
+        if report is not None:
+            typer.echo(f"report so far: {report}", err=True)
         raise typer.Exit(130) from None
 
     summary = _write_summary(result)
@@ -125,11 +129,17 @@ def run_command(
     typer.echo(f"records: {result.records_path}", err=True)
     if summary is not None:
         typer.echo(f"summary: {summary}", err=True)
-    from truepeak.report.html import write_run_report  # report.html beside the records; never raises
-
-    report = write_run_report(result.out_dir, warn=lambda m: typer.echo(f"warning: {m}", err=True))
+    report = _write_report(result.out_dir)
     if report is not None:
         typer.echo(f"report: {report}", err=True)
+
+
+def _write_report(out_dir: Path, notice: Optional[str] = None) -> Optional[Path]:
+    """report.html beside the records (``notice`` under the title: an interrupted run's line); never raises: a
+    failure is a warning on stderr and None."""
+    from truepeak.report.html import write_run_report
+
+    return write_run_report(out_dir, warn=lambda m: typer.echo(f"warning: {m}", err=True), notice=notice)
 
 
 def _print_records(records: list[dict], result, as_json: bool, notice: Optional[str] = None) -> None:

@@ -11,6 +11,10 @@ folder. Running torchrun in-process lets a worker failure or a rendezvous timeou
 Checks before starting anything (each a one-line error): fewer than 2 ranks in all ("one GPU only"), the NCCL backend
 without CUDA or without NCCL in this torch (pass ``--backend gloo``), fewer GPUs than ``--nproc-per-node``, and on a
 node other than 0 an endpoint that does not answer within ``--rdzv-timeout`` seconds (named in the message).
+
+Ctrl-C (or another death signal torchrun's agent receives) stops the workers and ends in :class:`CommInterrupted`,
+which carries the records rank 0 finished; the CLI reports them (torchrun's own "Received 2 death signal" warning
+may still be printed before that).
 """
 
 from __future__ import annotations
@@ -108,6 +112,29 @@ class CommResult:
 
     def fits(self) -> list[dict]:
         return [r for r in self.records if r.get("kind") == "collective_fit"]
+
+
+class CommInterrupted(KeyboardInterrupt):
+    """:func:`run_comm` was interrupted (Ctrl-C, or another death signal torchrun received): the workers are stopped,
+    and the records rank 0 finished before are in ``result.records`` (and, with an ``out_dir``, in its
+    ``results.jsonl``), for the caller to report.
+
+    Attributes:
+        result: a :class:`CommResult` of the records finished (cases only: the α–β fits are written at the end).
+        n_cases: how many case records the sweep planned (:func:`planned_cases`).
+    """
+
+    def __init__(self, result: CommResult, n_cases: int):
+        super().__init__(f"interrupted after {len(result.collectives())} of {n_cases} cases")
+        self.result = result
+        self.n_cases = n_cases
+
+
+def planned_cases(cfg: CommConfig) -> int:
+    """How many case records a run of ``cfg`` writes: one per op and size (:func:`truepeak.comm.sweep.plan_cases`)
+    per mode (eager, and graph with ``cfg.graph`` on the NCCL backend, as :mod:`truepeak.comm.worker` sweeps them)."""
+    cases, _ = plan_cases(cfg.ops, cfg.sizes, cfg.nnodes * cfg.nproc_per_node, cfg.dtype)
+    return len(cases) * (2 if cfg.graph and cfg.backend == "nccl" else 1)
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -329,10 +356,16 @@ def run_comm(cfg: CommConfig) -> CommResult:
     """Run the sweep on ``cfg.nproc_per_node`` local workers through torchrun and return this run's records.
 
     Raises:
-        TruepeakError (and subclasses): bad settings or machine (:func:`preflight`), an unreachable rendezvous, or a
-            worker that failed (the message carries the worker's one-line error).
-        KeyboardInterrupt: Ctrl-C (the workers are stopped by torchrun).
+        TruepeakError (and subclasses): an ``out_dir`` that cannot be a folder
+            (:func:`truepeak.bench.run.check_out_arg`, :func:`~truepeak.bench.run.make_out_dir`), bad settings or
+            machine (:func:`preflight`), an unreachable rendezvous, or a worker that failed (the message carries the
+            worker's one-line error).
+        CommInterrupted: Ctrl-C or another death signal (the workers are stopped by torchrun); it carries the
+            records finished so far. A KeyboardInterrupt before torchrun starts or after it ends propagates as is.
     """
+    from truepeak.bench.run import check_out_arg, make_out_dir
+
+    check_out_arg(cfg.out_dir, "comm")
     notes = preflight(cfg)
     require("torch", "measuring collectives")
     from torch.distributed import run as torchrun
@@ -344,12 +377,8 @@ def run_comm(cfg: CommConfig) -> CommResult:
     else:
         out_dir = Path(cfg.out_dir)
     try:
-        try:
-            out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            what = "is a file, not a folder" if out_dir.is_file() else f"cannot be created ({exc.strerror or exc})"
-            raise TruepeakError(f"--out {str(out_dir)!r} {what}; give a folder for results.jsonl and summary.md"
-                                ) from None
+        if tmp is None:
+            make_out_dir(out_dir)
         results = out_dir / "results.jsonl"
         before = _count_lines(results)
         for p in out_dir.glob("error_rank*.txt"):
@@ -358,13 +387,16 @@ def run_comm(cfg: CommConfig) -> CommResult:
         config_path = out_dir / f"comm_config.{os.getpid()}.json"
         config_path.write_text(json.dumps(wcfg), encoding="utf-8")
         args = torchrun.parse_args(torchrun_args(cfg, str(config_path)))
+        interrupted = False
         try:
             with _env(_worker_env(cfg, out_dir)), _quiet_torchrun():
                 torchrun.run(args)
         except KeyboardInterrupt:
-            raise
+            interrupted = True
         except Exception as exc:  # ChildFailedError, rendezvous errors, SignalException, ...
-            _raise_launch_error(cfg, exc, out_dir)
+            interrupted = type(exc).__name__ == "SignalException"  # torchrun's agent got SIGINT / SIGTERM
+            if not interrupted:
+                _raise_launch_error(cfg, exc, out_dir)
         finally:
             with contextlib.suppress(OSError):
                 config_path.unlink()
@@ -372,7 +404,11 @@ def run_comm(cfg: CommConfig) -> CommResult:
         if results.exists():
             from truepeak.bench.records import read_records
 
-            records = list(read_records(results, strict=False))[before:]
+            records = list(read_records(results, strict=False))[before:]  # a line torn by the stop is left out
+        if interrupted:
+            partial = CommResult(records, notes, None if tmp else str(out_dir), None if tmp else str(results),
+                                 node_rank=cfg.node_rank)
+            raise CommInterrupted(partial, planned_cases(cfg)) from None
         algos: dict[str, dict[str, Any]] = {}
         if cfg.nccl_debug_log:
             lines = []
@@ -400,8 +436,6 @@ def _count_lines(path: Path) -> int:
 
 def _raise_launch_error(cfg: CommConfig, exc: BaseException, out_dir: Path) -> None:
     name = type(exc).__name__
-    if name == "SignalException":
-        raise KeyboardInterrupt from exc
     errs = _errors(out_dir)
     if errs:
         raise MeasurementError(f"the comm workers failed: {'; '.join(errs[:2])}") from exc

@@ -135,9 +135,9 @@ def render_tables(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | 
 
 
 def summary_markdown(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None,
-                     command: str | None = None) -> str:
-    """summary.md: the same tables in Markdown."""
-    lines = ["# truepeak comm", "", header_line(records), ""]
+                     command: str | None = None, notice: str | None = None) -> str:
+    """summary.md: the same tables in Markdown; ``notice`` (an interrupted run's line) in bold under the title."""
+    lines = ["# truepeak comm", "", *([f"**{notice}**", ""] if notice else []), header_line(records), ""]
     if command:
         lines += [f"Command: `{command}`", ""]
     lines += ["Time per call in µs (eager: median over samples, each a window of back-to-back calls timed by CUDA "

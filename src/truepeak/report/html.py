@@ -404,12 +404,14 @@ def _device_groups(records: Sequence[dict]) -> dict[str, list[dict]]:
     return out
 
 
-def html_report(data: Results | Sequence[dict], *, title: str | None = None) -> str:
+def html_report(data: Results | Sequence[dict], *, title: str | None = None, notice: str | None = None) -> str:
     """Render records as one self-contained HTML page (see the module docstring for the sections).
 
     Args:
         data: a :class:`~truepeak.report.load.Results` (its problems become warnings) or a list of records.
         title: the page title (default ``"truepeak report: <devices>"``).
+        notice: a line shown in a warning box under the title (an interrupted run's "Interrupted after N of M
+            cases; continue with: ...").
 
     Returns:
         The page as text (UTF-8 when written).
@@ -421,6 +423,7 @@ def html_report(data: Results | Sequence[dict], *, title: str | None = None) -> 
     groups = _device_groups(records)
     title = title or "truepeak report: " + (", ".join(groups) if groups else "no records")
     body = [f"<h1>{_e(title)}</h1>",
+            f'<div class="warnings" id="notice"><p><strong>{_e(notice)}</strong></p></div>' if notice else "",
             f'<p class="muted">{len(records)} record(s)'
             + (f" from {_e(', '.join(files))}" if files else "")
             + f"; rendered by truepeak {_e(truepeak.__version__)} at "
@@ -453,20 +456,23 @@ def html_report(data: Results | Sequence[dict], *, title: str | None = None) -> 
             + "\n".join(b for b in body if b) + "\n</body></html>\n")
 
 
-def write_html(data: Results | Sequence[dict], path: str | os.PathLike[str], *, title: str | None = None) -> Path:
+def write_html(data: Results | Sequence[dict], path: str | os.PathLike[str], *, title: str | None = None,
+               notice: str | None = None) -> Path:
     """Write :func:`html_report` to ``path`` (UTF-8) and return the path.
 
     Raises:
         OSError: the file cannot be written.
     """
     p = Path(path)
-    p.write_text(html_report(data, title=title), encoding="utf-8")
+    p.write_text(html_report(data, title=title, notice=notice), encoding="utf-8")
     return p
 
 
-def write_html_report(source: str | os.PathLike[str], html_path: str | os.PathLike[str] | None = None) -> Path:
+def write_html_report(source: str | os.PathLike[str], html_path: str | os.PathLike[str] | None = None, *,
+                      notice: str | None = None) -> Path:
     """Render a results file, or a run folder holding ``results.jsonl``, to ``report.html`` beside it (or
-    ``html_path``) and return its path. What ``truepeak run`` calls after measuring.
+    ``html_path``) and return its path. What ``truepeak run`` calls after measuring (``notice``: an interrupted
+    run's line, shown under the title).
 
     Raises:
         TruepeakError: the results file cannot be read, or holds no valid record.
@@ -476,15 +482,16 @@ def write_html_report(source: str | os.PathLike[str], html_path: str | os.PathLi
     jsonl = src / "results.jsonl" if src.is_dir() else src
     data = load_results([jsonl])
     data.require_records()
-    return write_html(data, Path(html_path) if html_path is not None else jsonl.parent / "report.html")
+    return write_html(data, Path(html_path) if html_path is not None else jsonl.parent / "report.html", notice=notice)
 
 
-def write_run_report(out_dir: str | os.PathLike[str], warn: Any = None) -> Path | None:
+def write_run_report(out_dir: str | os.PathLike[str], warn: Any = None, notice: str | None = None) -> Path | None:
     """:func:`write_html_report` for a run folder that never raises: a report must never cost a run its results.
     On any failure (matplotlib missing, a disk error, a bug) ``warn`` (default: nothing) gets one line saying so and
-    None is returned; the records stay in ``results.jsonl`` for ``truepeak report`` to render later."""
+    None is returned; the records stay in ``results.jsonl`` for ``truepeak report`` to render later. ``notice``: an
+    interrupted run's line, shown under the title (the report then holds what finished)."""
     try:
-        return write_html_report(out_dir)
+        return write_html_report(out_dir, notice=notice)
     except Exception as exc:  # noqa: BLE001 - by design: the records are safe, the report is a convenience
         if warn is not None:
             warn(f"could not write report.html ({type(exc).__name__}: {exc}); the records are safe: render them later "
