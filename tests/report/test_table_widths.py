@@ -1,0 +1,203 @@
+"""Every table the CLI prints, at terminals of 80, 100 and 120 columns and piped (not a terminal): no line wider than
+the terminal, no ellipsis, and every number shown equal to the record's (or the catalog's) value formatted at the
+precision the column documents, so that a number cut short (41.6 GB/s shown as ``4``, bf16 as ``503.…``) fails.
+
+How the numbers are checked (:func:`check_shown`): the expected text of each cell is computed here from the record's
+SI value (4.16e10 B/s -> ``41.6``) or, for text cells (names, notes, sources), taken from the text itself; every
+number token of the output must be one of those (or a number of a header or of a line around the table), and every
+expected token must be shown at least as often as expected, except those of a column the output names as not shown.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections import Counter
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+from typer.testing import CliRunner
+
+import truepeak.cli.specs as specs_cli
+from truepeak.cli.app import app
+from truepeak.hardware import load_catalog
+from truepeak.hardware.lookup import get_accelerator
+from truepeak.report.load import Results
+from truepeak.units import UNITS_FOOTER
+
+WIDTHS = (80, 100, 120, None)  # None: piped
+
+#: A number as it is read on screen: a shape (4096x4096x18432), a number with thousands separators (62,914,560), a
+#: decimal with an optional exponent (41.6, 2.1e-03), optionally signed; never part of a word (bf16, sm_90, x16).
+TOKEN = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:x\d+)+|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?(?:e[-+]?\d+)?)(?!\w)")
+DROPPED = re.compile(r"not shown at (\d+) columns: (.*?); widen the terminal or pipe the output")
+
+
+def numbers(text: str) -> list[str]:
+    """The number tokens of ``text``, in order."""
+    return TOKEN.findall(text)
+
+
+def test_numbers_reads_whole_numbers_only():
+    assert numbers("41.6 GB/s, 4096x4096x18432, 62,914,560 B (60 MiB), bf16 sm_90 x16, 2.1e-03, -20.0 %, 503.…") == [
+        "41.6", "4096x4096x18432", "62,914,560", "60", "2.1e-03", "-20.0", "503"]
+
+
+def terminal(width: int) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, width=width, force_terminal=True, color_system=None, highlight=False), buf
+
+
+def console_at(width: int | None) -> tuple[Console, io.StringIO]:
+    """A terminal of ``width`` columns, or (None) a console on a file: not a terminal."""
+    if width is not None:
+        return terminal(width)
+    buf = io.StringIO()
+    return Console(file=buf, width=80, force_terminal=False, color_system=None, highlight=False), buf
+
+
+def check_shown(text: str, width: int | None, columns: dict[str, list[str]], around: list[str] = (),
+                droppable: set[str] = frozenset(), heading: str | None = None) -> list[str]:
+    """Check the rendered ``text`` of a table.
+
+    Args:
+        width: the terminal's width (no line may be wider), or None for piped output (no column may be left out).
+        columns: header -> the number tokens its cells must show (computed by the test).
+        around: lines printed around the table (title, footers): their numbers must show too.
+        droppable: the headers that may be left out (and named in the "not shown" line).
+        heading: the first column's header: a stacked layout shows that column's cells as headings, without it.
+
+    Returns:
+        The headers the output says it left out.
+    """
+    lines = text.splitlines()
+    if width is not None:
+        wide = [line for line in lines if cell_len(line) > width]
+        assert not wide, f"lines wider than {width}: {wide}"
+    assert "…" not in text, "an ellipsis: something was cut"
+    flat = " ".join(text.split())
+    found = DROPPED.search(flat)
+    dropped = [h for h in found.group(2).split(", ")] if found else []
+    if width is None:
+        assert not dropped, "piped output must show every column"
+    else:
+        assert set(dropped) <= droppable, f"left out a column that may not be: {dropped}"
+        if found:
+            assert found.group(1) == str(width)
+    for header in columns:
+        if header not in dropped and header != heading:
+            for word in header.split():
+                assert word in text, f"header {header!r} lost {word!r}"
+    want = [tok for header, toks in columns.items() if header not in dropped for tok in toks]
+    want += [tok for line in around for tok in numbers(line)]
+    got = Counter(numbers(text))
+    missing = Counter(want) - got
+    assert not missing, f"numbers not shown (cut or wrong): {dict(missing)}"
+    allowed = set(want) | set(numbers(" ".join(columns))) | ({str(width)} if found else set())
+    unexplained = sorted(set(got) - allowed)
+    assert not unexplained, f"numbers shown that no record holds (a cut number?): {unexplained}"
+    return dropped
+
+
+def text_tokens(*texts: str) -> list[str]:
+    return [tok for t in texts for tok in numbers(t)]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# truepeak specs
+
+
+def _one_decimal_or_4g(x: float) -> str:
+    """TFLOPS as the catalog columns print them (truepeak.units.fmt_rate): one decimal from 100 up, four significant
+    digits below (67 TFLOPS -> "67", 494.7 -> "494.7")."""
+    return f"{x:.1f}" if x >= 100 else f"{x:.4g}"
+
+
+def _strip(x: float, digits: int, min_digits: int = 0) -> str:
+    """At most ``digits`` decimals, trailing zeros dropped down to ``min_digits`` (4.800 TB/s -> "4.8")."""
+    text = f"{x:.{digits}f}"
+    head, _, tail = text.partition(".")
+    tail = tail.rstrip("0").ljust(min_digits, "0")
+    return f"{head}.{tail}" if tail else head
+
+
+def _list_expected() -> dict[str, list[str]]:
+    cols: dict[str, list[str]] = {h: [] for h in ("name", "key", "memory GB", "BW TB/s", "SMs/CUs", "bf16 TFLOPS",
+                                                  "fp8 TFLOPS", "fp4 TFLOPS", "TDP W")}
+    for a in load_catalog().accelerators:
+        cols["name"] += numbers(a.name)
+        cols["key"] += numbers(a.key)
+        if a.memory_bytes:
+            cols["memory GB"].append(_strip(a.memory_bytes.value / 1e9, 0))
+        if a.memory_bandwidth:
+            cols["BW TB/s"].append(_strip(a.memory_bandwidth.value / 1e12, 3, 1))
+        if a.sm_count:
+            cols["SMs/CUs"].append(str(a.sm_count.value))
+        for header, fmt in (("bf16 TFLOPS", "bf16"), ("fp8 TFLOPS", "fp8_e4m3"), ("fp4 TFLOPS", "nvfp4")):
+            if a.has_rate(fmt):
+                cols[header].append(_one_decimal_or_4g(a.peak(fmt).dense / 1e12))
+        if a.tdp_w:
+            cols["TDP W"].append(str(a.tdp_w.value))
+    return cols
+
+
+def _specs(monkeypatch, width: int | None, *args) -> str:
+    """``truepeak specs ARGS`` through the command's own code, on a terminal of ``width`` (None: through CliRunner,
+    whose stdout is not a terminal)."""
+    if width is None:
+        result = CliRunner().invoke(app, ["specs", *args])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+    con, buf = terminal(width)
+    monkeypatch.setattr(specs_cli, "_console", lambda: con)
+    name = args[0] if args and not args[0].startswith("-") else None
+    specs_cli.specs_command(name=name, sources="--sources" in args, as_json=False, claim=None)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_specs_list(monkeypatch, width):
+    text = _specs(monkeypatch, width)
+    dropped = check_shown(text, width, _list_expected(), droppable={"key"}, heading="name",
+                          around=[f"{specs_cli.FOOTER}. {specs_cli.LEGEND}."])
+    # hand-checked: the H200 SXM row of the catalog (141 GB, 4.8 TB/s, 132 SMs, 989.4 / 1978.9 dense, 700 W) and the
+    # RTX PRO 6000 Workstation's bf16 503.8 (printed "503.…" at 100 columns before)
+    for value in ("141", "4.8", "132", "989.4", "1978.9", "700", "503.8 †", "2015.2 †"):
+        assert value in text
+    if width is None:
+        assert "rtx-pro-6000-ws" in text and "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition" in text
+    if width == 100:  # natural width 165: the key (an alias) is left out, the numbers all stay
+        assert dropped == ["key"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("sources", [False, True])
+def test_specs_one_accelerator(monkeypatch, width, sources):
+    acc = get_accelerator("h200")
+    args = ["h200"] + (["--sources"] if sources else [])
+    text = _specs(monkeypatch, width, *args)
+    # the peaks by hand: FLOP/clk/SM x 132 SMs x 1.83 GHz (fp32 at its 1.98 GHz maximum: 67 as published)
+    peaks = {"dense TFLOPS": ["67", "494.7", "989.4", "989.4", "1978.9", "1978.9"],
+             "sparse (2:4) TFLOPS": ["989.4", "1979.0", "1979.0", "3958.0", "3958.0"],
+             "FLOP/clk/SM": ["256", "2048", "4096", "4096", "8192", "8192"],
+             "clock MHz": ["1980", "1830", "1830", "1830", "1830", "1830"],
+             "notes": ["1"]}
+    props = {"value": ["141", "4.8", "4.24", "132", "1830", "1980", "62,914,560", "60", "50", "232,448", "227",
+                       "700", "900", "5.0", "9.0"]}
+    text_cells = {"property": text_tokens("memory", "L2 cache", "TDP")}
+    if sources:
+        text_cells["source"] = text_tokens(*(p.source for p in acc.peaks), acc.memory_bytes.source,
+                                           acc.memory_bandwidth.source, acc.sm_count.source,
+                                           acc.boost_clock_hz.source, acc.max_clock_hz.source, acc.l2_bytes.source,
+                                           acc.smem_per_block_bytes.source, acc.tdp_w.source, acc.interconnect.source,
+                                           acc.architecture.source)
+    around = [acc.headline, *acc.sparse_headlines, *acc.notes, f"{specs_cli.FOOTER}. {specs_cli.LEGEND}.",
+              "[1] fp32: non-tensor FP32 is quoted at the 1980 MHz maximum clock: 132 SMs x 256 x 1.98 GHz = 66.9",
+              "h200, h200-sxm, h200 sxm, h200 141gb, h200-sxm-141gb"]
+    check_shown(text, width, {**peaks, **props, **text_cells}, around=around, droppable={"notes"})
+    if width == 80 and not sources:  # the regression: "dense T…" at 80 columns; now every header word is there
+        assert "dense" in text and "TFLOPS" in text and "sparse (2:4)" in text
+
+
