@@ -193,11 +193,26 @@ def test_specs_one_accelerator(monkeypatch, width, sources):
                                            acc.boost_clock_hz.source, acc.max_clock_hz.source, acc.l2_bytes.source,
                                            acc.smem_per_block_bytes.source, acc.tdp_w.source, acc.interconnect.source,
                                            acc.architecture.source)
+    catalog = load_catalog()
+    legend = [catalog.sources[k] for k in ("ML", "NET", "CUT", "CFE", "H200-MEAS")] if sources else []
     around = [acc.headline, *acc.sparse_headlines, *acc.notes, f"{specs_cli.FOOTER}. {specs_cli.LEGEND}.",
               "[1] fp32: non-tensor FP32 is quoted at the 1980 MHz maximum clock: 132 SMs x 256 x 1.98 GHz = 66.9",
-              "h200, h200-sxm, h200 sxm, h200 141gb, h200-sxm-141gb"]
+              "h200, h200-sxm, h200 sxm, h200 141gb, h200-sxm-141gb", *legend]
     check_shown(text, width, {**peaks, **props, **text_cells}, around=around, droppable={"notes"})
     if width == 80 and not sources:  # the regression: "dense T…" at 80 columns; now every header word is there
         assert "dense" in text and "TFLOPS" in text and "sparse (2:4)" in text
+    # --sources: each key the tables cite is explained under them (the [sources] table of accelerators.toml), and
+    # only those
+    if sources:
+        assert "source keys used above" in text
+        for key in ("ML", "NET", "CUT", "CFE", "H200-MEAS"):
+            assert catalog.sources[key].split()[0] in text
+        assert catalog.sources["PROWP"] not in " ".join(text.split())
+    else:
+        assert "source keys" not in text
 
 
+def test_source_keys_are_whole_words():
+    sources = {"ML": "a", "H200-MEAS": "b", "CAT": "c", "NET": "d"}
+    assert specs_cli.source_keys(["ML; H200-MEAS (NVML)", "HTML CATALOG ML-X NETWORK"], sources) == ["ML", "H200-MEAS"]
+    assert specs_cli.source_keys(["ML, NET"], sources) == ["ML", "NET"]

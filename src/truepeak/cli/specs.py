@@ -13,6 +13,7 @@ accelerator keys are documented in :func:`truepeak.hardware.catalog.accelerator_
 from __future__ import annotations
 
 import json
+import re
 from typing import Optional
 
 import typer
@@ -106,7 +107,7 @@ def specs_command(
             typer.echo(line)
         return
     console = _console()
-    for item in accelerator_view(acc, sources=sources):
+    for item in accelerator_view(acc, sources=load_catalog().sources if sources else None):
         if isinstance(item, Text):
             _line(console, item)
         else:
@@ -195,6 +196,14 @@ def sources_table(sources: dict[str, str]) -> TableData:
     return TableData([Column("key"), Column("source", wrap=True)], [[k, v] for k, v in sources.items()])
 
 
+def source_keys(texts, sources: dict[str, str]) -> list[str]:
+    """The keys of ``sources`` that the source strings ``texts`` cite, in the order of ``sources``: a key counts as a
+    whole word (``ML`` in ``"ML; datasheet ..."``, ``H200-MEAS`` in ``"H200-MEAS (NVML max SM clock)"``, never the
+    ``ML`` inside ``"HTML"`` or ``"ML-X"``)."""
+    joined = "\n".join(t for t in texts if t)
+    return [k for k in sources if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", joined)]
+
+
 def peaks_table(acc: Accelerator, *, sources: bool = False) -> tuple[TableData, list[str]]:
     """The peaks of one accelerator, dense and 2:4-sparse in separate, labelled columns; plus numbered notes. The
     note numbers are the column a narrow terminal leaves out first (the notes follow the table in full); the
@@ -272,21 +281,30 @@ def properties_table(acc: Accelerator, *, sources: bool = False) -> TableData:
     return TableData(cols, out)
 
 
-def accelerator_view(acc: Accelerator, *, sources: bool = False) -> list:
+def accelerator_view(acc: Accelerator, *, sources: dict[str, str] | None = None) -> list:
     """Everything ``truepeak specs NAME`` prints, in order: lines as :class:`rich.text.Text`, tables as
-    :class:`~truepeak.report.fit.TableData`."""
+    :class:`~truepeak.report.fit.TableData`. ``sources``: the catalog's ``[sources]`` table (key -> what it is) to show the source
+    columns and, under the tables, a legend of the keys they cite; None for no sources."""
     out: list = [Text(f"{acc.name}  ({acc.key})", style="bold")]
     if acc.headline:
         out.append(Text(f"headline: {acc.headline}"))
     if acc.sparse_headlines:
         figures = "; ".join(acc.sparse_headlines)
         out.append(Text(f"sparse (2:4) headline figures, never efficiency denominators: {figures}"))
-    peaks, notes = peaks_table(acc, sources=sources)
+    with_sources = sources is not None
+    peaks, notes = peaks_table(acc, sources=with_sources)
     out.append(Text("peaks (dense = efficiency denominator; sparse = 2:4 structured sparsity, display only)"))
     out.append(peaks)
     out.extend(Text(n) for n in notes)
     out.append(Text("memory, clocks, caches, power"))
-    out.append(properties_table(acc, sources=sources))
+    props = properties_table(acc, sources=with_sources)
+    out.append(props)
+    if with_sources:
+        cited = [row[-1] for row in peaks.rows] + [c for row in props.rows for c in row[1:]] + notes
+        keys = source_keys(cited, sources)
+        if keys:
+            out.append(Text("source keys used above"))
+            out.append(sources_table({k: sources[k] for k in keys}))
     for note in acc.notes:
         out.append(Text(f"note: {note}"))
     if acc.architecture.note:
