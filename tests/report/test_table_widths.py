@@ -216,3 +216,112 @@ def test_source_keys_are_whole_words():
     sources = {"ML": "a", "H200-MEAS": "b", "CAT": "c", "NET": "d"}
     assert specs_cli.source_keys(["ML; H200-MEAS (NVML)", "HTML CATALOG ML-X NETWORK"], sources) == ["ML", "H200-MEAS"]
     assert specs_cli.source_keys(["ML, NET"], sources) == ["ML", "NET"]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# truepeak run
+
+
+def _cpu_copy(rec: dict) -> dict:
+    """The new user's case: a CPU copy at 4.16e10 B/s = 41.6 GB/s (printed as "4" at 80 columns before)."""
+    out = json.loads(json.dumps(rec))
+    out["mode"] = "cpu"
+    out["derived"]["bytes_per_s"] = 4.16e10
+    out["derived"]["pct_bandwidth"] = None
+    return out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_run_table(three, width):
+    from truepeak.report.table import table_text
+
+    recs = [*three, _cpu_copy(three[0])]
+    text = table_text(recs, title="truepeak run: NVIDIA H200 (cuda)", width=width)
+    # by hand (tests/report/conftest.py): copy 2 GiB in 1 ms = 4295 GB/s, 89.5 % of 4800; bf16 16x4096x7168 in 40 us:
+    # 23.49 TFLOPS, 1477 GB/s, 2.37 % of dense, 30.8 % of roofline, 2.48 % at 1755 MHz; the CPU copy 41.6 GB/s
+    cols = {"shape (MxNxK)": ["2", "16x4096x7168", "8192x8192x8192", "2"], "time (µs)": ["1000", "40", "1000"],
+            "TFLOPS": ["23.49"], "GB/s": ["4295", "1477", "41.6"], "% dense peak": ["2.37"],
+            "% roofline": ["89.5", "30.8"], "% peak @ clock": ["2.48"],
+            "note": numbers("nvfp4 GEMM needs sm_100 or sm_120; this device is sm_90")}
+    dropped = check_shown(text, width, cols, around=[f"{UNITS_FOOTER}; mode: cpu, sustained"], droppable={"note"},
+                          heading="shape (MxNxK)")
+    assert "41.6" in text
+    if width is None:
+        assert not dropped and text.splitlines()[-1] == f"{UNITS_FOOTER}; mode: cpu, sustained"
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_run_on_a_cpu_end_to_end(capsys, monkeypatch, tmp_path, stub_timing, width):
+    """`truepeak run --quick --device cpu --mode both` at a terminal of ``width`` columns (rich reads TTY_COMPATIBLE
+    and COLUMNS) or piped, with stubbed timings (every GEMM 2 ms, every copy 5 ms): every number of the table is the
+    record's, formatted as its column documents (GB/s whole from 100 up, else 3 significant digits; TFLOPS 4
+    significant digits below 100; percentages 3 significant digits below 10)."""
+    pytest.importorskip("torch")
+    from truepeak.bench.records import read_records
+    from truepeak.cli.app import main
+
+    stub_timing(monkeypatch, gemm_s=2e-3, copy_s=5e-3)
+    if width is not None:
+        monkeypatch.setenv("TTY_COMPATIBLE", "1")
+        monkeypatch.setenv("COLUMNS", str(width))
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--quick", "--device", "cpu", "--out", str(tmp_path / "r"), "--no-progress", "--mode", "both"])
+    out, err = capsys.readouterr()
+    out = ANSI.sub("", out)
+    assert info.value.code == 0, err
+    records = read_records(tmp_path / "r" / "results.jsonl")
+    assert records and all(r["status"] == "ok" for r in records)
+
+    def pct(f):
+        return None if f is None else (f"{100 * f:.1f}" if 100 * f >= 10 else f"{100 * f:.3g}")
+
+    cols: dict[str, list[str]] = {h: [] for h in ("shape (MxNxK)", "time (ms)", "TFLOPS", "GB/s", "% dense peak",
+                                                  "% roofline", "note")}
+    from truepeak.report.table import table_rows
+
+    for r, row in zip(records, table_rows(records)[0]):
+        d = r["derived"]
+        cols["shape (MxNxK)"] += numbers(row["shape"])
+        cols["time (ms)"].append(f"{r['time_s'] * 1e3:.4g}")  # 2 ms a GEMM, 5 ms the copy
+        if d.get("flop_per_s"):
+            tf = d["flop_per_s"] / 1e12
+            cols["TFLOPS"].append(f"{tf:.1f}" if tf >= 100 else f"{tf:.4g}")
+        gb = d["bytes_per_s"] / 1e9
+        cols["GB/s"].append(f"{gb:.0f}" if gb >= 100 else f"{gb:.3g}")
+        for header, value in (("% dense peak", d.get("pct_dense")),
+                              ("% roofline", d.get("pct_bandwidth") if r["kind"] == "membw" else d.get("pct_roofline"))):
+            if pct(value) is not None:
+                cols[header].append(pct(value))
+        cols["note"] += numbers(row["note"])
+    title = next(line for line in out.splitlines() if "truepeak run:" in line)
+    check_shown(out, width, cols, around=[title, f"{UNITS_FOOTER}; mode: cpu"], droppable={"note"},
+                heading="shape (MxNxK)")
+    # a CPU run's output says nothing of burst, sustained or a peak at the SM clock: none of them is shown
+    for word in ("burst", "sustained", "@ clock", "SM clock"):
+        assert word not in out
+
+
+def test_the_check_fails_on_a_cut_number(three):
+    """The checker itself: the run table as rich rendered it before (no_wrap columns squeezed into 80 columns: the
+    GB/s column one cell wide, 41.6 shown as "4") fails it."""
+    from rich.table import Table
+
+    from truepeak.report.table import columns, table_rows
+
+    recs = [*three, _cpu_copy(three[0])]
+    rows, meta = table_rows(recs)
+    old = Table()
+    for cid, header in columns(meta):
+        old.add_column(header, no_wrap=cid != "note", overflow="fold")
+    for row in rows:
+        old.add_row(*(row[cid] for cid, _ in columns(meta)))
+    con, buf = terminal(80)
+    con.print(old)
+    text = buf.getvalue()
+    with pytest.raises(AssertionError, match="lost"):  # the headers are cut ("T" for TFLOPS) ...
+        check_shown(text, 80, {"GB/s": ["4295", "1477", "41.6"], "TFLOPS": ["23.49"]}, droppable={"note"})
+    with pytest.raises(AssertionError, match="cut"):  # ... and so are the numbers
+        check_shown(text, 80, {"": ["4295", "1477", "41.6", "23.49"]}, droppable={"note"})
