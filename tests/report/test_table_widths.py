@@ -325,3 +325,42 @@ def test_the_check_fails_on_a_cut_number(three):
         check_shown(text, 80, {"GB/s": ["4295", "1477", "41.6"], "TFLOPS": ["23.49"]}, droppable={"note"})
     with pytest.raises(AssertionError, match="cut"):  # ... and so are the numbers
         check_shown(text, 80, {"": ["4295", "1477", "41.6", "23.49"]}, droppable={"note"})
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# truepeak peak
+
+
+AT_CLOCK = 4096 * 132 * 1.98e9
+GPU_PEAKS = {"device": "NVIDIA H200", "device_kind": "cuda", "peaks": [
+    {"format": "bf16", "mode": "burst", "status": "ok", "shape": [4096, 4096, 18432], "flop_per_s": 839.0e12,
+     "pct_dense": 839.0e12 / 989.4e12, "peak_at_clock_flop_per_s": AT_CLOCK, "pct_at_clock": 839.0e12 / AT_CLOCK,
+     "sm_clock_median_hz": 1.98e9, "power_median_w": 699.6, "evaluations": 86, "elapsed_s": 60.2},
+    {"format": "bf16", "mode": "sustained", "status": "ok", "shape": [8192, 8192, 8192], "flop_per_s": 702.3e12,
+     "pct_dense": 702.3e12 / 989.4e12, "peak_at_clock_flop_per_s": 4096 * 132 * 1.455e9,
+     "pct_at_clock": 702.3e12 / (4096 * 132 * 1.455e9), "sm_clock_median_hz": 1.455e9, "power_median_w": 690.4,
+     "evaluations": 91, "elapsed_s": 61.0},
+    {"format": "int8", "mode": "burst", "status": "skipped", "reason": "no int8 kernel"}]}
+CPU_PEAKS = {"device": "AMD EPYC", "device_kind": "cpu", "peaks": [
+    {"format": "fp32", "mode": "cpu", "status": "ok", "shape": [1024, 1024, 1024], "flop_per_s": 5.295e10,
+     "pct_dense": 5.295e10 / 1.662e11, "evaluations": 5, "elapsed_s": 3.8}]}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_peak_table_on_a_gpu(width):
+    from truepeak.cli.peak import render_peaks
+
+    con, buf = console_at(width)
+    render_peaks(GPU_PEAKS, console=con)
+    text = buf.getvalue()
+    # 839.0 / 989.4 = 84.8 %; at 1980 MHz the peak is 4096 x 132 x 1.98e9 = 1070.5 TFLOPS, 839.0 / 1070.5 = 78.4 %;
+    # sustained 702.3 / 989.4 = 71.0 %, 4096 x 132 x 1.455e9 = 786.7, 702.3 / 786.7 = 89.3 %
+    cols = {"best shape MxNxK": ["4096x4096x18432", "8192x8192x8192"], "TFLOPS": ["839.0", "702.3"],
+            "% dense": ["84.8", "71.0"], "peak @ clock": ["1070.5", "786.7"], "% @ clock": ["78.4", "89.3"],
+            "SM MHz": ["1980", "1455"], "W": ["700", "690"], "shapes": ["86", "91"], "s": ["60", "61"]}
+    check_shown(text, width, cols, droppable={"s", "shapes"}, heading="format",
+                around=["TFLOPS = 1e12 FLOP/s (TOPS for int8)"])
+    flat = " ".join(text.split())
+    assert all(word in flat for word in ("skipped:", "no int8", "kernel"))  # the reason may wrap in its cell
+    assert "peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock" in flat
+    assert "burst = an idle gap" in flat and "sustained = back to back" in flat

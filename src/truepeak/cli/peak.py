@@ -80,18 +80,18 @@ def peak_command(
                err=True)
 
 
-def render_peaks(summary: dict, file=None) -> None:
+def render_peaks(summary: dict, file=None, console=None) -> None:
     """The answers as a table: format, mode, best shape, median TFLOPS, % of dense, peak at clock and %, clock, power,
     evaluations; skipped/failed rows say why. A column with no value in any row (SM MHz and W on a CPU, which has no
-    NVML clock or power reading; the peak at clock where no clock was sampled) is left out, not printed empty."""
+    NVML clock or power reading; the peak at clock where no clock was sampled) is left out, not printed empty. Printed
+    on ``console`` (default: a console on ``file``, default stdout), fitted to its width when it is a terminal, at the
+    natural width otherwise (:mod:`truepeak.report.fit`)."""
     from rich.console import Console
-    from rich.table import Table
 
+    from truepeak.report.fit import Column, print_line, print_table
     from truepeak.units import DASH, fmt_pct, fmt_rate
 
-    console = Console(file=file, highlight=False, soft_wrap=False)
-    if not console.is_terminal:  # piped or a file: do not wrap to 80 columns
-        console = Console(file=file, width=200, highlight=False, soft_wrap=False)
+    console = console or Console(file=file, highlight=False, soft_wrap=False)
     headers = ("format", "mode", "best shape MxNxK", "TFLOPS", "% dense", "peak @ clock", "% @ clock", "SM MHz", "W",
                "shapes", "s")
     rows: list[list[str]] = []
@@ -107,14 +107,16 @@ def render_peaks(summary: dict, file=None) -> None:
                      "-" if clk is None else f"{clk / 1e6:.0f}", "-" if pw is None else f"{pw:.0f}",
                      str(p.get("evaluations", "-")), f"{p.get('elapsed_s', 0):.0f}"])
     empty = {"", "-", DASH}
-    keep = [j for j, h in enumerate(headers)
-            if h in ("format", "mode", "best shape MxNxK") or any(r[j] not in empty for r in rows)]
-    t = Table(title=f"truepeak peak: {summary.get('device')} ({summary.get('device_kind')})")
-    for j in keep:
-        t.add_column(headers[j], justify="left" if headers[j] in ("format", "mode", "best shape MxNxK") else "right")
-    for r in rows:
-        t.add_row(*(r[j] for j in keep))
-    console.print(t)
-    console.print("TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape; % dense = of the DENSE "
-                  "spec peak; peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock. burst = an idle gap before "
-                  "each GEMM (comparable with mamf-finder); sustained = back to back (a serving GPU).")
+    text_columns = ("format", "mode", "best shape MxNxK")
+    keep = [j for j, h in enumerate(headers) if h in text_columns or any(r[j] not in empty for r in rows)]
+    # the best shape column holds a skipped row's reason: it may wrap (a shape has no space, so it never does)
+    # the shapes tried and the seconds spent are bookkeeping: left out first when a terminal is too narrow
+    bookkeeping = {"s": 0, "shapes": 1}
+    cols = [Column(headers[j], numeric=headers[j] not in text_columns, wrap=headers[j] == "best shape MxNxK",
+                   drop=headers[j] in bookkeeping, priority=bookkeeping.get(headers[j], 0)) for j in keep]
+    print_table(console, cols, [[r[j] for j in keep] for r in rows],
+                title=f"truepeak peak: {summary.get('device')} ({summary.get('device_kind')})")
+    print_line(console, "TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape; % dense = of "
+                        "the DENSE spec peak; peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock. burst = an "
+                        "idle gap before each GEMM (comparable with mamf-finder); sustained = back to back (a serving "
+                        "GPU).")
