@@ -364,3 +364,23 @@ def test_peak_table_on_a_gpu(width):
     assert all(word in flat for word in ("skipped:", "no int8", "kernel"))  # the reason may wrap in its cell
     assert "peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock" in flat
     assert "burst = an idle gap" in flat and "sustained = back to back" in flat
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_peak_table_on_a_cpu_explains_only_what_it_shows(width):
+    """Regression: on a CPU the footer explained the peak @ clock and burst / sustained, none of them shown."""
+    from truepeak.cli.peak import render_peaks
+
+    con, buf = console_at(width)
+    render_peaks(CPU_PEAKS, console=con)
+    text = buf.getvalue()
+    # 5.295e10 FLOP/s = 0.05295 TFLOPS (four significant digits), 31.9 % of 0.1662
+    check_shown(text, width, {"best shape MxNxK": ["1024x1024x1024"], "TFLOPS": ["0.05295"], "% dense": ["31.9"],
+                              "shapes": ["5"], "s": ["4"]}, droppable={"s", "shapes"}, heading="format",
+                around=["TFLOPS = 1e12 FLOP/s (TOPS for int8)"])
+    flat = " ".join(text.split())
+    assert flat.endswith("TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape; % dense = of the "
+                         "DENSE spec peak. cpu = the host timer around back-to-back calls (a CPU has no burst or "
+                         "sustained mode).")
+    for gpu_only in ("peak @ clock", "SM MHz", "burst =", "sustained =", "mamf-finder"):
+        assert gpu_only not in flat

@@ -80,12 +80,25 @@ def peak_command(
                err=True)
 
 
+#: The footer's sentence per column it explains: a sentence is printed only when its column is shown.
+PEAK_FOOTERS = {
+    "% dense": "% dense = of the DENSE spec peak",
+    "peak @ clock": "peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock",
+}
+#: The footer's sentence per mode, printed only when a row was measured in that mode.
+MODE_FOOTERS = {
+    "burst": "burst = an idle gap before each GEMM (comparable with mamf-finder)",
+    "sustained": "sustained = back to back (a serving GPU)",
+    "cpu": "cpu = the host timer around back-to-back calls (a CPU has no burst or sustained mode)",
+}
+
+
 def render_peaks(summary: dict, file=None, console=None) -> None:
     """The answers as a table: format, mode, best shape, median TFLOPS, % of dense, peak at clock and %, clock, power,
     evaluations; skipped/failed rows say why. A column with no value in any row (SM MHz and W on a CPU, which has no
-    NVML clock or power reading; the peak at clock where no clock was sampled) is left out, not printed empty. Printed
-    on ``console`` (default: a console on ``file``, default stdout), fitted to its width when it is a terminal, at the
-    natural width otherwise (:mod:`truepeak.report.fit`)."""
+    NVML clock or power reading; the peak at clock where no clock was sampled) is left out, not printed empty, and the
+    footer explains only the columns and modes shown. Printed on ``console`` (default: a console on ``file``, default
+    stdout), fitted to its width when it is a terminal, at the natural width otherwise (:mod:`truepeak.report.fit`)."""
     from rich.console import Console
 
     from truepeak.report.fit import Column, print_line, print_table
@@ -116,7 +129,9 @@ def render_peaks(summary: dict, file=None, console=None) -> None:
                    drop=headers[j] in bookkeeping, priority=bookkeeping.get(headers[j], 0)) for j in keep]
     print_table(console, cols, [[r[j] for j in keep] for r in rows],
                 title=f"truepeak peak: {summary.get('device')} ({summary.get('device_kind')})")
-    print_line(console, "TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape; % dense = of "
-                        "the DENSE spec peak; peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock. burst = an "
-                        "idle gap before each GEMM (comparable with mamf-finder); sustained = back to back (a serving "
-                        "GPU).")
+    shown = {headers[j] for j in keep}
+    modes = {p.get("mode") for p in summary.get("peaks", []) if p.get("status") == "ok"}
+    columns_said = ["TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape"]
+    columns_said += [text for col, text in PEAK_FOOTERS.items() if col in shown]
+    modes_said = [text for mode, text in MODE_FOOTERS.items() if mode in modes]
+    print_line(console, ". ".join(x for x in ("; ".join(columns_said), "; ".join(modes_said)) if x) + ".")
