@@ -384,3 +384,45 @@ def test_peak_table_on_a_cpu_explains_only_what_it_shows(width):
                          "sustained mode).")
     for gpu_only in ("peak @ clock", "SM MHz", "burst =", "sustained =", "mamf-finder"):
         assert gpu_only not in flat
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# truepeak comm
+
+
+def _collective(op, nbytes, count, mode, time_s, busbw_factor=1.0):
+    algbw = nbytes / time_s
+    return {"kind": "collective", "status": "ok", "mode": mode, "backend": "gloo", "format": "bf16", "time_s": time_s,
+            "workload": {"op": op, "bytes": nbytes, "count": count, "dtype": "bf16", "n_ranks": 2},
+            "derived": {"algbw_B_per_s": algbw, "busbw_B_per_s": algbw * busbw_factor},
+            "correctness": {"wrong": 0, "checked": count, "passed": True},
+            "run_config": {"n_ranks": 2, "backend": "gloo", "iters": 20, "warmup": 5}, "env": {"cpu": "AMD EPYC"}}
+
+
+COMM = [
+    # all_reduce on 2 ranks: busbw = algbw x 2(n-1)/n = algbw. 1 KiB in 700 us: 1024 / 7e-4 = 1.463e6 B/s = 0.00146
+    # GB/s; 1 MiB (524,288 bf16) in 200 us: 5.243e9 B/s = 5.24 GB/s; graph replays 650 us and 180 us: 0.00158, 5.83
+    _collective("all_reduce", 1024, 512, "eager", 7e-4), _collective("all_reduce", 2**20, 2**19, "eager", 2e-4),
+    _collective("all_reduce", 1024, 512, "graph", 6.5e-4), _collective("all_reduce", 2**20, 2**19, "graph", 1.8e-4),
+    {"kind": "collective_fit", "status": "ok", "mode": "eager",
+     "workload": {"op": "all_reduce", "n_ranks": 2, "min_bytes": 1024, "max_bytes": 2**20},
+     "derived": {"alpha_s": 6.98e-4, "busbw_B_per_s": 5.3e9, "points": 2, "max_rel_residual": 0.04}},
+]
+ALGOS = {"all_reduce|1024": {"algo": "Ring", "proto": "LL"}, "all_reduce|1048576": {"algo": "Ring", "proto": "LL128"}}
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_comm_tables(width):
+    from truepeak.comm.render import render_tables
+
+    con, buf = console_at(width)
+    render_tables(COMM, ALGOS, console=con)
+    text = buf.getvalue()
+    cols = {"S": ["1", "1"], "count": ["512", "524288"], "eager µs": ["700", "200"],
+            "graph µs": ["650", "180"], "algbw": ["0.00146", "5.24", "0.00158", "5.83"],
+            "busbw": ["0.00146", "5.24", "0.00158", "5.83"], "#wrong": ["0"] * 4, "NCCL algo/proto": [],
+            # the fit: α 698 µs, busbw 5.30 GB/s, 2 points, 4 % max residual, sizes 1 KiB–1 MiB
+            "α µs": ["698"], "busbw GB/s": ["5.30"], "points": ["2"], "max resid.": ["4"], "sizes": ["1", "1"]}
+    around = ["truepeak comm: 2 ranks, gloo, bf16, 20 iters after 5 warm-up; AMD EPYC",
+              "time per call in µs; algbw, busbw in GB/s = 1e9 B/s; S = nccl-tests total size"]
+    check_shown(text, width, cols, around=around, droppable={"NCCL algo/proto", "sizes"}, heading="S")
