@@ -426,3 +426,34 @@ def test_comm_tables(width):
     around = ["truepeak comm: 2 ranks, gloo, bf16, 20 iters after 5 warm-up; AMD EPYC",
               "time per call in µs; algbw, busbw in GB/s = 1e9 B/s; S = nccl-tests total size"]
     check_shown(text, width, cols, around=around, droppable={"NCCL algo/proto", "sizes"}, heading="S")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# truepeak compare
+
+
+def _timed(rec: dict, time_s: float, rel_iqr: float) -> dict:
+    out = json.loads(json.dumps(rec))
+    out["time_s"] = time_s
+    out["measurement"] = {**out["measurement"], "steady_median_s": time_s, "steady_rel_iqr": rel_iqr}
+    return out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_compare_table(three, width):
+    from truepeak.report.compare import compare, compare_text, matching_line
+
+    a = Results(records=[_timed(three[0], 1e-3, 0.001), _timed(three[1], 40e-6, 0.02), three[2]],
+                sources=["a.jsonl"] * 3, files=["a.jsonl"])
+    b = Results(records=[_timed(three[0], 1.003e-3, 0.001), _timed(three[1], 32e-6, 0.03), three[2]],
+                sources=["b.jsonl"] * 3, files=["b.jsonl"])
+    c = compare(a, b)
+    text = compare_text(c, width=width)
+    # copy: 1 ms -> 1.003 ms, B/A = 1 / 1.003 = 0.997, +0.3 %, noise max(0.1 %, 1 % floor) = 1 %;
+    # decode: 40 -> 32 us, B/A = 1.250, -20.0 %, noise min(2 %, 3 %) = 2 %
+    cols = {"case": text_tokens(*(r.case for r in c.rows)), "time A": ["1", "40"], "time B": ["1.003", "32"],
+            "B/A": ["0.997", "1.250"], "change": ["0.3", "-20.0"], "noise": ["1", "2"],
+            "note": text_tokens(*(r.note for r in c.rows))}
+    around = ["A: a.jsonl (NVIDIA H200)", "B: b.jsonl (NVIDIA H200)", "1 faster, 1 same, 1 not ok", matching_line(c),
+              "noise = max(min(IQR/median of A, of B), 1 %)"]
+    check_shown(text, width, cols, around=around, droppable={"note"})
