@@ -457,3 +457,84 @@ def test_compare_table(three, width):
     around = ["A: a.jsonl (NVIDIA H200)", "B: b.jsonl (NVIDIA H200)", "1 faster, 1 same, 1 not ok", matching_line(c),
               "noise = max(min(IQR/median of A, of B), 1 %)"]
     check_shown(text, width, cols, around=around, droppable={"note"})
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# truepeak moe plan / moe bench
+
+
+@pytest.fixture(scope="module")
+def deepseek_plan():
+    from truepeak.moe.config import load_model
+    from truepeak.moe.layout import parse_layout, parse_layouts
+    from truepeak.moe.plan import compare, plan
+
+    mdl, acc = load_model("deepseek-v3"), get_accelerator("h200")
+    layouts = parse_layouts("tp8,ep8,dp8ep8,tp4pp2")
+    batches = [1, 8, 64, 512]
+    return plan(mdl, acc, parse_layout("tp8"), 1), compare(mdl, acc, layouts, batches), layouts, batches
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_moe_plan_ops_table(deepseek_plan, width):
+    from truepeak.cli.moe import render_plan
+
+    p = deepseek_plan[0]
+    lines = render_plan(p, width)
+    table = "\n".join(lines[lines.index("  ops on one GPU of the slowest stage, per step:") + 1:])
+    # the op's values at the precision the table documents: µs per call and ms per step 4 significant digits, FLOP/B 3
+    cols = {"op": text_tokens(*(op.name for op in p.ops)), "calls": [str(op.calls) for op in p.ops],
+            "µs/call": [f"{op.time_s * 1e6:.4g}" for op in p.ops], "ms/step": [f"{op.total_s * 1e3:.4g}" for op in p.ops],
+            "FLOP/B": [f"{op.intensity:.3g}" for op in p.ops if op.intensity is not None],
+            "shape": text_tokens(*(op.shape for op in p.ops))}
+    check_shown(table, width, cols, droppable={"time from", "group", "shape"}, heading="op")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_moe_plan_what_if_table(deepseek_plan, width):
+    from truepeak.cli.moe import render_compare
+
+    _, cells, layouts, batches = deepseek_plan
+    text = "\n".join(render_compare(cells, layouts, batches, width))
+    cols: dict[str, list[str]] = {"parallelism": text_tokens(*(lay.describe() for lay in layouts))}
+    for cell in cells:
+        t = cell.plan.tokens_per_s  # tokens/s: whole from 100 up, else 4 significant digits
+        cols.setdefault(f"b={cell.batch}", []).append(f"{t:.0f}" if t >= 100 else f"{t:.4g}")
+    assert all(len(cols[f"b={b}"]) == len(layouts) for b in batches)
+    check_shown(text, width, cols, heading="layout")
+
+
+def test_moe_plan_cli_piped_keeps_the_natural_table():
+    r = CliRunner().invoke(app, ["moe", "plan", "--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8"])
+    assert r.exit_code == 0, r.output
+    header = next(line for line in r.stdout.splitlines() if line.strip().startswith("op "))
+    assert header.split() == ["op", "group", "calls", "µs/call", "ms/step", "bound", "FLOP/B", "shape", "time", "from"]
+    assert "not shown" not in r.stdout
+
+
+def _bench_record(fmt, tpe, backend, status="ok", reason=""):
+    rec = {"kind": "moe_experts", "status": status, "reason": reason, "backend": backend,
+           "workload": {"weights_format": fmt, "tokens_per_expert": tpe, "activations": "e4m3"}}
+    if status == "ok":
+        # 41.5 us; 162.3 MB of active experts / 41.5e-6 s = 3.911e12 B/s = 3.911 TB/s = 91.2 % of a 4.288 TB/s read;
+        # 51.2 GFLOP / 41.5e-6 s = 1.2 TFLOPS (one decimal)
+        rec["derived"] = {"time_s": 41.5e-6, "bytes_per_s": 162.3e6 / 41.5e-6, "pct_read_bandwidth":
+                          162.3e6 / 41.5e-6 / 4.288e12, "flop_per_s": 51.2e6 / 41.5e-6,
+                          "read_bandwidth_bps": 4.288e12}
+        rec["correctness"] = {"max_rel_error": 2.1e-3}
+    return rec
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_moe_bench_table(width):
+    from truepeak.cli.moe_bench import render
+
+    recs = [_bench_record("fp8", 16, "triton"), _bench_record("fp8", 16, "grouped_mm"),
+            _bench_record("nvfp4", 16, "triton", "skipped",
+                          "nvfp4 weights need the dequant kernel on sm_90 or the block-scaled one on sm_100 / sm_120")]
+    text = "\n".join(render(recs, width))
+    cols = {"tok/exp": ["16"] * 3, "time µs": ["41.5"] * 2, "TB/s": ["3.911"] * 2, "% read bw": ["91.2"] * 2,
+            "TFLOPS": ["1.2"] * 2, "error / status": ["2.1e-03"] * 2 + numbers(recs[2]["reason"])}
+    check_shown(text, width, cols, around=["read bandwidth measured in this run: 4.288 TB/s; TB/s = 1e12 B/s"],
+                heading="weights")
+
