@@ -50,7 +50,7 @@ def test_no_clock_column_without_a_clock(three):
 
 
 def test_table_text_has_the_footer_on_one_line(three):
-    text = table_text(three, title="t", width=120)
+    text = table_text(three, title="t")  # not a terminal: natural width, every footer whole
     assert f"{UNITS_FOOTER}; mode: sustained" in text.splitlines()
     for header in ("shape (MxNxK)", "format", "time (µs)", "TFLOPS", "GB/s", "% dense peak", "% roofline", "bound",
                    "% peak @ clock", "status"):
@@ -86,8 +86,12 @@ def test_records_of_schema_1_are_refused(three):
 def test_an_interrupted_runs_line_ends_the_footer(three):
     line = interrupted_line(2, 4, "truepeak run --resume --out r --device cpu --quick")
     assert line == "Interrupted after 2 of 4 cases; continue with: truepeak run --resume --out r --device cpu --quick"
-    text = table_text(three[:2], notice=line, width=60)  # never wrapped to the table's width
+    text = table_text(three[:2], notice=line)  # not a terminal: never wrapped
     assert text.splitlines()[-2:] == [f"{UNITS_FOOTER}; mode: sustained", line]
+    # a terminal of 60 columns: wrapped at spaces to 60, not to the table's width, and the notice last
+    narrow = table_text(three[:2], notice=line, width=60).splitlines()
+    assert max(len(x) for x in narrow) <= 60
+    assert " ".join(x.strip() for x in narrow[-2:]) == line  # the notice in two lines, after the footer
     assert line not in table_text(three[:2])
 
 
@@ -113,7 +117,7 @@ def test_mode_column_only_when_a_run_holds_two_modes(three):
     assert [h for _, h in columns(meta)][:4] == ["shape (MxNxK)", "format", "mode", "time (µs)"]
     assert [(r["shape"], r["mode"], r["time"]) for r in rows] == [("16x4096x7168", "sustained", "40"),
                                                                    ("16x4096x7168", "burst", "32")]
-    text = table_text(both, width=200)
+    text = table_text(both)
     assert "mode: burst, sustained" in text
     # one mode: no column (the footer names it)
     assert "mode" not in dict(columns(table_rows(three)[1]))

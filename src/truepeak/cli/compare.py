@@ -46,4 +46,6 @@ def compare_command(
     if as_json:
         typer.echo(compare_json(result))
     else:
-        typer.echo(compare_text(result, all_rows=not changed), nl=False)
+        from truepeak.report.fit import stdout_width
+
+        typer.echo(compare_text(result, width=stdout_width(), all_rows=not changed), nl=False)

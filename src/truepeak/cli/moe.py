@@ -127,14 +127,18 @@ def _detect_gpu() -> str | None:
 # Rendering (text)
 # ----------------------------------------------------------------------------------------------------------------------
 
-def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> list[str]:
-    """Plain aligned text table; columns in ``right`` are right-aligned."""
-    right = right or set()
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)] if rows else [len(h) for h in headers]
-    def fmt(cells):
-        return "  ".join(str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in
-                         enumerate(zip(cells, widths))).rstrip()
-    return [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None, *, width: int | None = None,
+          wrap: set[int] | None = None, drop: dict[int, int] | None = None, indent: str = "") -> list[str]:
+    """Plain aligned text table (a header, a row of dashes, the rows; columns two spaces apart), fitted into ``width``
+    terminal columns by :func:`truepeak.report.fit.fit_lines` (None: not a terminal, the natural width). Columns in
+    ``right`` are right-aligned numbers, never wrapped; columns in ``wrap`` wrap at spaces; ``drop`` maps the columns
+    a narrow terminal may leave out to their priority (lowest first)."""
+    from truepeak.report.fit import Column, fit_lines
+
+    right, wrap, drop = right or set(), wrap or set(), drop or {}
+    cols = [Column(h, numeric=i in right, wrap=i in wrap, drop=i in drop, priority=drop.get(i, 0))
+            for i, h in enumerate(headers)]
+    return fit_lines(cols, [[str(c) for c in r] for r in rows], width, indent=indent)
 
 
 def _rate(x: float) -> str:
@@ -154,8 +158,10 @@ def _gb(b: float) -> str:
     return f"{b / 1e9:.4g} GB"
 
 
-def render_plan(p) -> list[str]:
-    """The lines of one plan (one batch size)."""
+def render_plan(p, width: int | None = None) -> list[str]:
+    """The lines of one plan (one batch size); the ops table fitted into ``width`` terminal columns (None: the
+    natural width; :mod:`truepeak.report.fit`): where it must, it leaves out where each time came from, the op group
+    and the shape, in that order."""
     from truepeak.moe.ops import GROUP_WORDS
 
     lines = [f"batch {p.batch}, context {p.context} (layout {p.layout.name}: {p.layout.describe()})"]
@@ -198,9 +204,8 @@ def render_plan(p) -> list[str]:
         rows.append([op.name, op.group, str(op.calls), f"{op.time_s * 1e6:.4g}", _ms(op.total_s), op.bound,
                      "-" if ai is None else f"{ai:.3g}", op.shape, "measured" if op.measured else
                      ("α–β" if op.group == "communication" else "roofline")])
-    for line in table(["op", "group", "calls", "µs/call", "ms/step", "bound", "FLOP/B", "shape", "time from"], rows,
-                      right={2, 3, 4, 6}):
-        lines.append("    " + line)
+    lines += table(["op", "group", "calls", "µs/call", "ms/step", "bound", "FLOP/B", "shape", "time from"], rows,
+                   right={2, 3, 4, 6}, wrap={0, 7}, drop={8: 0, 1: 1, 7: 2}, width=width, indent="    ")
     if p.bubble_s > 0:
         lines.append(f"    pipeline bubble: {_ms(p.bubble_s)} ms (fewer micro-batches than stages)")
     return lines
@@ -281,8 +286,9 @@ def render_tuned(p) -> list[str]:
     return lines
 
 
-def render_compare(cells, layouts, batches) -> list[str]:
-    """The what-if table: one row per layout, one column per batch; cells tokens/s total."""
+def render_compare(cells, layouts, batches, width: int | None = None) -> list[str]:
+    """The what-if table: one row per layout, one column per batch; cells tokens/s total; fitted into ``width``
+    terminal columns (None: the natural width; :mod:`truepeak.report.fit`)."""
     by = {(c.layout, c.batch): c for c in cells}
     rows = []
     errors = []
@@ -302,9 +308,11 @@ def render_compare(cells, layouts, batches) -> list[str]:
             row.append(f"{_rate(p.tokens_per_s)}{mark}")
         rows.append(row)
     lines = ["what-if: output tokens/s (all GPUs), layout x batch"]
-    lines += ["  " + l for l in table(["layout", "parallelism", *[f"b={b}" for b in batches]], rows,
-                                      right=set(range(2, 2 + len(batches))))]
-    lines.append("  * does not fit in GPU memory at that batch and context   ! communication is over half the step")
+    lines += table(["layout", "parallelism", *[f"b={b}" for b in batches]], rows,
+                   right=set(range(2, 2 + len(batches))), wrap={1}, width=width, indent="  ")
+    legend = ["* does not fit in GPU memory at that batch and context", "! communication is over half the step"]
+    one_line = "  " + "   ".join(legend)
+    lines += [one_line] if width is None or len(one_line) <= width else ["  " + x for x in legend]
     for e in errors:
         lines.append(f"  n/a: {e}")
     return lines
@@ -333,8 +341,10 @@ def plan_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON (SI units) instead of text."),
 ) -> None:
     try:
+        from truepeak.report.fit import stdout_width
+
         lines, warnings = _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing,
-                                compare, measured, interconnect, as_json)
+                                compare, measured, interconnect, as_json, width=stdout_width())
     except TruepeakError as exc:
         raise fail(str(exc), exc.exit_code) from None
     for w in warnings:
@@ -344,8 +354,9 @@ def plan_cmd(
 
 
 def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing, compare, measured,
-          interconnect, as_json) -> tuple[list[str], list[str]]:
-    """Validate, plan, render: the lines to print and the warnings (module docstring)."""
+          interconnect, as_json, width: int | None = None) -> tuple[list[str], list[str]]:
+    """Validate, plan, render: the lines to print and the warnings (module docstring); tables fitted into ``width``
+    terminal columns (None: not a terminal)."""
     from truepeak.hardware.lookup import get_accelerator
     from truepeak.moe.config import load_model
     from truepeak.moe.layout import parse_layout, parse_layouts
@@ -411,10 +422,10 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
         return [json.dumps(doc, indent=2)], warnings
     lines = [mdl.summary()] + render_header(plans[0], tables) + [""]
     for p in plans:
-        lines += render_plan(p) + [""]
+        lines += render_plan(p, width) + [""]
     lines += render_tuned(plans[0])
     if cells is not None:
-        lines += [""] + render_compare(cells, layouts, cmp_batches)
+        lines += [""] + render_compare(cells, layouts, cmp_batches, width)
     lines.append("")
     lines.append("Roofline time per op = max(FLOP / dense peak, bytes / memory bandwidth); collectives α + S·factor / "
                  "busbw (nccl-tests); no compute/communication overlap. GB = 1e9 B, GB/s = 1e9 B/s, TFLOPS = 1e12 "

@@ -9,6 +9,7 @@ table (or ``--json``) and an optional plot beside the records. Registered on the
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -52,25 +53,43 @@ def _names(text: str, what: str, example: str) -> list[str]:
     return [p.lower() for p in comma_items(text, what, example)]
 
 
-def render(records: list[dict]) -> list[str]:
-    """One line per record: format, tokens per expert, backend, µs, TB/s, % read bandwidth, TFLOPS, error/status."""
-    lines = [f"{'weights':9s} {'tok/exp':>7s} {'backend':11s} {'time µs':>9s} {'TB/s':>6s} {'% read bw':>9s} "
-             f"{'TFLOPS':>7s}  error / status"]
-    for r in records:
-        w = r["workload"]
-        head = f"{w['weights_format']:9s} {w['tokens_per_expert']:>7g} {r['backend']:11s}"
-        if r["status"] == "ok":
-            d = r["derived"]
-            acts = w.get("activations")
-            acts = f"  ({acts})" if acts and w["weights_format"] != "bf16" else ""
-            lines.append(f"{head} {d['time_s'] * 1e6:9.1f} {d['bytes_per_s'] / 1e12:6.3f} "
-                         f"{100 * d['pct_read_bandwidth']:8.1f}% {d['flop_per_s'] / 1e12:7.1f}  "
-                         f"{r['correctness']['max_rel_error']:.1e}{acts}")
-        else:
-            lines.append(f"{head} {r['status']}: {r['reason']}")
+#: The table's columns: headers, and which are numbers (right-aligned, never wrapped).
+COLUMNS = (("weights", False), ("tok/exp", True), ("backend", False), ("time µs", True), ("TB/s", True),
+           ("% read bw", True), ("TFLOPS", True), ("error / status", False))
+
+
+def row_cells(r: dict) -> list[str]:
+    """One record's cells: format, tokens per expert, backend, µs, TB/s, % read bandwidth, TFLOPS, then the error
+    against the reference (with the activations that ran) or the status and its reason."""
+    w = r["workload"]
+    head = [w["weights_format"], f"{w['tokens_per_expert']:g}", r["backend"]]
+    if r["status"] != "ok":
+        return head + ["-"] * 4 + [f"{r['status']}: {r['reason']}"]
+    d = r["derived"]
+    acts = w.get("activations")
+    acts = f"  ({acts})" if acts and w["weights_format"] != "bf16" else ""
+    return head + [f"{d['time_s'] * 1e6:.1f}", f"{d['bytes_per_s'] / 1e12:.3f}", f"{100 * d['pct_read_bandwidth']:.1f}",
+                   f"{d['flop_per_s'] / 1e12:.1f}", f"{r['correctness']['max_rel_error']:.1e}{acts}"]
+
+
+def progress_line(r: dict) -> str:
+    """One record as a progress line on stderr (the cells two spaces apart)."""
+    return "  ".join(row_cells(r))
+
+
+def render(records: list[dict], width: int | None = None) -> list[str]:
+    """The table, one row per record (:func:`row_cells`), fitted into ``width`` terminal columns (None: not a
+    terminal, the natural width; :mod:`truepeak.report.fit`; the error / status text wraps at spaces), then the read
+    bandwidth the run measured."""
+    from truepeak.report.fit import Column, fit_lines
+
+    cols = [Column(h, numeric=num, wrap=h == "error / status") for h, num in COLUMNS]
+    lines = fit_lines(cols, [row_cells(r) for r in records], width)
     if records and records[0].get("derived"):
-        lines.append(f"read bandwidth measured in this run: {records[0]['derived']['read_bandwidth_bps'] / 1e12:.3f} "
-                     "TB/s; TB/s = 1e12 B/s of the weights of experts that received tokens (values + scales)")
+        footer = (f"read bandwidth measured in this run: {records[0]['derived']['read_bandwidth_bps'] / 1e12:.3f} "
+                  "TB/s; TB/s = 1e12 B/s of the weights of experts that received tokens (values + scales)")
+        lines += [footer] if width is None else textwrap.wrap(footer, width, break_long_words=False,
+                                                              break_on_hyphens=False)
     return lines
 
 
@@ -120,7 +139,7 @@ def bench(
 
         def progress(rec: dict) -> None:
             if not as_json:
-                typer.echo(render([rec])[1], err=True)
+                typer.echo(progress_line(rec), err=True)
 
         records = moe.run_bench(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
                                 backends=bks, out_path=str(records_path), budget_s=budget, progress=progress,
@@ -134,7 +153,9 @@ def bench(
         for r in records:
             typer.echo(json.dumps(r))
     else:
-        typer.echo("\n".join(render(records)))
+        from truepeak.report.fit import stdout_width
+
+        typer.echo("\n".join(render(records, stdout_width())))
     typer.echo(f"records: {records_path}", err=True)
     if plot_path is not None:
         typer.echo(f"plot: {plot_path}", err=True)
@@ -142,4 +163,4 @@ def bench(
 
 moe_app.command("bench", help=HELP)(bench)    # the `truepeak moe` sub-app lives in cli/moe.py (the planner's)
 
-__all__ = ["bench", "render", "HELP"]
+__all__ = ["bench", "render", "row_cells", "progress_line", "COLUMNS", "HELP"]

@@ -134,20 +134,33 @@ def resume_command(out_dir: str | Path, device: str = "auto", formats: Optional[
     return shlex.join(argv)
 
 
-def render_peaks(summary: dict, file=None, notice: Optional[str] = None) -> None:
+#: The footer's sentence per column it explains: a sentence is printed only when its column is shown.
+PEAK_FOOTERS = {
+    "% dense": "% dense = of the DENSE spec peak",
+    "peak @ clock": "peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock",
+}
+#: The footer's sentence per mode, printed only when a row was measured in that mode.
+MODE_FOOTERS = {
+    "burst": "burst = an idle gap before each GEMM (comparable with mamf-finder)",
+    "sustained": "sustained = back to back (a serving GPU)",
+    "cpu": "cpu = the host timer around back-to-back calls (a CPU has no burst or sustained mode)",
+}
+
+
+def render_peaks(summary: dict, file=None, console=None, notice: Optional[str] = None) -> None:
     """The answers as a table: format, mode, best shape, median TFLOPS, % of dense, peak at clock and %, clock, power,
     evaluations; skipped/failed rows say why; an interrupted search's row shows its best so far (its shape marked
-    "best so far", and "not re-measured" when it is a first-pass value) or why it has none. A column with no value
-    in any row (SM MHz and W on a CPU, which has no NVML clock or power reading; the peak at clock where no clock was
-    sampled) is left out, not printed empty. ``notice`` (an interrupted run's line) is printed below the footer."""
+    "best so far", and "not re-measured" when it is a first-pass value) or why it has none. A column with no value in any row (SM MHz and W on a CPU, which has no
+    NVML clock or power reading; the peak at clock where no clock was sampled) is left out, not printed empty, and the
+    footer explains only the columns and modes shown. Printed on ``console`` (default: a console on ``file``, default
+    stdout), fitted to its width when it is a terminal, at the natural width otherwise (:mod:`truepeak.report.fit`).
+    ``notice`` (an interrupted run's line) is printed below the footer."""
     from rich.console import Console
-    from rich.table import Table
 
+    from truepeak.report.fit import Column, print_line, print_table
     from truepeak.units import DASH, fmt_pct, fmt_rate
 
-    console = Console(file=file, highlight=False, soft_wrap=False)
-    if not console.is_terminal:  # piped or a file: do not wrap to 80 columns
-        console = Console(file=file, width=200, highlight=False, soft_wrap=False)
+    console = console or Console(file=file, highlight=False, soft_wrap=False)
     headers = ("format", "mode", "best shape MxNxK", "TFLOPS", "% dense", "peak @ clock", "% @ clock", "SM MHz", "W",
                "shapes", "s")
     rows: list[list[str]] = []
@@ -165,16 +178,21 @@ def render_peaks(summary: dict, file=None, notice: Optional[str] = None) -> None
                      "-" if clk is None else f"{clk / 1e6:.0f}", "-" if pw is None else f"{pw:.0f}",
                      str(p.get("evaluations", "-")), f"{p.get('elapsed_s', 0):.0f}"])
     empty = {"", "-", DASH}
-    keep = [j for j, h in enumerate(headers)
-            if h in ("format", "mode", "best shape MxNxK") or any(r[j] not in empty for r in rows)]
-    t = Table(title=f"truepeak peak: {summary.get('device')} ({summary.get('device_kind')})")
-    for j in keep:
-        t.add_column(headers[j], justify="left" if headers[j] in ("format", "mode", "best shape MxNxK") else "right")
-    for r in rows:
-        t.add_row(*(r[j] for j in keep))
-    console.print(t)
-    console.print("TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape; % dense = of the DENSE "
-                  "spec peak; peak @ clock = FLOP/clk/SM x SMs x median sampled SM clock. burst = an idle gap before "
-                  "each GEMM (comparable with mamf-finder); sustained = back to back (a serving GPU).")
+    text_columns = ("format", "mode", "best shape MxNxK")
+    keep = [j for j, h in enumerate(headers) if h in text_columns or any(r[j] not in empty for r in rows)]
+    # the best shape column holds a skipped row's reason: it may wrap (a shape has no space, so it never does)
+    # the shapes tried and the seconds spent are bookkeeping: left out first when a terminal is too narrow
+    bookkeeping = {"s": 0, "shapes": 1}
+    cols = [Column(headers[j], numeric=headers[j] not in text_columns, wrap=headers[j] == "best shape MxNxK",
+                   drop=headers[j] in bookkeeping, priority=bookkeeping.get(headers[j], 0)) for j in keep]
+    print_table(console, cols, [[r[j] for j in keep] for r in rows],
+                title=f"truepeak peak: {summary.get('device')} ({summary.get('device_kind')})")
+    shown = {headers[j] for j in keep}
+    modes = {p.get("mode") for p in summary.get("peaks", [])
+             if p.get("status") == "ok" or (p.get("status") == "interrupted" and p.get("shape"))}
+    columns_said = ["TFLOPS = 1e12 FLOP/s (TOPS for int8), median of the re-measured best shape"]
+    columns_said += [text for col, text in PEAK_FOOTERS.items() if col in shown]
+    modes_said = [text for mode, text in MODE_FOOTERS.items() if mode in modes]
+    print_line(console, ". ".join(x for x in ("; ".join(columns_said), "; ".join(modes_said)) if x) + ".")
     if notice:
-        console.print(notice, soft_wrap=True, markup=False, highlight=False)
+        print_line(console, notice)

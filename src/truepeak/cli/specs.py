@@ -13,12 +13,11 @@ accelerator keys are documented in :func:`truepeak.hardware.catalog.accelerator_
 from __future__ import annotations
 
 import json
-import sys
+import re
 from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from truepeak.cli.app import app
@@ -26,6 +25,7 @@ from truepeak.errors import TruepeakError
 from truepeak.hardware.catalog import Accelerator, Sourced, accelerator_to_dict, load_catalog, sparse_is_twice_dense
 from truepeak.hardware.claims import ClaimVerdict, check_claim
 from truepeak.hardware.lookup import get_accelerator
+from truepeak.report.fit import Column, TableData, print_line, print_table
 from truepeak.units import fmt_rate, rate_unit
 
 FOOTER = "TFLOPS = 1e12 FLOP/s, dense unless labelled sparse; TB/s decimal"
@@ -87,10 +87,10 @@ def specs_command(
             return
         console = _console()
         _line(console, "truepeak spec catalog: dense peaks (efficiency denominators)")
-        console.print(list_table(catalog.accelerators))
+        _table(console, list_table(catalog.accelerators))
         if sources:
             _line(console, "sources")
-            console.print(sources_table(catalog.sources))
+            _table(console, sources_table(catalog.sources))
         _line(console, f"{FOOTER}. {LEGEND}. `truepeak specs NAME` shows one accelerator.")
         return
 
@@ -107,11 +107,11 @@ def specs_command(
             typer.echo(line)
         return
     console = _console()
-    for renderable in accelerator_view(acc, sources=sources):
-        if isinstance(renderable, Text):
-            _line(console, renderable)
+    for item in accelerator_view(acc, sources=load_catalog().sources if sources else None):
+        if isinstance(item, Text):
+            _line(console, item)
         else:
-            console.print(renderable)
+            _table(console, item)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -121,13 +121,20 @@ def specs_command(
 
 
 def _console() -> Console:
-    # Wide when piped (tests, files) so tables are not squeezed; the terminal width otherwise.
-    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+    # Fitted to the terminal; the natural width when piped (report/fit.py: one rule for every table).
+    return Console(highlight=False, soft_wrap=False)
 
 
 def _line(console: Console, text: str | Text) -> None:
-    """One line of text, never wrapped (so it can be grepped)."""
-    console.print(text if isinstance(text, Text) else Text(text), soft_wrap=True)
+    """One line of text: wrapped at spaces to a terminal's width, whole when piped (so it can be grepped)."""
+    if console.is_terminal:
+        console.print(text if isinstance(text, Text) else Text(text))
+    else:
+        print_line(console, text.plain if isinstance(text, Text) else text)
+
+
+def _table(console: Console, table: TableData) -> None:
+    print_table(console, table.columns, table.rows)
 
 
 def _print_json(doc: dict) -> None:
@@ -156,13 +163,14 @@ def _mark(derived: bool, unverified: bool = False) -> str:
     return f" {marks}" if marks else ""
 
 
-def list_table(accs) -> Table:
-    """One row per accelerator: memory, bandwidth, SMs, dense bf16 / fp8 / fp4 TFLOPS, TDP."""
-    t = Table()
-    for col, just in (("name", "left"), ("key", "left"), ("memory GB", "right"), ("BW TB/s", "right"),
-                      ("SMs/CUs", "right"), ("bf16 TFLOPS", "right"), ("fp8 TFLOPS", "right"),
-                      ("fp4 TFLOPS", "right"), ("TDP W", "right")):
-        t.add_column(col, justify=just, no_wrap=True)
+def list_table(accs) -> TableData:
+    """One row per accelerator: memory, bandwidth, SMs, dense bf16 / fp8 / fp4 TFLOPS, TDP. The name may wrap at its
+    spaces; every number keeps its width; the key (an alias: the name is accepted as NAME too) is the column a narrow
+    terminal leaves out."""
+    cols = [Column("name", wrap=True), Column("key", drop=True)]
+    cols += [Column(h, numeric=True) for h in ("memory GB", "BW TB/s", "SMs/CUs", "bf16 TFLOPS", "fp8 TFLOPS",
+                                               "fp4 TFLOPS", "TDP W")]
+    rows = []
     for a in accs:
         row = [a.name, a.key, _sourced_num(a.memory_bytes, 1e9, 0), _sourced_num(a.memory_bandwidth, 1e12, 3, 1),
                _sourced_num(a.sm_count, 1, 0)]
@@ -173,8 +181,8 @@ def list_table(accs) -> Table:
             else:
                 row.append("—")
         row.append(_sourced_num(a.tdp_w, 1, 0))
-        t.add_row(*(Text(c) for c in row))
-    return t
+        rows.append(row)
+    return TableData(cols, rows)
 
 
 def _sourced_num(s: Sourced | None, scale: float, digits: int, min_digits: int = 0) -> str:
@@ -183,29 +191,30 @@ def _sourced_num(s: Sourced | None, scale: float, digits: int, min_digits: int =
     return _num(s.value / scale, digits, min_digits) + _mark(s.derived, s.unverified)
 
 
-def sources_table(sources: dict[str, str]) -> Table:
-    """The source keys used in the catalog and what each is."""
-    t = Table()
-    t.add_column("key", no_wrap=True)
-    t.add_column("source")
-    for k, v in sources.items():
-        t.add_row(Text(k), Text(v))
-    return t
+def sources_table(sources: dict[str, str]) -> TableData:
+    """The source keys and what each is (the ``[sources]`` table of the catalog's data file)."""
+    return TableData([Column("key"), Column("source", wrap=True)], [[k, v] for k, v in sources.items()])
 
 
-def peaks_table(acc: Accelerator, *, sources: bool = False) -> tuple[Table, list[str]]:
-    """The peaks of one accelerator, dense and 2:4-sparse in separate, labelled columns; plus numbered notes."""
-    t = Table()
-    t.add_column("format", no_wrap=True)
-    t.add_column("accumulate", no_wrap=True)
-    t.add_column("dense TFLOPS", justify="right", no_wrap=True)
-    t.add_column("sparse (2:4) TFLOPS", justify="right", no_wrap=True)
-    t.add_column("derived", justify="center", no_wrap=True)
-    t.add_column("FLOP/clk/CU" if acc.vendor == "amd" else "FLOP/clk/SM", justify="right", no_wrap=True)
-    t.add_column("clock MHz", justify="right", no_wrap=True)
-    t.add_column("notes", no_wrap=True)
+def source_keys(texts, sources: dict[str, str]) -> list[str]:
+    """The keys of ``sources`` that the source strings ``texts`` cite, in the order of ``sources``: a key counts as a
+    whole word (``ML`` in ``"ML; datasheet ..."``, ``H200-MEAS`` in ``"H200-MEAS (NVML max SM clock)"``, never the
+    ``ML`` inside ``"HTML"`` or ``"ML-X"``)."""
+    joined = "\n".join(t for t in texts if t)
+    return [k for k in sources if re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", joined)]
+
+
+def peaks_table(acc: Accelerator, *, sources: bool = False) -> tuple[TableData, list[str]]:
+    """The peaks of one accelerator, dense and 2:4-sparse in separate, labelled columns; plus numbered notes. The
+    note numbers are the column a narrow terminal leaves out first (the notes follow the table in full); the
+    sources, asked for, wrap but are never left out (a terminal too narrow for them gets the stacked layout)."""
+    cols = [Column("format"), Column("accumulate"), Column("dense TFLOPS", numeric=True),
+            Column("sparse (2:4) TFLOPS", numeric=True), Column("derived", justify="center"),
+            Column("FLOP/clk/CU" if acc.vendor == "amd" else "FLOP/clk/SM", numeric=True),
+            Column("clock MHz", numeric=True), Column("notes", drop=True, priority=1)]
     if sources:
-        t.add_column("source")
+        cols.append(Column("source", wrap=True))
+    rows: list[list[str]] = []
     notes: list[str] = []
     max_clock = acc.max_clock_hz.value if acc.max_clock_hz else None
     for p in acc.peaks:
@@ -228,17 +237,17 @@ def peaks_table(acc: Accelerator, *, sources: bool = False) -> tuple[Table, list
                "—" if per_clk is None else str(per_clk), clock_text, ",".join(refs)]
         if sources:
             row.append(p.source)
-        t.add_row(*(Text(c) for c in row))
-    return t, notes
+        rows.append(row)
+    return TableData(cols, rows), notes
 
 
-def properties_table(acc: Accelerator, *, sources: bool = False) -> Table:
-    """Memory, bandwidth, SMs, clocks, L2, shared memory per block, TDP, interconnect, with sources on request."""
-    t = Table()
-    t.add_column("property", no_wrap=True)
-    t.add_column("value")
+def properties_table(acc: Accelerator, *, sources: bool = False) -> TableData:
+    """Memory, bandwidth, SMs, clocks, L2, shared memory per block, TDP, interconnect, with sources on request. Every
+    column may wrap at spaces (a value's numbers stay whole)."""
+    cols = [Column("property", wrap=True), Column("value", wrap=True)]
     if sources:
-        t.add_column("source")
+        cols.append(Column("source", wrap=True))
+    out: list[list[str]] = []
     sm_label = "CUs" if acc.vendor == "amd" else "SMs"
     rows = [
         ("memory", acc.memory_bytes, lambda v: f"{_num(v / 1e9, 1)} GB {acc.memory_type}".rstrip()),
@@ -261,31 +270,41 @@ def properties_table(acc: Accelerator, *, sources: bool = False) -> Table:
             note = f" ({s.note})" if s.note and s.note not in text else ""  # no "(40 MiB) (40 MiB)"
             value = text + _mark(s.derived, s.unverified) + note
             row = [label, value] + ([s.source] if sources else [])
-        t.add_row(*(Text(c) for c in row))
+        out.append(row)
     arch = acc.architecture
     cc = f"compute capability {acc.compute_capability}, " if acc.compute_capability else ""
     extra = [("architecture", f"{arch.key}: {arch.name} ({cc}FLOP/clk per {sm_label[:-1]})", arch.source),
              ("device names", ", ".join(acc.device_names) or "—", ""),
              ("aliases", ", ".join(acc.aliases) or "—", "")]
     for label, value, src in extra:
-        t.add_row(*(Text(c) for c in ([label, value] + ([src] if sources else []))))
-    return t
+        out.append([label, value] + ([src] if sources else []))
+    return TableData(cols, out)
 
 
-def accelerator_view(acc: Accelerator, *, sources: bool = False) -> list:
-    """Everything ``truepeak specs NAME`` prints, as rich renderables in order."""
+def accelerator_view(acc: Accelerator, *, sources: dict[str, str] | None = None) -> list:
+    """Everything ``truepeak specs NAME`` prints, in order: lines as :class:`rich.text.Text`, tables as
+    :class:`~truepeak.report.fit.TableData`. ``sources``: the catalog's ``[sources]`` table (key -> what it is) to show the source
+    columns and, under the tables, a legend of the keys they cite; None for no sources."""
     out: list = [Text(f"{acc.name}  ({acc.key})", style="bold")]
     if acc.headline:
         out.append(Text(f"headline: {acc.headline}"))
     if acc.sparse_headlines:
         figures = "; ".join(acc.sparse_headlines)
         out.append(Text(f"sparse (2:4) headline figures, never efficiency denominators: {figures}"))
-    peaks, notes = peaks_table(acc, sources=sources)
+    with_sources = sources is not None
+    peaks, notes = peaks_table(acc, sources=with_sources)
     out.append(Text("peaks (dense = efficiency denominator; sparse = 2:4 structured sparsity, display only)"))
     out.append(peaks)
     out.extend(Text(n) for n in notes)
     out.append(Text("memory, clocks, caches, power"))
-    out.append(properties_table(acc, sources=sources))
+    props = properties_table(acc, sources=with_sources)
+    out.append(props)
+    if with_sources:
+        cited = [row[-1] for row in peaks.rows] + [c for row in props.rows for c in row[1:]] + notes
+        keys = source_keys(cited, sources)
+        if keys:
+            out.append(Text("source keys used above"))
+            out.append(sources_table({k: sources[k] for k in keys}))
     for note in acc.notes:
         out.append(Text(f"note: {note}"))
     if acc.architecture.note:

@@ -87,51 +87,52 @@ def _modes(records: list[dict]) -> list[str]:
 
 def render_tables(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None,
                   console: Any = None) -> None:
-    """Print one table per op and the α–β fits (rich, on ``console`` or stdout)."""
+    """Print one table per op and the α–β fits (rich, on ``console`` or stdout), each fitted to the terminal by
+    :mod:`truepeak.report.fit` (the natural width when the output is not a terminal: a log keeps every digit). The
+    NCCL algo/proto column and the fit's size range are the columns left out first on a narrow terminal."""
     from rich.console import Console
-    from rich.table import Table
 
-    console = console or Console()
-    console.print(f"truepeak comm: {header_line(records)}", soft_wrap=True)
+    from truepeak.report.fit import Column, print_line, print_table
+
+    console = console or Console(highlight=False, soft_wrap=False)
+    print_line(console, f"truepeak comm: {header_line(records)}")
     show_algo = bool(algos)
     modes = _modes(records)
     rows_by_op = case_rows(records, algos)
     if rows_by_op:   # the units once, as a line: a table title wraps to the table's width
-        console.print("time per call in µs; algbw, busbw in GB/s = 1e9 B/s; S = nccl-tests total size", soft_wrap=True)
+        print_line(console, "time per call in µs; algbw, busbw in GB/s = 1e9 B/s; S = nccl-tests total size")
     for op, rows in rows_by_op.items():
-        t = Table(title=op, title_justify="left")
-        for col in ("S", "count"):
-            t.add_column(col, justify="right", no_wrap=True)
+        cols = [Column("S", numeric=True), Column("count", numeric=True)]
         for m in modes:
-            for col in (f"{m} µs", "algbw", "busbw", "#wrong"):
-                t.add_column(col, justify="right", no_wrap=True)
+            cols += [Column(h, numeric=True) for h in (f"{m} µs", "algbw", "busbw", "#wrong")]
         if show_algo:
-            t.add_column("NCCL algo/proto", no_wrap=True)
+            cols.append(Column("NCCL algo/proto", drop=True))
+        cells = []
         for row in rows:
-            cells = [fmt_size(row["bytes"]), str(row["count"])]
+            line = [fmt_size(row["bytes"]), str(row["count"])]
             for m in modes:
-                cells += _cells(row[m])
+                line += _cells(row[m])
             if show_algo:
-                cells.append(row["algo"] or "-")
-            t.add_row(*cells)
-        console.print(t)
+                line.append(row["algo"] or "-")
+            cells.append(line)
+        print_table(console, cols, cells, title=op, title_justify="left")
     fits = fit_rows(records)
     if fits:
-        console.print("α–β fit: t(S) = α + S·factor/busbw (least squares on relative error)", soft_wrap=True)
-        t = Table(title_justify="left")
-        for col in ("op", "mode", "α µs", "busbw GB/s", "points", "max resid.", "sizes"):
-            t.add_column(col, justify="right" if col not in ("op", "mode") else "left", no_wrap=True)
-        skipped = []
+        print_line(console, "α–β fit: t(S) = α + S·factor/busbw (least squares on relative error)")
+        cols = [Column("op"), Column("mode")] + [Column(h, numeric=True) for h in ("α µs", "busbw GB/s", "points",
+                                                                                     "max resid.")]
+        cols.append(Column("sizes", numeric=True, drop=True))
+        skipped, cells = [], []
         for f in fits:
             if f["status"] != "ok":
-                t.add_row(f["op"], f["mode"], "-", "-", "-", "-", "skipped")
+                cells.append([f["op"], f["mode"], "-", "-", "-", "-", "skipped"])
                 skipped.append(f"{f['op']} {f['mode']}: {f['reason']}")
                 continue
-            t.add_row(f["op"], f["mode"], fmt_time_in(f["alpha_s"], _US), _gb(f["busbw"]), str(f["points"]),
-                      f"{100 * f['resid']:.0f} %", f["range"])
-        console.print(t)
+            cells.append([f["op"], f["mode"], fmt_time_in(f["alpha_s"], _US), _gb(f["busbw"]), str(f["points"]),
+                          f"{100 * f['resid']:.0f} %", f["range"]])
+        print_table(console, cols, cells)
         for line in skipped:
-            console.print(f"  fit skipped: {line}", soft_wrap=True)
+            print_line(console, f"  fit skipped: {line}")
 
 
 def summary_markdown(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None,

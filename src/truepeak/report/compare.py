@@ -315,38 +315,45 @@ def matching_line(c: Comparison) -> str:
     return line
 
 
-def compare_text(c: Comparison, *, width: int = 200, all_rows: bool = True) -> str:
+def compare_text(c: Comparison, *, width: int | None = None, all_rows: bool = True) -> str:
     """The comparison as a plain-text table: warnings first (``warning: ...``), then one row per case, then a summary
-    line per verdict and the rule."""
-    from rich.console import Console
-    from rich.table import Table
+    line per verdict and the rule.
+
+    Args:
+        width: a terminal's width: the table is fitted into it and the lines around it wrap at spaces
+            (:mod:`truepeak.report.fit`); None (output that is not a terminal): the natural width, every line whole.
+        all_rows: False leaves out the cases whose verdict is ``same``.
+    """
     import io
 
+    from rich.console import Console
+
+    from truepeak.report.fit import Column, print_line, print_table
+
     buf = io.StringIO()
-    con = Console(file=buf, width=width, color_system=None, highlight=False, force_terminal=False)
+    con = Console(file=buf, width=width or 80, color_system=None, highlight=False, force_terminal=width is not None)
     for w in c.warnings:
-        con.print(f"warning: {w}", markup=False, soft_wrap=True)
-    con.print(f"A: {c.file_a} ({', '.join(c.device_a)})\nB: {c.file_b} ({', '.join(c.device_b)})", markup=False,
-              soft_wrap=True)
-    t = Table(header_style="bold")
-    for h, right in (("kind", False), ("case", False), ("format", False), ("mode", False), ("time A", True),
-                     ("time B", True), ("B/A", True), ("change", True), ("noise", True), ("verdict", False),
-                     ("note", False)):
-        t.add_column(h, justify="right" if right else "left", overflow="fold")
+        print_line(con, f"warning: {w}")
+    print_line(con, f"A: {c.file_a} ({', '.join(c.device_a)})")
+    print_line(con, f"B: {c.file_b} ({', '.join(c.device_b)})")
+    cols = [Column("kind"), Column("case", wrap=True), Column("format", wrap=True), Column("mode")]
+    cols += [Column(h, numeric=True) for h in ("time A", "time B", "B/A", "change", "noise")]
+    cols += [Column("verdict"), Column("note", wrap=True, drop=True)]
+    rows = []
     for r in c.rows:
         if not all_rows and r.verdict == "same":
             continue
         fmt = (f"{r.format} ({SCALING_LABELS.get(r.scaling, r.scaling)})" if r.scaling else r.format) or "-"
-        t.add_row(r.kind, r.case, fmt, r.mode or "-", fmt_time(r.time_a_s), fmt_time(r.time_b_s),
-                  f"{r.ratio:.3f}" if r.ratio else "-", fmt_pct(r.change) if r.change is not None else "-",
-                  fmt_pct(r.threshold) if r.threshold is not None else "-", r.verdict, r.note)
-    con.print(t)
-    con.print(", ".join(f"{n} {v}" for v, n in c.counts.items()) or "no cases", markup=False, soft_wrap=True)
+        rows.append([r.kind, r.case, fmt, r.mode or "-", fmt_time(r.time_a_s), fmt_time(r.time_b_s),
+                     f"{r.ratio:.3f}" if r.ratio else "-", fmt_pct(r.change) if r.change is not None else "-",
+                     fmt_pct(r.threshold) if r.threshold is not None else "-", r.verdict, r.note])
+    print_table(con, cols, rows)
+    print_line(con, ", ".join(f"{n} {v}" for v, n in c.counts.items()) or "no cases")
     if c.matching:
-        con.print(matching_line(c), markup=False, soft_wrap=True)
-    con.print(f"B/A = throughput of B over A (= time A / time B; > 1: B is faster). same: |change| <= noise, where "
-              f"noise = max(min(IQR/median of A, of B), {fmt_pct(c.min_noise)}) (nvbench's compare rule, with the "
-              "IQR and a run-to-run floor).", markup=False, soft_wrap=True)
+        print_line(con, matching_line(c))
+    print_line(con, f"B/A = throughput of B over A (= time A / time B; > 1: B is faster). same: |change| <= noise, "
+                    f"where noise = max(min(IQR/median of A, of B), {fmt_pct(c.min_noise)}) (nvbench's compare rule, "
+                    "with the IQR and a run-to-run floor).")
     return buf.getvalue()
 
 

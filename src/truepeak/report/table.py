@@ -11,7 +11,9 @@ torch.utils.benchmark ``select_unit``), printed in the header. Every number is f
 (:data:`truepeak.units.UNITS_FOOTER`) and the mode.
 
 :func:`table_rows` formats the cells once; :mod:`truepeak.report.markdown` renders the same rows as Markdown, so the
-terminal table and summary.md cannot disagree.
+terminal table and summary.md cannot disagree. On a terminal the table is fitted to its width by the rule of
+:mod:`truepeak.report.fit` (no number is ever cut; the note wraps, then is left out and named; at the narrowest a
+stacked layout); piped, it is printed at its natural width.
 """
 
 from __future__ import annotations
@@ -183,60 +185,74 @@ def columns(meta: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def build_table(records: Sequence[dict], title: str | None = None):
-    """A ``rich.table.Table`` of the records (without the footer: :func:`render_table` prints it below, unwrapped)."""
-    from rich.table import Table
+def fit_columns(meta: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The shown columns as ``(id, fit.Column)``: numbers right-aligned and never wrapped; the format (``fp8_e4m3
+    (per-row)``) may wrap at its space; the note wraps and is the one column left out when the table cannot fit a
+    terminal otherwise (:mod:`truepeak.report.fit`)."""
+    from truepeak.report.fit import Column
+
+    return [(cid, Column(header, numeric=cid in NUMERIC, wrap=cid in ("format", "note"), drop=cid == "note"))
+            for cid, header in columns(meta)]
+
+
+_STATUS_STYLES = {"ok": "green", "skipped": "yellow", "failed": "red"}
+
+
+def _fit_rows(rows: list[dict[str, str]], cols: list[tuple[str, Any]]) -> list[list[Any]]:
+    from rich.text import Text
+
+    return [[Text(row[cid], style=_STATUS_STYLES.get(row[cid], "")) if cid == "status" else row[cid]
+             for cid, _ in cols] for row in rows]
+
+
+def build_table(records: Sequence[dict], title: str | None = None, width: int | None = None):
+    """The records' table fitted into ``width`` terminal columns (None: the natural width, for output that is not a
+    terminal), as a :class:`truepeak.report.fit.Fitted` (a rich renderable and the line naming a column left out);
+    without the units footer (:func:`render_table` prints it below)."""
+    from truepeak.report.fit import fit_table
 
     rows, meta = table_rows(records)
-    table = Table(title=title, header_style="bold")
-    styles = {"ok": "green", "skipped": "yellow", "failed": "red"}
-    for cid, header in columns(meta):
-        table.add_column(header, justify="right" if cid in NUMERIC else "left",
-                         overflow="fold", no_wrap=cid not in ("note",))
-    for row in rows:
-        cells = []
-        for cid, _ in columns(meta):
-            text = row[cid]
-            if cid == "status" and text in styles:
-                text = f"[{styles[text]}]{text}[/{styles[text]}]"
-            cells.append(text)
-        table.add_row(*cells)
-    return table
+    cols = fit_columns(meta)
+    return fit_table([c for _, c in cols], _fit_rows(rows, cols), width, title=title)
 
 
 def render_table(records: Sequence[dict], *, title: str | None = None, file=None, width: int | None = None,
                  notice: str | None = None) -> None:
-    """Print the table (to ``file``, default stdout). ``width`` defaults to the terminal's, or 200 when not a terminal
-    (so piped output is not wrapped to 80 columns). ``notice`` (e.g. :func:`interrupted_line`) is printed on its own
-    line below the units footer."""
+    """Print the table (to ``file``, default stdout) by the one rule of :mod:`truepeak.report.fit`: fitted to the
+    terminal's width (or ``width``), at its natural width when the output is not a terminal (never cut, never
+    wrapped). ``notice`` (e.g. :func:`interrupted_line`) is printed on its own line below the units footer."""
     from rich.console import Console
 
-    console = Console(file=file, width=width, highlight=False, soft_wrap=False)
-    if width is None and not console.is_terminal:
-        console = Console(file=file, width=200, highlight=False, soft_wrap=False)
+    console = Console(file=file, width=width, highlight=False, soft_wrap=False,
+                      force_terminal=True if width is not None else None)
     _print(console, records, title, notice)
 
 
-def table_text(records: Sequence[dict], *, title: str | None = None, width: int = 200,
+def table_text(records: Sequence[dict], *, title: str | None = None, width: int | None = None,
                notice: str | None = None) -> str:
-    """The table as plain text (no colour codes): for tests and logs."""
+    """The table as plain text (no colour codes): at its natural width with every footer on one line (``width``
+    None: as when piped, for logs), or as a terminal of ``width`` columns shows it."""
     from rich.console import Console
 
     buf = io.StringIO()
-    _print(Console(file=buf, width=width, color_system=None, highlight=False, force_terminal=False), records, title,
-           notice)
+    _print(Console(file=buf, width=width or 80, color_system=None, highlight=False, force_terminal=width is not None),
+           records, title, notice)
     return buf.getvalue()
 
 
 def _print(console: Any, records: Sequence[dict], title: str | None, notice: str | None = None) -> None:
-    """The table, then the units footer (and the notice) on lines of their own (never wrapped to the table's
-    width)."""
-    console.print(build_table(records, title=title))
-    console.print(table_rows(records)[1]["footer"], soft_wrap=True, markup=False)
+    """The table, then the units footer (and the notice) on lines of their own (wrapped at spaces to a terminal's
+    width, one line each when not a terminal)."""
+    from truepeak.report.fit import print_line, print_table
+
+    rows, meta = table_rows(records)
+    cols = fit_columns(meta)
+    print_table(console, [c for _, c in cols], _fit_rows(rows, cols), title=title)
+    print_line(console, meta["footer"])
     if notice:
-        console.print(notice, soft_wrap=True, markup=False)
+        print_line(console, notice)
 
 
 __all__ = ["COLUMNS", "NUMERIC", "SCALING_LABELS", "scaling_of", "format_label", "check_schema", "interrupted_line",
-           "table_rows", "columns", "build_table", "render_table", "table_text",
+           "table_rows", "columns", "fit_columns", "build_table", "render_table", "table_text",
            "time_unit"]
