@@ -220,12 +220,28 @@ def test_block128_activation_scales_outer_dim_major_at_small_m(m):
     assert float(ref[m - 1, 7167]) == pytest.approx(float(a.data[m - 1, 7167].double()) * float(a.scale[m - 1, 55]))
 
 
+@pytest.mark.parametrize(("m", "rows"), [(1, 4), (2, 4), (3, 4), (4, 4), (5, 8), (16, 16)])
+def test_block128_pads_m_to_a_multiple_of_4(m, rows):
+    """cuBLASLt refuses 1x128-scaled fp8 at M = 1 and 2 (the scale columns are M fp32 values, which must be 16-byte
+    aligned): A gets M rounded up to 4; the note says so, and only per-tensor / per-row keep M as it is."""
+    assert G.run_rows("fp8_e4m3", m, "block128") == rows
+    assert G.run_rows("fp8_e4m3", m, "row") == m and G.run_rows("bf16", m) == m
+    g = G.TorchGemm("fp8_e4m3", m, 256, 512, "cpu", n_sets=1, scaling="block128")
+    assert tuple(g.a[0].shape) == (rows, 512) and g._a[0].scale.stride() == (1, rows)
+    if rows == m:
+        assert g.note == ""
+    else:
+        assert g.note == (f"M={m} run as {rows} rows: cuBLASLt's 1x128-scaled fp8 GEMM needs M a multiple of 4 "
+                          f"(16-byte-aligned scale columns); FLOP and bytes count the {m} real rows")
+    assert G.TorchGemm("fp8_e4m3", 1, 256, 512, "cpu", n_sets=1, scaling="row").note == ""
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 8, 16])
 @pytest.mark.parametrize(("n", "k"), [(4096, 7168), (7168, 2048)])
 def test_gpu_fp8_block128_at_decode_m(m, n, k):
     """DeepSeek-V3-style 1 x 128 / 128 x 128 fp8 GEMMs at decode M run and pass their check (the shapes of the default
-    run)."""
+    run; M = 1 and 2 padded to 4 rows)."""
     from truepeak.hardware.detect import detect
 
     dev = detect("cuda")

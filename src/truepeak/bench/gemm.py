@@ -236,6 +236,34 @@ def bytes_per_set(fmt: str | Format, m: int, n: int, k: int, scaling: str | None
     return gemm_workload(fmt, m, n, k, scaling).min_bytes
 
 
+#: cuBLASLt's fp8 kernels need every matrix's leading dimension 16-byte aligned (cuBLAS documentation,
+#: ``cublasLtMatmul``, fp8 requirements: "All matrix pointers must be 16-byte aligned" and dimensions as in "Tensor Core
+#: Usage"). The 1 x 128 activation scales are a [M, K/128] fp32 matrix stored with leading dimension M, so M must be a
+#: multiple of 4: on an H200 (torch 2.11, CUDA 13) M = 1 and 2 are refused with CUBLAS_STATUS_NOT_SUPPORTED in
+#: ``cublasLtMatmulAlgoGetHeuristic`` and M = 4 runs (docs/results/h200/README.md).
+BLOCK128_ROW_MULTIPLE = 4
+
+
+def run_rows(fmt: str | Format, m: int, scaling: str | None = None) -> int:
+    """Rows of A the library call actually gets: ``m``, except for 128-block fp8 scales, where M is padded up to a
+    multiple of :data:`BLOCK128_ROW_MULTIPLE` (an engine that calls cuBLAS pads its batch the same way). The padding
+    rows are random inputs like the rest; only the first ``m`` rows are checked, and FLOP and bytes count ``m``."""
+    f = get_format(fmt)
+    if f.name in ("fp8_e4m3", "fp8_e5m2") and _scaling(f, scaling) == "block128":
+        step = BLOCK128_ROW_MULTIPLE
+        return -(-int(m) // step) * step
+    return int(m)
+
+
+def padding_note(fmt: str | Format, m: int, scaling: str | None = None) -> str:
+    """The record's note when :func:`run_rows` pads M (empty otherwise): ``"M=1 run as 4 rows: ..."``."""
+    rows = run_rows(fmt, m, scaling)
+    if rows == m:
+        return ""
+    return (f"M={m} run as {rows} rows: cuBLASLt's 1x128-scaled fp8 GEMM needs M a multiple of "
+            f"{BLOCK128_ROW_MULTIPLE} (16-byte-aligned scale columns); FLOP and bytes count the {m} real rows")
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # cuBLAS block-scale layout
 
@@ -506,8 +534,9 @@ class TorchGemm:
         else:
             self._b = [make_operand(f, n, k, self.device, _seed("B", n, k, j), scaling=self.scaling, weight=True,
                                     inputs=self.inputs) for j in range(self.n_sets)]
-        self._a = [make_operand(f, m, k, self.device, _seed("A", m, k, j), scaling=self.scaling, inputs=self.inputs)
-                   for j in range(self.n_sets)]
+        rows = run_rows(f, m, self.scaling)
+        self._a = [make_operand(f, rows, k, self.device, _seed("A", rows, k, j), scaling=self.scaling,
+                                inputs=self.inputs) for j in range(self.n_sets)]
         self.a = [op.data for op in self._a]
         self.b = [op.data for op in self._b]
         self.bt = [b.t() for b in self.b]  # (K, N) column-major views: the TN layout
@@ -517,6 +546,12 @@ class TorchGemm:
             out_dtype = getattr(torch, get_format(f.output).torch_dtype)
             self.c = [torch.empty((m, n), device=self.device, dtype=out_dtype) for _ in range(self.n_sets)]
         self._launch = self._make_launch()
+
+    @property
+    def note(self) -> str:
+        """What the record must say about how this GEMM ran (M padded for 128-block scales, :func:`padding_note`), or
+        an empty string."""
+        return padding_note(self.fmt, self.m, self.scaling)
 
     @property
     def input_kind(self) -> str:
@@ -619,4 +654,5 @@ def check_passes(fmt: str | Format, error: float) -> bool:
 __all__ = ["TOLERANCES", "GPU_FORMATS", "CPU_FORMATS", "GPU_SKIP_PROBES", "FP8_SCALINGS", "INPUT_KINDS",
            "BackendUnsupported", "supported", "backend_name", "gemm_workload", "bytes_per_set", "default_scaling",
            "swizzle_block_scales", "swizzled_scale_index", "make_operand", "Operand", "TorchGemm", "WeightCache",
+           "BLOCK128_ROW_MULTIPLE", "run_rows", "padding_note",
            "tf32_mode", "check_passes"]

@@ -878,7 +878,8 @@ def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
         derived["peak_at_clock_flop_per_s"] = _peak_at_clock(sweep.acc, case.format, derived, dev.sm_count)
         if derived["bandwidth_bytes_per_s"] is None and sweep.bandwidth_note:
             derived["bandwidth_source"] = sweep.bandwidth_note
-        return make_record(**common, measurement=meas, status="ok", reason=plan.note, correctness=correctness,
+        note = "; ".join(n for n in (plan.note, gemm.note) if n)
+        return make_record(**common, measurement=meas, status="ok", reason=note, correctness=correctness,
                            derived=derived, rotation=rotation,
                            warnings=[*roofline_warnings(derived, sweep.ceiling_from_copy, case.format),
                                      *clock_warnings(sweep.acc, tel, meas.warning_codes)])
