@@ -7,7 +7,7 @@
 #   bash benchmarks/run_sweep.sh --formats bf16,fp8   # any other `truepeak run` options
 #
 # Writes (at most 2 folders deep):
-#   $OUT/run/device.txt     date -u, nvidia-smi, python and torch versions, git commit (or $COMMIT)
+#   $OUT/run/device.txt     date -u, nvidia-smi, python and torch versions, git commit ($COMMIT, else git's)
 #   $OUT/run/run.log        stdout + stderr of truepeak run (the table)
 #   $OUT/run/results.jsonl  one record per case
 #   $OUT/run/summary.md     device, environment, method, bandwidth, best TFLOPS per format, full table
@@ -19,7 +19,7 @@ DEST="$OUT/run"
 mkdir -p "$DEST"
 {
   echo "# date -u"; date -u
-  echo "# git commit"; git rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-unknown}"
+  echo "# git commit"; echo "${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
   echo "# nvidia-smi"; nvidia-smi
   echo "# nvidia-smi -q (clocks, power)"; nvidia-smi -q -d CLOCK,POWER | sed -n 1,80p
   echo "# python / torch"
