@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `truepeak peak` benchmarks on a lent H200 (issue 3), one device call each. From the repository root:
 #
-#   bash benchmarks/peak_h200.sh smoke   # ~3 min: GPU tests of the bench code, short searches in both modes, ncu check
-#   bash benchmarks/peak_h200.sh final   # ~4 min: bf16/fp8 burst + sustained MAMF, stability, local grid, ncu
-#   bash benchmarks/peak_h200.sh extra   # ~1.5 min: short GEMM graph timer + ncu --cache-control none, fp8 scale
+#   bash benchmarks/peak_search.sh smoke   # ~3 min: GPU tests of the bench code, short searches in both modes, ncu check
+#   bash benchmarks/peak_search.sh final   # ~4 min: bf16/fp8 burst + sustained MAMF, stability, local grid, ncu
+#   bash benchmarks/peak_search.sh extra   # ~1.5 min: short GEMM graph timer + ncu --cache-control none, fp8 scale
 #                                        # layouts at 8192^3, truepeak run --quick --mode both
 #
 # Writes under $OUT/peak (<= 8 files): device.txt, log.txt, summary.json, search/results.jsonl (every shape tried),
@@ -26,11 +26,11 @@ start=$(date +%s)
 if [ "$what" = smoke ]; then
   timeout 90 python3 -m pytest -q -m gpu tests/bench -x -p no:cacheprovider > "$DEST/gpu-tests.log" 2>&1
   echo "# gpu tests exit $? in $(( $(date +%s) - start )) s"; tail -15 "$DEST/gpu-tests.log"
-  timeout 130 python3 benchmarks/peak_h200.py smoke "$DEST" > "$DEST/log.txt" 2>&1
+  timeout 130 python3 benchmarks/peak_search.py smoke "$DEST" > "$DEST/log.txt" 2>&1
   echo "# smoke exit $? at $(( $(date +%s) - start )) s"
   grep -v "^ " "$DEST/log.txt" | grep -c TFLOPS; tail -60 "$DEST/log.txt"
 elif [ "$what" = extra ]; then
-  timeout 60 python3 benchmarks/peak_h200.py extra "$DEST" > "$DEST/log.txt" 2>&1
+  timeout 60 python3 benchmarks/peak_search.py extra "$DEST" > "$DEST/log.txt" 2>&1
   echo "# extra exit $? at $(( $(date +%s) - start )) s"; tail -50 "$DEST/log.txt"
   timeout 40 python3 -m truepeak run --quick --mode both --formats bf16,fp8_e4m3 --out "$DEST/run" --no-progress \
     > "$DEST/run.log" 2>&1
@@ -38,13 +38,13 @@ elif [ "$what" = extra ]; then
   rm -f "$DEST/run/summary.md" "$DEST/run/report.html"  # rendered again from results.jsonl; keep <= 8 files
   NCU_CACHE="--cache-control none"  # the graph timer's L2 state (rotation), not ncu's flush before every kernel
 else
-  timeout 320 python3 benchmarks/peak_h200.py final "$DEST" 285 > "$DEST/log.txt" 2>&1
+  timeout 320 python3 benchmarks/peak_search.py final "$DEST" 285 > "$DEST/log.txt" 2>&1
   echo "# final exit $? at $(( $(date +%s) - start )) s"
 fi
 # short kernel against ncu: gpu__time_duration of every kernel inside the NVTX range 'gemm' (60 launches)
 if command -v ncu >/dev/null; then
   timeout 60 ncu --clock-control none ${NCU_CACHE:-} --nvtx --nvtx-include "gemm/" --metrics gpu__time_duration.sum --csv \
-    --print-units base python3 benchmarks/peak_h200.py ncu-launch > "$DEST/ncu.csv" 2>&1
+    --print-units base python3 benchmarks/peak_search.py ncu-launch > "$DEST/ncu.csv" 2>&1
   echo "# ncu exit $? at $(( $(date +%s) - start )) s"
   python3 - "$DEST/ncu.csv" <<'PY'
 import csv, statistics, sys

@@ -8,7 +8,7 @@ block-scaled kernel's records in their own columns (activations, and "emulated" 
 block-scaled MMA). Then, per format, how ours compares with the issue's targets (#5), computed from the same
 records. A point present twice (records of two calls) is reported on stderr and the later one shown.
 
-Usage: python3 benchmarks/moe_results_tables.py RECORDS.jsonl
+Usage: python3 benchmarks/moe_experts_tables.py RECORDS.jsonl
 """
 import json
 import sys

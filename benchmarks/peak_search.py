@@ -1,11 +1,11 @@
 """Benchmarks of `truepeak peak` on a lent H200 (issue 3): the MAMF search in burst and sustained mode, its stability,
 a local exhaustive grid to compare the search's best with, and a short-kernel timing check against ncu.
 
-Run through benchmarks/peak_h200.sh (it adds ncu and the GPU tests). Usage:
+Run through benchmarks/peak_search.sh (it adds ncu and the GPU tests). Usage:
 
-    PYTHONPATH=src python3 benchmarks/peak_h200.py smoke OUTDIR     # ~2 min: short searches, per-evaluation cost
-    PYTHONPATH=src python3 benchmarks/peak_h200.py final OUTDIR     # ~5 min: the numbers for docs/results/h200/peak
-    PYTHONPATH=src python3 benchmarks/peak_h200.py ncu-launch       # the short GEMM, eager, inside an NVTX range
+    PYTHONPATH=src python3 benchmarks/peak_search.py smoke OUTDIR     # ~2 min: short searches, per-evaluation cost
+    PYTHONPATH=src python3 benchmarks/peak_search.py final OUTDIR     # ~5 min: the numbers for docs/results/h200/peak
+    PYTHONPATH=src python3 benchmarks/peak_search.py ncu-launch       # the short GEMM, eager, inside an NVTX range
 
 Everything is measured by truepeak's own code (run_peak, the run.py GEMM case, time_cuda); this script only chooses
 budgets and shapes and writes OUTDIR/summary.json (and prints a table last).
@@ -46,7 +46,7 @@ class Measurer:
     def __init__(self, dev, writer, env):
         self.dev, self.writer = dev, writer
         self.sweep = R._Sweep(dev, R.Budgets(0.0, 0.1, 0.2, 0.1, 0.2, 0.0, 0.0, 256), False, env,
-                              {"command": "benchmarks/peak_h200.py"}, acc=dev.accelerator, settled=True)
+                              {"command": "benchmarks/peak_search.py"}, acc=dev.accelerator, settled=True)
         self.n = 0
 
     def measure(self, fmt, shape, mode, warmup_s, budget_s, tag, graph_note=""):
@@ -71,7 +71,7 @@ def smoke(out: Path) -> dict:
     run = P.run_peak(out / "search", device=dev, formats="bf16,fp8", modes="burst,sustained",
                      budget_s={("bf16", "burst"): 25, ("fp8_e4m3", "burst"): 20, ("bf16", "sustained"): 30,
                                ("fp8_e4m3", "sustained"): 12},
-                     argv=["benchmarks/peak_h200.py", "smoke"], progress=lambda line: print(line, flush=True))
+                     argv=["benchmarks/peak_search.py", "smoke"], progress=lambda line: print(line, flush=True))
     res["peaks"] = [_brief(p) for p in run.peaks]
     for p in run.peaks:
         if p.result is not None and p.result.evaluations:
@@ -90,11 +90,11 @@ def final(out: Path) -> dict:
     budgets = {("bf16", "burst"): 60, ("fp8_e4m3", "burst"): 35, ("bf16", "sustained"): 40,
                ("fp8_e4m3", "sustained"): 35}
     run = P.run_peak(out / "search", device=dev, formats="bf16,fp8", modes="burst,sustained", budget_s=budgets,
-                     argv=["benchmarks/peak_h200.py", "final"], progress=lambda line: print(line, flush=True))
+                     argv=["benchmarks/peak_search.py", "final"], progress=lambda line: print(line, flush=True))
     res["peaks"] = [_brief(p) for p in run.peaks]
     res["search_s"] = time.perf_counter() - t_start
     best = {(p.format, p.mode): p for p in run.peaks if p.status == "ok"}
-    env = environment(["benchmarks/peak_h200.py", "final"], device=dev.index or 0)
+    env = environment(["benchmarks/peak_search.py", "final"], device=dev.index or 0)
     env["device"] = dev.to_dict()
     import torch
 
@@ -114,7 +114,7 @@ def final(out: Path) -> dict:
             mid = sorted(ok)[len(ok) // 2] if ok else None
             res["stability"][fmt] = {"shape": list(shape), "tflops": [_tflops(v) for v in vals],
                                      "max_dev_from_median": None if not ok else max(abs(v / mid - 1) for v in ok)}
-        # (5) short kernel: CUDA-graph timer (ncu runs after this process, see peak_h200.sh)
+        # (5) short kernel: CUDA-graph timer (ncu runs after this process, see peak_search.sh)
         rec = mz.measure("bf16", SHORT, "sustained", 0.5, 2.0, "short-kernel")
         m = rec.get("measurement") or {}
         res["short_kernel"] = {"shape": list(SHORT), "median_s": rec.get("time_s"), "steady_rel_iqr":
@@ -156,7 +156,7 @@ def extra(out: Path) -> dict:
     """The short GEMM on the CUDA-graph timer (for ncu in the same session) and every fp8 scale layout at 8192^3."""
     dev = R.detect("cuda")
     t0 = time.perf_counter()
-    env = environment(["benchmarks/peak_h200.py", "extra"], device=dev.index or 0)
+    env = environment(["benchmarks/peak_search.py", "extra"], device=dev.index or 0)
     env["device"] = dev.to_dict()
     res: dict = {"short_kernel": [], "fp8_variants": []}
     with RecordWriter(out / "extra.jsonl") as writer:

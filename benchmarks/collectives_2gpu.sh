@@ -7,7 +7,7 @@
 #   probe/         (PROBE=1) a short run with NCCL's TUNING log: the algorithm/protocol NCCL picks per size (its timings
 #                  include logging and are not results): nccl_algo.json, summary.md, nccl_logs.tar.gz
 # plus env.txt (nvidia-smi topo -m, versions) and run.log. Each run writes results.jsonl + summary.md.
-# Usage (repository root): OUT=/some/dir [PROBE=0|1] bash benchmarks/comm_x2.sh
+# Usage (repository root): OUT=/some/dir [PROBE=0|1] bash benchmarks/collectives_2gpu.sh
 set -u
 OUT=${OUT:-./comm-x2-out}
 mkdir -p "$OUT"

@@ -1,6 +1,6 @@
 """MoE expert layer at decode on the H200 (issue #5): all backends x formats, printing a compact table.
 
-Usage: PYTHONPATH=src python3 benchmarks/moe_bench_h200.py OUT_DIR [--quick] [--routing uniform|powerlaw:1.2]
+Usage: PYTHONPATH=src python3 benchmarks/moe_experts_sweep.py OUT_DIR [--quick] [--routing uniform|powerlaw:1.2]
                                                          [--weights bf16,fp8,nvfp4,mxfp4]
                                                          [--fp4-activations auto|fp8|fp16|fp4] [--models deepseek-v3,glm-5]
                                                          [--fp4-kernel auto|dequant|block-scaled] [--ep 1,8]
