@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# truepeak comm on a 2-GPU node (device kind nvidia-h200-x2): all four collectives, 1 KiB..1 GiB, eager and CUDA-graph
-# modes, through both APIs:
-#   h200x2/        --api nccl  (libnccl called directly, out of place: the calls nccl-tests makes)
-#   h200x2_torch/  --api torch (torch.distributed: what a PyTorch program sees, c10d's per-call work included)
-#   fr0/           --api torch, small all_reduce only, with torch's NCCL flight recorder off (TORCH_NCCL_TRACE_BUFFER_SIZE=0)
-#   probe/         (PROBE=1) a short run with NCCL's TUNING log: the algorithm/protocol NCCL picks per size (its timings
-#                  include logging and are not results): nccl_algo.json, summary.md, nccl_logs.tar.gz
+# truepeak comm on two GPUs of one node: all four collectives, 1 KiB..1 GiB, eager and CUDA-graph modes, through both
+# APIs:
+#   nccl/          --api nccl  (libnccl called directly, out of place: the calls nccl-tests makes)
+#   torch/         --api torch (torch.distributed: what a PyTorch program sees, c10d's per-call work included)
+#   torch_fr_off/  --api torch, small all_reduce only, with torch's NCCL flight recorder off
+#                  (TORCH_NCCL_TRACE_BUFFER_SIZE=0)
+#   probe/         (PROBE=1, the default) a short run with NCCL's TUNING log: the algorithm/protocol NCCL picks per
+#                  size (its timings include logging and are not results): nccl_algo.json, summary.md,
+#                  nccl_logs.tar.gz
 # plus env.txt (nvidia-smi topo -m, versions) and run.log. Each run writes results.jsonl + summary.md.
-# Usage (repository root): OUT=/some/dir [PROBE=0|1] bash benchmarks/collectives_2gpu.sh
+# Usage (repository root): OUT=/some/dir [PROBE=0|1] [MAIN_TIMEOUT=120] [PROBE_TIMEOUT=60] bash benchmarks/collectives_2gpu.sh
 set -u
-OUT=${OUT:-./comm-x2-out}
+OUT=${OUT:-./collectives-2gpu-out}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=200
-# NVLink multicast (NVLS) must stay off on the lent machines (.library/device/KINDS.md): it can take the host's GPUs out
-# of service. busbw under NVLS is not link traffic anyway (NVIDIA/nccl-tests#212).
+# NVLink SHARP / multicast (NVLS) off: busbw then means link traffic (ring), as nccl-tests reports it without NVLS
+# (NVIDIA/nccl-tests#212), and the results compare with nccl-tests runs made the same way.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 {
   date -u +"date: %Y-%m-%dT%H:%M:%SZ"
@@ -26,15 +28,15 @@ cat "$OUT/env.txt"
 SWEEP="--nproc-per-node 2 --ops all_reduce,all_gather,reduce_scatter,all_to_all --sizes 1K:1G --dtype bf16 --iters 20 --warmup 5"
 {
   echo "== --api nccl"
-  timeout "${MAIN_TIMEOUT:-120}" python3 -m truepeak comm $SWEEP --api nccl --graph --out "$OUT/h200x2" --no-progress
+  timeout "${MAIN_TIMEOUT:-120}" python3 -m truepeak comm $SWEEP --api nccl --graph --out "$OUT/nccl" --no-progress
   echo "nccl rc=$?"
   echo "== --api torch"
-  timeout "${MAIN_TIMEOUT:-120}" python3 -m truepeak comm $SWEEP --api torch --graph --out "$OUT/h200x2_torch" --no-progress
+  timeout "${MAIN_TIMEOUT:-120}" python3 -m truepeak comm $SWEEP --api torch --graph --out "$OUT/torch" --no-progress
   echo "torch rc=$?"
   echo "== --api torch, flight recorder off, small all_reduce"
   TORCH_NCCL_TRACE_BUFFER_SIZE=0 timeout 60 python3 -m truepeak comm --nproc-per-node 2 --ops all_reduce --sizes 1K:64K \
-      --api torch --no-graph --no-fit --out "$OUT/fr0" --no-progress
-  echo "fr0 rc=$?"; rm -f "$OUT/fr0/results.jsonl"
+      --api torch --no-graph --no-fit --out "$OUT/torch_fr_off" --no-progress
+  echo "torch_fr_off rc=$?"; rm -f "$OUT/torch_fr_off/results.jsonl"
   if [ "${PROBE:-1}" = 1 ]; then
     echo "== probe run (NCCL_DEBUG_SUBSYS=TUNING; timings perturbed)"
     timeout "${PROBE_TIMEOUT:-60}" python3 -m truepeak comm --nproc-per-node 2 --sizes 1K:1G --iters 2 --warmup 1 \

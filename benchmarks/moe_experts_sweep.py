@@ -1,55 +1,49 @@
-"""MoE expert layer at decode on the H200 (issue #5): all backends x formats, printing a compact table.
+"""The routed-expert layer at decode on one GPU: every backend and weight format over tokens per expert, for
+DeepSeek-V3 and GLM-5, all experts on the GPU (E = 256) and EP8-local (32 experts), uniform and power-law routing.
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_experts_sweep.py OUT_DIR [--quick] [--routing uniform|powerlaw:1.2]
-                                                         [--weights bf16,fp8,nvfp4,mxfp4]
-                                                         [--fp4-activations auto|fp8|fp16|fp4] [--models deepseek-v3,glm-5]
-                                                         [--fp4-kernel auto|dequant|block-scaled] [--ep 1,8]
-                                                         [--fp8-activations fp8|fp16] [--backends triton,...]
-  --quick: DeepSeek-V3 E=256, uniform only (the first device check). Without it: DeepSeek-V3 and GLM-5, E=256 and
-  EP8-local, uniform and powerlaw:1.2, bf16/fp8/nvfp4/mxfp4, all backends. --routing keeps one routing (to split
-  the sweep over two device calls); --weights keeps those formats.
-Writes OUT_DIR/moe_experts.jsonl and OUT_DIR/moe_pct_read_bw.png.
+                                                         [--weights bf16,fp8,nvfp4,mxfp4] [--models deepseek-v3,glm-5]
+                                                         [--ep 1,8] [--backends triton,...] [--budget 0.08]
+                                                         [--fp4-activations auto|fp8|fp16|fp4]
+                                                         [--fp4-kernel auto|dequant|block-scaled]
+                                                         [--fp8-activations fp8|fp16]
+  --quick: DeepSeek-V3, E = 256, uniform routing only. Without it: both models, E = 256 and EP8-local, uniform and
+  powerlaw:1.2, bf16 / fp8 / nvfp4 / mxfp4; with power-law routing only `grouped_mm` and truepeak's kernel (the
+  fastest torch backend and ours). --routing keeps one routing, --weights those formats, --models those models,
+  --ep those expert-parallel sizes, --backends those backends; --budget is the timed seconds per point (0.08).
+Writes OUT_DIR/moe_experts.jsonl (records appended as each point finishes, so a time limit keeps what ran) and the
+plots OUT_DIR/moe_pct_read_bw.png (DeepSeek-V3, E = 256, uniform) and OUT_DIR/moe_pct_read_bw_ep8.png (EP8).
+`truepeak moe bench` runs one (model, EP, routing) case of this sweep.
 """
+import argparse
 import os
-import sys
 import time
 
 from truepeak.bench import moe
 from truepeak.bench.records import environment
 
-out = sys.argv[1]
-quick = "--quick" in sys.argv
-os.makedirs(out, exist_ok=True)
-path = os.path.join(out, "moe_experts.jsonl")
-t0 = time.time()
-bw = moe.measure_read_bandwidth()
-print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=True)
-env = environment()
-if quick:
-    cases = [("deepseek-v3", 1, "uniform")]
-    tpes = (1, 4, 8, 16, 32, 64, 256)
-    fmts = ("bf16", "fp8", "nvfp4", "mxfp4")
-else:
-    # most important first: the records are appended as they finish, so a time limit keeps what ran
-    routings = ("uniform", "powerlaw:1.2")
-    if "--routing" in sys.argv:
-        routings = (sys.argv[sys.argv.index("--routing") + 1],)
-    cases = [(m, ep, r) for r in routings for ep in (1, 8) for m in ("deepseek-v3", "glm-5")]
-    tpes = (1, 4, 8, 16, 32, 64, 256)
-    fmts = ("bf16", "fp8", "nvfp4", "mxfp4")
-if "--weights" in sys.argv:
-    fmts = tuple(sys.argv[sys.argv.index("--weights") + 1].split(","))
-if "--models" in sys.argv:
-    keep = sys.argv[sys.argv.index("--models") + 1].split(",")
-    cases = [c for c in cases if c[0] in keep]
-fp4_acts = sys.argv[sys.argv.index("--fp4-activations") + 1] if "--fp4-activations" in sys.argv else "auto"
-fp4_kernel = sys.argv[sys.argv.index("--fp4-kernel") + 1] if "--fp4-kernel" in sys.argv else "auto"
-fp8_acts = sys.argv[sys.argv.index("--fp8-activations") + 1] if "--fp8-activations" in sys.argv else "fp8"
-only = sys.argv[sys.argv.index("--backends") + 1].split(",") if "--backends" in sys.argv else None
-if "--ep" in sys.argv:
-    keep_ep = [int(v) for v in sys.argv[sys.argv.index("--ep") + 1].split(",")]
-    cases = [c for c in cases if c[1] in keep_ep]
-budget = float(os.environ.get("MOE_BUDGET_S", "0.08"))
+TOKENS_PER_EXPERT = (1, 4, 8, 16, 32, 64, 256)
+FORMATS = ("bf16", "fp8", "nvfp4", "mxfp4")
+
+
+def _list(text: str) -> list[str]:
+    return [v for v in text.split(",") if v]
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--routing", help="one routing instead of uniform and powerlaw:1.2")
+    ap.add_argument("--weights", type=_list, default=list(FORMATS))
+    ap.add_argument("--models", type=_list)
+    ap.add_argument("--ep", type=lambda s: [int(v) for v in _list(s)])
+    ap.add_argument("--backends", type=_list)
+    ap.add_argument("--budget", type=float, default=0.08, help="timed seconds per point")
+    ap.add_argument("--fp4-activations", default="auto")
+    ap.add_argument("--fp4-kernel", default="auto")
+    ap.add_argument("--fp8-activations", default="fp8")
+    return ap.parse_args(argv)
 
 
 def show(r):
@@ -69,22 +63,45 @@ def show(r):
               f"{r['backend']:10s} {r['status']}: {r['reason'][:160]}", flush=True)
 
 
-records = []
-for model, ep, routing in cases:
-    # power-law points: the fastest torch backend (grouped_mm) and ours, to stay inside the device time
-    backends = moe.BACKENDS if routing == "uniform" else ("grouped_mm", "triton")
-    if only:
-        backends = tuple(only)
-    records += moe.run_bench(model, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts, backends=backends,
-                             out_path=path, budget_s=budget, warmup_s=0.03, read_bw=bw, progress=show, env=env,
-                             fp4_activations=fp4_acts, fp4_kernel=fp4_kernel, fp8_activations=fp8_acts)
-    print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
-for e_local, name in ((256, "moe_pct_read_bw.png"), (32, "moe_pct_read_bw_ep8.png")):
-    sel = [r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == e_local
-           and r["workload"]["routing"] == "uniform"]
-    if sel:
-        try:
-            moe.plot_records(sel, os.path.join(out, name))
-        except Exception as exc:
-            print("plot failed:", exc)
-print(f"total {time.time() - t0:.0f} s")
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "moe_experts.jsonl")
+    t0 = time.time()
+    bw = moe.measure_read_bandwidth()
+    print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=True)
+    env = environment()
+    if args.quick:
+        cases = [("deepseek-v3", 1, "uniform")]
+    else:
+        # most important first: the records are appended as they finish, so a time limit keeps what ran
+        routings = (args.routing,) if args.routing else ("uniform", "powerlaw:1.2")
+        cases = [(m, ep, r) for r in routings for ep in (1, 8) for m in ("deepseek-v3", "glm-5")]
+    if args.models:
+        cases = [c for c in cases if c[0] in args.models]
+    if args.ep:
+        cases = [c for c in cases if c[1] in args.ep]
+    records = []
+    for model, ep, routing in cases:
+        backends = moe.BACKENDS if routing == "uniform" else ("grouped_mm", "triton")
+        if args.backends:
+            backends = tuple(args.backends)
+        records += moe.run_bench(model, ep=ep, tokens_per_expert=TOKENS_PER_EXPERT, routing=routing,
+                                 weights=tuple(args.weights), backends=backends, out_path=path, budget_s=args.budget,
+                                 warmup_s=0.03, read_bw=bw, progress=show, env=env,
+                                 fp4_activations=args.fp4_activations, fp4_kernel=args.fp4_kernel,
+                                 fp8_activations=args.fp8_activations)
+        print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
+    for e_local, name in ((256, "moe_pct_read_bw.png"), (32, "moe_pct_read_bw_ep8.png")):
+        sel = [r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == e_local
+               and r["workload"]["routing"] == "uniform"]
+        if sel:
+            try:
+                moe.plot_records(sel, os.path.join(args.out, name))
+            except Exception as exc:
+                print("plot failed:", exc)
+    print(f"total {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# MoE expert layer at decode on one H200 (issue #5). Usage: benchmarks/moe_experts_sweep.sh OUT_DIR [--quick]
+# The routed-expert layer at decode on one GPU (benchmarks/moe_experts_sweep.py: every backend and format over tokens
+# per expert). Usage: benchmarks/moe_experts_sweep.sh OUT_DIR [--quick] [any other option of the .py]; a relative
+# OUT_DIR is taken from the repository root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1

@@ -1,6 +1,6 @@
 """Speed of `truepeak moe plan --model deepseek-v3 --compare` (6 layouts x 8 batch sizes = 48 plans + 1).
 
-Target (issue #4): under 2 s on the 2-core CPU of the development machine, as a whole command (interpreter start,
+Target: under 2 s on a 2-core CPU, as a whole command (interpreter start,
 imports, config parsing, routing statistics, 49 plans, rendering). No GPU is used.
 
 Run from the repository root:

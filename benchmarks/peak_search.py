@@ -1,14 +1,18 @@
-"""Benchmarks of `truepeak peak` on a lent H200 (issue 3): the MAMF search in burst and sustained mode, its stability,
-a local exhaustive grid to compare the search's best with, and a short-kernel timing check against ncu.
+"""`truepeak peak` on one GPU, with its checks: the MAMF search in burst and sustained mode, its stability over three
+runs, a local exhaustive grid to compare the search's best with, a short decode GEMM timed for comparison with ncu,
+and every fp8 scale layout at 8192^3.
 
 Run through benchmarks/peak_search.sh (it adds ncu and the GPU tests). Usage:
 
     PYTHONPATH=src python3 benchmarks/peak_search.py smoke OUTDIR     # ~2 min: short searches, per-evaluation cost
-    PYTHONPATH=src python3 benchmarks/peak_search.py final OUTDIR     # ~5 min: the numbers for docs/results/h200/peak
+    PYTHONPATH=src python3 benchmarks/peak_search.py search OUTDIR    # ~5 min: search, stability, grid, short GEMM
+    PYTHONPATH=src python3 benchmarks/peak_search.py variants OUTDIR  # ~1 min: short GEMM twice, fp8 scale layouts
     PYTHONPATH=src python3 benchmarks/peak_search.py ncu-launch       # the short GEMM, eager, inside an NVTX range
 
 Everything is measured by truepeak's own code (run_peak, the run.py GEMM case, time_cuda); this script only chooses
-budgets and shapes and writes OUTDIR/summary.json (and prints a table last).
+budgets and shapes and writes OUTDIR/summary.json (and prints it last): ``search`` writes the search's records under
+OUTDIR/search/ and the stability, grid and short-GEMM records to OUTDIR/checks.jsonl, ``variants`` its records to
+OUTDIR/variants.jsonl. docs/results/h200/peak/ holds an H200's results.
 """
 
 from __future__ import annotations
@@ -82,7 +86,7 @@ def smoke(out: Path) -> dict:
     return res
 
 
-def final(out: Path) -> dict:
+def search(out: Path) -> dict:
     dev = R.detect("cuda")
     t_start = time.perf_counter()
     res: dict = {"device": dev.name}
@@ -90,15 +94,15 @@ def final(out: Path) -> dict:
     budgets = {("bf16", "burst"): 60, ("fp8_e4m3", "burst"): 35, ("bf16", "sustained"): 40,
                ("fp8_e4m3", "sustained"): 35}
     run = P.run_peak(out / "search", device=dev, formats="bf16,fp8", modes="burst,sustained", budget_s=budgets,
-                     argv=["benchmarks/peak_search.py", "final"], progress=lambda line: print(line, flush=True))
+                     argv=["benchmarks/peak_search.py", "search"], progress=lambda line: print(line, flush=True))
     res["peaks"] = [_brief(p) for p in run.peaks]
     res["search_s"] = time.perf_counter() - t_start
     best = {(p.format, p.mode): p for p in run.peaks if p.status == "ok"}
-    env = environment(["benchmarks/peak_search.py", "final"], device=dev.index or 0)
+    env = environment(["benchmarks/peak_search.py", "search"], device=dev.index or 0)
     env["device"] = dev.to_dict()
     import torch
 
-    with RecordWriter(out / "extra.jsonl") as writer:
+    with RecordWriter(out / "checks.jsonl") as writer:
         mz = Measurer(dev, writer, env)
         # (3) stability: sustained MAMF at the best sustained shape, 3 times each, after a settle
         res["stability"] = {}
@@ -152,14 +156,14 @@ def final(out: Path) -> dict:
     return res
 
 
-def extra(out: Path) -> dict:
+def variants(out: Path) -> dict:
     """The short GEMM on the CUDA-graph timer (for ncu in the same session) and every fp8 scale layout at 8192^3."""
     dev = R.detect("cuda")
     t0 = time.perf_counter()
-    env = environment(["benchmarks/peak_search.py", "extra"], device=dev.index or 0)
+    env = environment(["benchmarks/peak_search.py", "variants"], device=dev.index or 0)
     env["device"] = dev.to_dict()
     res: dict = {"short_kernel": [], "fp8_variants": []}
-    with RecordWriter(out / "extra.jsonl") as writer:
+    with RecordWriter(out / "variants.jsonl") as writer:
         mz = Measurer(dev, writer, env)
         for _ in range(2):
             rec = mz.measure("bf16", SHORT, "sustained", 0.5, 2.0, "short-kernel")
@@ -205,13 +209,18 @@ def ncu_launch() -> None:
 
 
 def main() -> None:
-    what = sys.argv[1]
+    modes = {"smoke": smoke, "search": search, "variants": variants}
+    what = sys.argv[1] if len(sys.argv) > 1 else None
     if what == "ncu-launch":
         ncu_launch()
         return
+    if what not in modes or len(sys.argv) < 3:
+        print(f"mode {what!r}: expected smoke OUTDIR, search OUTDIR [SECONDS], variants OUTDIR or ncu-launch",
+              file=sys.stderr)
+        raise SystemExit(2)
     out = Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
-    res = {"smoke": smoke, "final": final, "extra": extra}[what](out)
+    res = modes[what](out)
     (out / "summary.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
     print(json.dumps(res, indent=1, default=str))
 

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# `truepeak peak` benchmarks on a lent H200 (issue 3), one device call each. From the repository root:
+# `truepeak peak` on one GPU and its checks (benchmarks/peak_search.py), each mode one run. From the repository root:
 #
-#   bash benchmarks/peak_search.sh smoke   # ~3 min: GPU tests of the bench code, short searches in both modes, ncu check
-#   bash benchmarks/peak_search.sh final   # ~4 min: bf16/fp8 burst + sustained MAMF, stability, local grid, ncu
-#   bash benchmarks/peak_search.sh extra   # ~1.5 min: short GEMM graph timer + ncu --cache-control none, fp8 scale
-#                                        # layouts at 8192^3, truepeak run --quick --mode both
+#   bash benchmarks/peak_search.sh smoke     # ~3 min: GPU tests of the bench code, short searches in both modes, ncu check
+#   bash benchmarks/peak_search.sh search    # ~4 min: bf16/fp8 burst + sustained MAMF, stability, local grid, ncu
+#   bash benchmarks/peak_search.sh variants  # ~1.5 min: short GEMM graph timer + ncu --cache-control none, fp8 scale
+#                                            # layouts at 8192^3, truepeak run --quick --mode both
 #
-# Writes under $OUT/peak (<= 8 files): device.txt, log.txt, summary.json, search/results.jsonl (every shape tried),
-# search/peak.json (the answers), extra.jsonl (stability, grid and short-kernel records), ncu.csv (final only),
-# gpu-tests.log (smoke only).
+# Writes under $OUT/peak (OUT defaults to ./device-out): device.txt, log.txt, summary.json, search/results.jsonl (every
+# shape tried), search/peak.json (the answers), checks.jsonl (stability, grid and short-kernel records; search),
+# variants.jsonl and run/ (variants), gpu-tests.log (smoke), ncu.csv (every mode, where ncu is installed).
 set -uo pipefail
 what="${1:-smoke}"
+case "$what" in smoke|search|variants) ;; *) echo "mode '$what': expected smoke, search or variants" >&2; exit 2;; esac
 OUT="${OUT:-./device-out}"
 DEST="$OUT/peak"
 mkdir -p "$DEST"
@@ -29,17 +30,16 @@ if [ "$what" = smoke ]; then
   timeout 130 python3 benchmarks/peak_search.py smoke "$DEST" > "$DEST/log.txt" 2>&1
   echo "# smoke exit $? at $(( $(date +%s) - start )) s"
   grep -v "^ " "$DEST/log.txt" | grep -c TFLOPS; tail -60 "$DEST/log.txt"
-elif [ "$what" = extra ]; then
-  timeout 60 python3 benchmarks/peak_search.py extra "$DEST" > "$DEST/log.txt" 2>&1
-  echo "# extra exit $? at $(( $(date +%s) - start )) s"; tail -50 "$DEST/log.txt"
+elif [ "$what" = variants ]; then
+  timeout 60 python3 benchmarks/peak_search.py variants "$DEST" > "$DEST/log.txt" 2>&1
+  echo "# variants exit $? at $(( $(date +%s) - start )) s"; tail -50 "$DEST/log.txt"
   timeout 40 python3 -m truepeak run --quick --mode both --formats bf16,fp8_e4m3 --out "$DEST/run" --no-progress \
     > "$DEST/run.log" 2>&1
   echo "# truepeak run --quick --mode both exit $? at $(( $(date +%s) - start )) s"; tail -25 "$DEST/run.log"
-  rm -f "$DEST/run/summary.md" "$DEST/run/report.html"  # rendered again from results.jsonl; keep <= 8 files
   NCU_CACHE="--cache-control none"  # the graph timer's L2 state (rotation), not ncu's flush before every kernel
 else
-  timeout 320 python3 benchmarks/peak_search.py final "$DEST" 285 > "$DEST/log.txt" 2>&1
-  echo "# final exit $? at $(( $(date +%s) - start )) s"
+  timeout 320 python3 benchmarks/peak_search.py search "$DEST" 285 > "$DEST/log.txt" 2>&1
+  echo "# search exit $? at $(( $(date +%s) - start )) s"
 fi
 # short kernel against ncu: gpu__time_duration of every kernel inside the NVTX range 'gemm' (60 launches)
 if command -v ncu >/dev/null; then
