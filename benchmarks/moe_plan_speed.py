@@ -1,6 +1,6 @@
 """Speed of `truepeak moe plan --model deepseek-v3 --compare` (6 layouts x 8 batch sizes = 48 plans + 1).
 
-Target (issue #4): under 2 s on the 2-core CPU of the development machine, as a whole command (interpreter start,
+Target: under 2 s on a 2-core CPU, as a whole command (interpreter start,
 imports, config parsing, routing statistics, 49 plans, rendering). No GPU is used.
 
 Run from the repository root:
@@ -10,7 +10,7 @@ Run from the repository root:
 It times the command REPEAT times in fresh interpreters (wall clock, ``time.perf_counter`` around ``subprocess.run``)
 and the library call alone (``truepeak.moe.plan.compare`` over the same 48 cells, in-process, after one warm-up
 of the imports, with the routing-statistics cache cleared before each run), and
-writes a Markdown result with the command, the date, the machine and the median / min / max.
+writes a Markdown result with the command, the date, the commit, the machine and the median / min / max.
 """
 
 from __future__ import annotations
@@ -39,6 +39,17 @@ def _cpu() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def _commit() -> str:
+    """The checked-out commit, and whether the tree differs from it ("unknown" outside a git checkout)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src"], cwd=ROOT).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"`{head}`" + (" with uncommitted changes in src/" if dirty else "")
 
 
 def time_command(repeat: int) -> list[float]:
@@ -92,6 +103,7 @@ def main() -> None:
         "detailed plan at batch 1)",
         f"- Benchmark: `python3 benchmarks/moe_plan_speed.py --repeat {args.repeat}`",
         f"- Date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- truepeak: commit {_commit()}",
         f"- Machine: {_cpu()}, {os.cpu_count()} CPUs visible, Python {platform.python_version()}, "
         f"{platform.system()} {platform.release()} (shared with other jobs while measured)",
         "",

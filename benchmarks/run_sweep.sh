@@ -6,7 +6,7 @@
 #   bash benchmarks/run_sweep.sh --quick              # smoke test: a few small cases
 #   bash benchmarks/run_sweep.sh --formats bf16,fp8   # any other `truepeak run` options
 #
-# Writes (at most 2 folders deep):
+# Writes:
 #   $OUT/run/device.txt     date -u, nvidia-smi, python and torch versions, git commit ($COMMIT, else git's)
 #   $OUT/run/run.log        stdout + stderr of truepeak run (the table)
 #   $OUT/run/results.jsonl  one record per case
