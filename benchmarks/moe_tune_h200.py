@@ -8,16 +8,17 @@ checks the output against the reference and times the whole unit from a CUDA gra
 ``truepeak moe bench`` does. Prints one line per variant and writes OUT_DIR/tune.jsonl (one JSON object per variant:
 format, tokens per expert, overrides, the resolved configs, time, % of the read bandwidth measured at the start).
 
-Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py OUT_DIR [FORMAT ...]  (FORMAT: a key of GRID; fp8a8 = fp8
+Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py [--untiled-w4a16] OUT_DIR [FORMAT ...]  (FORMAT: a key of GRID; fp8a8 = fp8
 weights with fp8 activations, fp8 = fp8 weights with fp16 activations; nvfp4a8 / mxfp4a8 = fp4 weights with fp8
 activations (w4a8), nvfp4 / mxfp4 = w4a16; a suffix after "-" names another list for the same format, e.g.
 nvfp4a8-defaults)
 Environment: TUNE_DEADLINE_S (default 420): no new point starts after this many seconds. TUNE_ROUTING (default
 uniform): the routing of every point (e.g. powerlaw:1.2; recorded in each line). TUNE_EP (default 1): expert
 parallelism, e.g. 8 for the EP8-local experts 0-31 and the slots routed to them (recorded as E_local).
-TRUEPEAK_MOE_W4A16_UNTILED=1: fp4 with fp16 activations through the untiled w4a16 kernel of stop 11 (for comparison).
-TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel with its block scales left out (wrong results, timing only:
-how fast the loop runs without them; docs/results/h200/moe/tuning/call03_*, call13_*; list nvfp4a8-noscale).
+--untiled-w4a16: fp4 with fp16 activations through the untiled w4a16 kernel (FusedMoE's ``untiled_w4a16``, for
+comparison). Lists whose name ends in "-noscale" run the w4a8 kernel with its block scales left out (FusedMoE's
+``drop_block_scales``): the output is wrong by design, so those lines say "output unchecked" and their records carry
+``"output_unchecked": true`` instead of an error; only their time means something.
 """
 import dataclasses
 import json
@@ -31,7 +32,10 @@ from truepeak.bench import moe
 from truepeak.bench.cuda_timer import time_cuda
 from truepeak.kernels.moe_triton import FusedMoE
 
-out = sys.argv[1]
+args = sys.argv[1:]
+untiled_w4a16 = "--untiled-w4a16" in args
+args = [a for a in args if a != "--untiled-w4a16"]
+out = args[0]
 os.makedirs(out, exist_ok=True)
 deadline = float(os.environ.get("TUNE_DEADLINE_S", "420"))
 routing = os.environ.get("TUNE_ROUTING", "uniform")
@@ -43,7 +47,6 @@ print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=T
 A8 = [{}, {"block_k": 128}, {"block_k": 256}, {"num_stages": 4}]
 W4A8 = [{}, {"block_n": 64}, {"block_n": 64, "num_stages": 6}, {"block_n": 64, "num_stages": 3},
         {"block_n": 32, "num_stages": 6}]
-# TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the w4a8 kernel without block scales (wrong results; how fast the loop could be)
 # the last call's list (w4a8, tiled layout); tuning/ keeps each call's records (earlier lists tried a Gluon kernel,
 # since removed: slower than this one once the weights were tiled)
 W = [{}, {"block_n": 64}, {"num_stages": 3}, {"num_stages": 6}]
@@ -87,9 +90,9 @@ GRID = {
     "nvfp4a8-defaults": D, "mxfp4a8-defaults": D,
     "nvfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
     "mxfp4a8": {1: W, 4: W[:2], 8: W[:2], 16: W[:2] + [{"block_m": 32}], 32: W[:2] + [{"block_m": 32}]},
-    "nvfp4a8-noscale": {1: [{}], 8: [{}]},  # with TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: the cost of the block scales
+    "nvfp4a8-noscale": {1: [{}], 8: [{}]},  # block scales dropped (output wrong): the cost of the block scales
 }
-formats = sys.argv[2:] or list(GRID)
+formats = args[1:] or list(GRID)
 if set(formats) - set(GRID):
     sys.exit(f"no variant list for {', '.join(sorted(set(formats) - set(GRID)))}: this version of the script has "
              f"{', '.join(GRID)} (edit GRID; tuning/ holds the records of earlier lists)")
@@ -103,10 +106,11 @@ with open(path, "a") as f:
             wfmt, acts = fmt.split("-")[0][:-2], "fp8"
         else:
             wfmt, acts = fmt.split("-")[0], "fp16" if fmt.startswith(("fp8", "nvfp4", "mxfp4")) else None
-        # fp4 weights in the tiled layout (w4a8 and the tiled w4a16) or, with TRUEPEAK_MOE_W4A16_UNTILED=1 and fp16
-        # activations, repacked once for the untiled kernel's 128-element K step (FusedMoE would repack per variant)
-        untiled = acts != "fp8" and os.environ.get("TRUEPEAK_MOE_W4A16_UNTILED") == "1"
+        # fp4 weights in the tiled layout (w4a8 and the tiled w4a16) or, with --untiled-w4a16 and fp16 activations,
+        # repacked once for the untiled kernel's 128-element K step (FusedMoE would repack per variant)
+        untiled = untiled_w4a16 and wfmt in ("nvfp4", "mxfp4") and acts == "fp16"
         tiled = wfmt in ("nvfp4", "mxfp4") and not untiled
+        dropped = fmt.endswith("-noscale")  # timing only: the output is wrong by design
         w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0, w4a8=tiled)
         w128 = ((w1.in_kernel_order(128), w2.in_kernel_order(128)) if wfmt in ("nvfp4", "mxfp4") and untiled
                 else (w1, w2))
@@ -127,16 +131,23 @@ with open(path, "a") as f:
                        "tune": v, "T": T, "bytes": nbytes}
                 try:
                     a, b = w128 if v.get("block_k") == 128 else (w1, w2)
-                    fn = FusedMoE(x, a, b, ids, topw, tokens_per_expert=tpe, tune=v or None, activations=acts)
+                    fn = FusedMoE(x, a, b, ids, topw, tokens_per_expert=tpe, tune=v or None, activations=acts,
+                                  untiled_w4a16=untiled, drop_block_scales=dropped, output_unchecked=dropped)
                     row["cfg1"], row["cfg2"] = dataclasses.asdict(fn.cfg1), dataclasses.asdict(fn.cfg2)
-                    err = float((fn()[:ref.shape[0]].float() - ref).abs().max() / ref.abs().max())
-                    row["max_rel_error"] = err
+                    if dropped:
+                        fn()
+                        row["output_unchecked"] = True
+                        check = "output unchecked (block scales dropped)"
+                    else:
+                        err = float((fn()[:ref.shape[0]].float() - ref).abs().max() / ref.abs().max())
+                        row["max_rel_error"] = err
+                        check = f"err {err:.1e}"
                     m = time_cuda(lambda _i: fn(), n_sets=1, warmup_s=0.02, budget_s=0.05, graph=True,
                                   min_samples=5, telemetry=False)
                     row["time_s"] = m.steady_median_s
                     row["pct_read_bandwidth"] = nbytes / m.steady_median_s / bw
                     print(f"{fmt:6s} tpe {tpe:4d} {json.dumps(v):62s} {m.steady_median_s * 1e6:9.1f} us "
-                          f"{100 * row['pct_read_bandwidth']:6.1f} %bw err {err:.1e}", flush=True)
+                          f"{100 * row['pct_read_bandwidth']:6.1f} %bw {check}", flush=True)
                 except Exception as exc:  # noqa: BLE001 - a failed variant is data
                     row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                     print(f"{fmt:6s} tpe {tpe:4d} {json.dumps(v):62s} FAILED {row['error']}", flush=True)

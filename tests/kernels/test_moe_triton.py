@@ -211,9 +211,8 @@ for routing, rows in routings.items():
             c = cfg
             if act in ("fp8", "fp16") and wfmt.endswith("fp4"):  # the tiled kernels: 4 scale blocks per step
                 c = mt.KernelConfig(16, 64, mt.w4a8_block_k(wfmt), 4, 1, prefetch=(routing == "mixed"))
-            os.environ["TRUEPEAK_MOE_W4A16_UNTILED"] = "1" if act == "fp16u" else "0"  # fp16u: the untiled w4a16
-            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=act and act[:4])
-            os.environ.pop("TRUEPEAK_MOE_W4A16_UNTILED")
+            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=act and act[:4],
+                                untiled_w4a16=act == "fp16u")  # fp16u: the untiled w4a16
             y = fused()
             err = float((y.float() - ref).abs().max() / ref.abs().max())
             out[routing + "/" + wfmt + ("/" + act if act else "")] = {
@@ -230,9 +229,8 @@ for wfmt in ("nvfp4", "mxfp4"):
     w1 = mt.quantize_experts(torch.randn(E, 2 * I, H) * 1e-3, wfmt)
     w2 = mt.quantize_experts(torch.randn(E, H, I) * 1e-3, wfmt)
     ref = mt.moe_reference(xs, w1.dequantize(), w2.dequantize(), ids, tw)
-    os.environ["TRUEPEAK_MOE_W4A16_UNTILED"] = "1"
-    y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, 128, 4, 1, hoist=False), activations="fp16")()
-    os.environ.pop("TRUEPEAK_MOE_W4A16_UNTILED")
+    y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, 128, 4, 1, hoist=False), activations="fp16",
+                    untiled_w4a16=True)()
     out["small/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, mt.w4a8_block_k(wfmt), 4, 1),
                     activations="fp16")()
@@ -246,6 +244,22 @@ refg = mt.moe_reference(xg, w1g.dequantize(), w2g.dequantize(), ids, tw)
 fg = mt.FusedMoE(xg, w1g, w2g, ids, tw, tokens_per_expert=2)
 out["mxfp4_k192"] = {"err": float((fg().float() - refg).abs().max() / refg.abs().max()),
                      "block_k": [fg.cfg1.block_k, fg.cfg2.block_k]}
+# mxfp4 w4a8 with its block scales dropped (the timing experiment): the kernel computes with e2m1 values times the
+# per-expert rebasing scale 2^(max_e - 136) alone, i.e. the reference of weights whose every e8m0 scale is max_e - 9
+torch.manual_seed(4)
+w1d = mt.quantize_experts(torch.randn(4, 128, 128) * 0.1, "mxfp4")
+w2d = mt.quantize_experts(torch.randn(4, 128, 64) * 0.1, "mxfp4")
+xd = (torch.rand(ids.shape[0], 128) * 2 - 1).bfloat16()
+def flat_scales(w):
+    top = w.scale.to(torch.int32).flatten(1).amax(1)
+    return mt.ExpertWeights("mxfp4", w.data, (top[:, None, None] - 9).expand_as(w.scale).to(torch.uint8).contiguous())
+ref_d = mt.moe_reference(xd, w1d.dequantize(), w2d.dequantize(), ids, tw)
+ref_flat = mt.moe_reference(xd, flat_scales(w1d).dequantize(), flat_scales(w2d).dequantize(), ids, tw)
+fd = mt.FusedMoE(xd, w1d, w2d, ids, tw, activations="fp8", drop_block_scales=True, output_unchecked=True)
+yd = fd().float()
+out["dropped_scales"] = {"err_flat": float((yd - ref_flat).abs().max() / ref_flat.abs().max()),
+                         "err_true": float((yd - ref_d).abs().max() / ref_d.abs().max()),
+                         "output_valid": fd.output_valid, "act8": fd._act8_flag()}
 # an e8m0 NaN scale (255) in mxfp4 w4a8 gives NaN outputs (the exponent field alone is inf)
 w1n = mt.quantize_experts(torch.randn(4, 128, 128) * 0.1, "mxfp4")
 w2n = mt.quantize_experts(torch.randn(4, 128, 64) * 0.1, "mxfp4")
@@ -339,7 +353,7 @@ def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
                                 else "fp16, per-row power-of-two scale")
     # expert 2 receives no token in "mixed" (its blocks are skipped); in "all_in_one" it receives all 18
     assert r["counts"] == ([2, 5, 0, 2] if routing == "mixed" else [0, 0, 18, 0])
-    # fp4 reads the tiled layout except with TRUEPEAK_MOE_W4A16_UNTILED=1 (fp16u); other formats have no layout
+    # fp4 reads the tiled layout except with untiled_w4a16=True (fp16u); other formats have no layout
     fp4 = wfmt.startswith(("nvfp4", "mxfp4"))
     assert r["tiled"] == (fp4 and not wfmt.endswith("fp16u"))
 
@@ -691,12 +705,11 @@ def test_fused_moe_refuses_inputs_it_would_read_wrongly():
     ("fp8", "fp16", "bfloat16", False), ("fp8_block", "fp16", "bfloat16", False), ("nvfp4", "fp16", "bfloat16", True),
     ("mxfp4", "fp16", "bfloat16", True), ("mxfp4", "fp16", "bfloat16", False), ("nvfp4", "fp8", "bfloat16", False),
     ("fp8", "fp8", "float16", False), ("nvfp4", "fp16", "float16", False)])
-def test_gpu_activation_variants_match_reference(monkeypatch, wfmt, acts, x_dtype, untiled):
+def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled):
     """The variants the sweeps do not run by default, on the device: w8a16 (fp8 weights, fp16 activations scaled per
-    row), the untiled w4a16 (TRUEPEAK_MOE_W4A16_UNTILED=1), fp4 with the other activations, fp16 hidden states (with
+    row), the untiled w4a16 (``untiled_w4a16=True``), fp4 with the other activations, fp16 hidden states (with
     fp8 activations the intermediate stays float32), with x of +-200 (fp16 activations overflowed before the per-row
     scaling), random routing with empty experts and one expert holding every token."""
-    monkeypatch.setenv("TRUEPEAK_MOE_W4A16_UNTILED", "1" if untiled else "0")
     g = torch.Generator(device="cuda").manual_seed(0)
     E, H, I = 8, 1024, 512
     w1 = mt.quantize_experts(torch.randn(E, 2 * I, H, device="cuda", generator=g) * 0.05, wfmt)
@@ -710,8 +723,44 @@ def test_gpu_activation_variants_match_reference(monkeypatch, wfmt, acts, x_dtyp
         tw = torch.rand(ids.shape, device="cuda", generator=g)
         x = ((torch.rand(ids.shape[0], H, device="cuda", generator=g) * 2 - 1) * 200).to(getattr(torch, x_dtype))
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
-        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, tune={"num_stages": np.int64(2)})
+        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, tune={"num_stages": np.int64(2)}, untiled_w4a16=untiled)
         assert f.tiled == (wfmt in ("nvfp4", "mxfp4") and not untiled)
         y = f().float()
         err = float((y - ref).abs().max() / ref.abs().max())
         assert torch.isfinite(y).all() and err < (1e-1 if acts == "fp8" else 8e-2), (wfmt, acts, x_dtype, err)
+
+
+def test_dropped_block_scales_compute_without_them_and_say_so_in_interpreter(interpreted):
+    # the experiment reaches the kernel (ACT8 = 1 | 2) and computes what it says: the flat-scale reference to w4a8's
+    # tolerance, while against the true weights the output is wrong (each weight comes out 2^(s - max_e - 9) of its
+    # value, at most 2^-9, so the output is near zero against the true one)
+    r = interpreted["dropped_scales"]
+    assert r["act8"] == 3 and r["output_valid"] is False
+    assert r["err_flat"] < 1e-1 and r["err_true"] > 0.99, r
+
+
+def test_timing_experiments_are_refused_unless_asked_for_explicitly():
+    m1 = mt.quantize_experts(torch.randn(2, 128, 64), "mxfp4")
+    m2 = mt.quantize_experts(torch.randn(2, 64, 64), "mxfp4")
+    b1 = mt.quantize_experts(torch.zeros(2, 128, 64), "bf16")
+    b2 = mt.quantize_experts(torch.zeros(2, 64, 64), "bf16")
+    x, ids, tw = torch.rand(3, 64).bfloat16(), torch.zeros(3, 1, dtype=torch.long), torch.ones(3, 1)
+    with pytest.raises(TruepeakError, match="drop_block_scales=True leaves the block scales out .* pass "
+                                            "output_unchecked=True as well"):
+        mt.FusedMoE(x, m1, m2, ids, tw, drop_block_scales=True)
+    with pytest.raises(TruepeakError, match="drop_block_scales must be True or False, got 1"):
+        mt.FusedMoE(x, m1, m2, ids, tw, drop_block_scales=1, output_unchecked=True)
+    with pytest.raises(TruepeakError, match="untiled_w4a16 must be True or False, got 'yes'"):
+        mt.FusedMoE(x, m1, m2, ids, tw, untiled_w4a16="yes")
+    with pytest.raises(TypeError):  # keyword only: no positional argument can switch an experiment on
+        mt.FusedMoE(x, m1, m2, ids, tw, None, None, None, None, "fp8", True)
+    with pytest.raises(TruepeakError, match="drop_block_scales=True applies to fp4 weights with activations='fp8' "
+                                            r"\(w4a8\) only, got mxfp4 weights with activations 'fp16'"):
+        mt.FusedMoE(x, m1, m2, ids, tw, activations="fp16", drop_block_scales=True, output_unchecked=True)
+    with pytest.raises(TruepeakError, match="drop_block_scales=True applies to fp4 .*, got bf16 weights"):
+        mt.FusedMoE(x, b1, b2, ids, tw, drop_block_scales=True, output_unchecked=True)
+    with pytest.raises(TruepeakError, match="untiled_w4a16=True applies to fp4 weights with activations='fp16' only, "
+                                            "got mxfp4 weights with activations 'fp8'"):
+        mt.FusedMoE(x, m1, m2, ids, tw, untiled_w4a16=True)
+    with pytest.raises(TruepeakError, match="untiled_w4a16=True applies .*, got bf16 weights with activations None"):
+        mt.FusedMoE(x, b1, b2, ids, tw, untiled_w4a16=True)

@@ -48,8 +48,8 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   rebased per expert) in magnitude) and fed to fp16 MMAs with the activations scaled per row by a power of two into
   fp16: one multiply per weight value whatever the token count (w4a8's FFMAs grow with the token block), and fp16
   instead of e4m3 activations.
-- With ``TRUEPEAK_MOE_W4A16_UNTILED=1`` (kept for comparison) fp16 activations run the untiled w4a16 kernel of
-  stop 11: nibbles decoded into fp16 by inline PTX (with the nibble at the top of a 16-bit lane, the sign stays and the exponent/mantissa bits move right by 3: the e2m1 value times
+- With ``untiled_w4a16=True`` (kept for comparison) fp16 activations run the untiled w4a16 kernel:
+  nibbles decoded into fp16 by inline PTX (with the nibble at the top of a 16-bit lane, the sign stays and the exponent/mantissa bits move right by 3: the e2m1 value times
   2^-14), bytes repacked into the kernel's nibble order (:func:`to_kernel_nibble_order`). All are the Hopper path;
   Blackwell's native block-scaled fp4 MMA is :mod:`truepeak.kernels.moe_blockscaled` (compiled for sm_100 / sm_120,
   not run on such a device).
@@ -666,12 +666,6 @@ def quantize_experts(w: Any, wfmt: str) -> ExpertWeights:
 
 
 # -- the forward -------------------------------------------------------------------------------------------------------
-def untiled_w4a16_requested() -> bool:
-    """Whether ``TRUEPEAK_MOE_W4A16_UNTILED=1`` asks for the untiled w4a16 kernel (stop 11's, kept for comparison)
-    instead of the tiled one for fp4 weights with fp16 activations."""
-    return os.environ.get("TRUEPEAK_MOE_W4A16_UNTILED") == "1"
-
-
 def _check_weights(name: str, w: ExpertWeights) -> None:
     """The kernels index values with the tensors' strides but assume K contiguous (stride 1) and scales stored
     densely in the documented shapes: anything else would be read wrongly without an error."""
@@ -832,8 +826,19 @@ class FusedMoE:
             weights converted to fp16 in registers); for fp4 weights, ``"fp8"`` (w4a8, mxfp4's default: the same
             activations, e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block) or ``"fp16"`` (w4a16,
             nvfp4's default: e2m1 decoded to fp16 and multiplied by its block scale, fp16 MMAs); both read
-            :func:`to_w4a8_layout` (the w4a16 its untiled layout with ``TRUEPEAK_MOE_W4A16_UNTILED=1``). None:
+            :func:`to_w4a8_layout` (the w4a16 its untiled layout with ``untiled_w4a16``). None:
             :func:`default_activations`. bf16 takes only None.
+        untiled_w4a16: fp4 weights with ``activations="fp16"`` only: run the untiled w4a16 kernel (bytes in
+            :func:`to_kernel_nibble_order`, e2m1 decoded to fp16 by inline PTX) instead of the tiled one, to compare
+            the two (benchmarks/moe_kernel_tuning.py). Keyword only; default False.
+        drop_block_scales: a timing experiment for w4a8 (fp4 weights, fp8 activations) only: the K loop leaves the
+            block scales out, so **the output is wrong**; it shows what the scales cost. Refused unless
+            ``output_unchecked`` is True as well. Keyword only; default False.
+        output_unchecked: the caller's statement that it will neither use nor check the output (required by
+            ``drop_block_scales``). Keyword only; default False.
+
+    Attributes:
+        output_valid: False when ``drop_block_scales`` is set (the output is not the unit's result), else True.
 
     Range: activations of quantised weights are scaled per row (x and the intermediate ``silu(g) · u``): fp8 by the
     row's largest magnitude / 448, floored at 1e-12 (rows below that quantise to zero); fp16 by a power of two that
@@ -844,6 +849,8 @@ class FusedMoE:
 
     Raises:
         TruepeakError: shapes that do not fit, formats that differ, ``activations`` not allowed for the format,
+            ``untiled_w4a16`` / ``drop_block_scales`` / ``output_unchecked`` not a bool or set where they do not apply
+            (``drop_block_scales`` without ``output_unchecked`` included),
             weight values not contiguous along K, scales not in the documented shapes or not contiguous,
             non-integer ``topk_ids``, ``tune`` not a dict of valid :class:`KernelConfig` fields.
         UnknownNameError: a weight format truepeak does not know.
@@ -852,7 +859,17 @@ class FusedMoE:
 
     def __init__(self, x: Any, w1: ExpertWeights, w2: ExpertWeights, topk_ids: Any, topk_weights: Any,
                  tokens_per_expert: float | None = None, config: KernelConfig | None = None, smem_limit: Any = None,
-                 tune: dict | None = None, activations: str | None = None):
+                 tune: dict | None = None, activations: str | None = None, *, untiled_w4a16: bool = False,
+                 drop_block_scales: bool = False, output_unchecked: bool = False):
+        flags = {"untiled_w4a16": untiled_w4a16, "drop_block_scales": drop_block_scales,
+                 "output_unchecked": output_unchecked}
+        for name, value in flags.items():
+            if not isinstance(value, bool):
+                raise TruepeakError(f"{name} must be True or False, got {value!r}")
+        if drop_block_scales and not output_unchecked:
+            raise TruepeakError("drop_block_scales=True leaves the block scales out of the K loop, so the output is "
+                                "wrong (a timing experiment); pass output_unchecked=True as well to say the output "
+                                "will be neither used nor checked")
         torch = require("torch", "running the MoE kernel")
         self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
         fp8 = w1.wfmt in ("fp8", "fp8_block")
@@ -867,10 +884,18 @@ class FusedMoE:
         if tokens_per_expert is None:
             tokens_per_expert = mean_tokens_per_expert(topk_ids, self.E)
         w8a8 = (fp8 or fp4) and activations != "fp16"
+        if untiled_w4a16 and not (fp4 and not w8a8):
+            raise TruepeakError(f"untiled_w4a16=True applies to fp4 weights with activations='fp16' only, got "
+                                f"{w1.wfmt} weights with activations {activations!r}")
+        if drop_block_scales and not (fp4 and w8a8):
+            raise TruepeakError(f"drop_block_scales=True applies to fp4 weights with activations='fp8' (w4a8) only, "
+                                f"got {w1.wfmt} weights with activations {activations!r}")
+        self.drop_block_scales = drop_block_scales
+        self.output_valid = not drop_block_scales
         # fp4 weights are read in the tiled layout (to_w4a8_layout) by both the w4a8 and the w4a16 kernel; the
-        # untiled w4a16 kernel (stop 11) stays for comparison, behind TRUEPEAK_MOE_W4A16_UNTILED=1 (both need H and
-        # I in whole 64-element steps, so the tiles always fit where either kernel runs)
-        self.tiled = fp4 and (w8a8 or not untiled_w4a16_requested())
+        # untiled w4a16 kernel stays for comparison, behind untiled_w4a16 (both need H and I in whole 64-element
+        # steps, so the tiles always fit where either kernel runs)
+        self.tiled = fp4 and not untiled_w4a16
         untiled = fp4 and not self.tiled
         self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled)
         self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled)
@@ -995,13 +1020,9 @@ class FusedMoE:
         return kernel[grid](*args, **kw)
 
     def _act8_flag(self) -> Any:
-        """The kernels' ACT8 value: 1 with fp8 activations, 0 without; for fp4 weights the timing experiments of
-        benchmarks/moe_tune_h200.py add 2 (TRUEPEAK_MOE_EXPERIMENT_NOSCALE=1: block scales ignored, so the results
-        are wrong: how fast the w4a8 loop runs without them)."""
-        flag = int(self.act8)
-        if self.act8 and self.wfmt >= 3 and os.environ.get("TRUEPEAK_MOE_EXPERIMENT_NOSCALE") == "1":
-            flag |= 2
-        return flag
+        """The kernels' ACT8 value: 1 with fp8 activations, 0 without; plus 2 with ``drop_block_scales`` (w4a8 only:
+        the block scales left out, so the output is wrong)."""
+        return int(self.act8) | (2 if self.drop_block_scales else 0)
 
     @staticmethod
     def _quant_rows(src: Any, q: Any, scales: Any) -> None:
