@@ -46,8 +46,8 @@ import functools
 from typing import Any
 
 from truepeak.errors import TruepeakError, UnsupportedError, require
-from truepeak.kernels.moe_triton import (ExpertWeights, KernelConfig, _interpreting, align_routing, check_inputs,
-                                         check_tokens_per_expert, device_smem_limit, fit_shared_memory,
+from truepeak.kernels.moe_triton import (ExpertWeights, KernelConfig, align_routing, check_inputs,
+                                         check_tokens_per_expert, device_smem_limit, fit_shared_memory, interpreting,
                                          mean_tokens_per_expert)
 
 #: Activation formats of the block-scaled kernels, per weight format (the first is the default).
@@ -271,10 +271,10 @@ class BlockScaledMoE:
                                    "fp8 run FusedMoE)")
         self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
         check_blockscaled_activations(w1.wfmt, activations)  # a bad value named before anything else
-        if x.device.type != "cuda" and not _interpreting():
+        if x.device.type != "cuda" and not interpreting():
             raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
                                    "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
-        cc = None if _interpreting() else tuple(torch.cuda.get_device_capability(x.device))
+        cc = None if interpreting() else tuple(torch.cuda.get_device_capability(x.device))
         acts = check_blockscaled_activations(w1.wfmt, activations, cc)
         if cc is None:
             self.path, self.native = "Triton interpreter (CPU)", False
@@ -311,7 +311,7 @@ class BlockScaledMoE:
         self.partial = torch.zeros(n_slots, self.H, dtype=x.dtype, device=dev)
         self.out = torch.empty(self.T, self.H, dtype=x.dtype, device=dev)
         self._ones = torch.ones(self.E, dtype=torch.float32, device=dev)
-        if dev.type == "cuda" and not _interpreting() and self.align.num_blocks:
+        if dev.type == "cuda" and not interpreting() and self.align.num_blocks:
             self.cfg1, self.cfg2 = fit_shared_memory(self._launch, self.cfg1, self.cfg2, device_smem_limit(dev))
 
     @staticmethod
@@ -340,7 +340,7 @@ class BlockScaledMoE:
         block = min(4096, max(self.group * 2, 1 << (cols - 1).bit_length()))
         _jit().quant_rows_blockscaled_kernel[(rows,)](src, q, s, g, src.stride(0), q.stride(0), s.stride(0),
                                                       n_cols=cols, BLOCK=block, XFMT=self.xfmt,
-                                                      INTERP=_interpreting(), num_warps=4)
+                                                      INTERP=interpreting(), num_warps=4)
 
     def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
         """Launch kernel 1 (gate/up) or 2 (down); with ``warmup`` only compile it and return the compiled kernel."""
@@ -349,7 +349,7 @@ class BlockScaledMoE:
         w = self.w1 if which == 1 else self.w2
         g = w.global_scale if w.global_scale is not None else self._ones
         kw = dict(WG=16 if w.wfmt == "nvfp4" else 32, XFMT=self.xfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                  BLOCK_K=cfg.block_k, INTERP=_interpreting(), num_warps=cfg.num_warps,
+                  BLOCK_K=cfg.block_k, INTERP=interpreting(), num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
         wst = (w.data.stride(0), w.data.stride(1), w.scale.stride(0), w.scale.stride(1))
         if which == 1:
