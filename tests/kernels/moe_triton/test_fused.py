@@ -153,6 +153,7 @@ out["quant_rows"] = {"scale_err": float((sc - s_ref).abs().max() / s_ref.max()),
                      "mismatches": int((q[0].float() != q_ref.float()).sum()),
                      "plane_mismatches": int((q2[0].float() != torch.where(odd, 0.0, q_ref.float())).sum()
                                              + (q2[1].float() != torch.where(odd, q_ref.float(), 0.0)).sum())}
+out["interpreting"] = mt.interpreting()
 print("RESULT " + json.dumps(out))
 """
 
@@ -361,3 +362,18 @@ def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled):
         y = f().float()
         err = float((y - ref).abs().max() / ref.abs().max())
         assert torch.isfinite(y).all() and err < (1e-1 if acts == "fp8" else 8e-2), (wfmt, acts, x_dtype, err)
+
+
+def test_interpreting_follows_triton(interpreted, monkeypatch):
+    # the child ran with TRITON_INTERPRET=1: Triton interprets there, and the launcher agrees
+    assert interpreted["interpreting"] is True
+    import sys
+
+    import triton
+
+    monkeypatch.setattr(triton.knobs.runtime, "interpret", False)
+    assert mt.interpreting() is False
+    monkeypatch.setattr(triton.knobs.runtime, "interpret", True)
+    assert mt.interpreting() is True
+    monkeypatch.setitem(sys.modules, "triton", None)  # not installed: no interpreter either
+    assert mt.interpreting() is False

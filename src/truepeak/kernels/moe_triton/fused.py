@@ -5,7 +5,6 @@ first use."""
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 from truepeak.errors import TruepeakError, UnsupportedError, require
@@ -25,9 +24,14 @@ def _kernels() -> tuple[Any, Any]:
 
 
 def interpreting() -> bool:
-    """Whether Triton runs kernels in its CPU interpreter (``TRITON_INTERPRET=1``, set before triton is imported): the
-    kernels then take their interpreter paths (``INTERP``), and tensors may live on the CPU."""
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    """Whether Triton runs kernels in its CPU interpreter, as Triton itself decides (``triton.knobs.runtime.interpret``,
+    which follows Triton's ``TRITON_INTERPRET=1``): the kernels then take their interpreter paths (``INTERP``) and
+    tensors may live on the CPU. False where triton is not installed."""
+    try:
+        import triton
+    except ImportError:
+        return False
+    return bool(triton.knobs.runtime.interpret)
 
 
 class FusedMoE:
