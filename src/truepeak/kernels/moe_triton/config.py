@@ -131,7 +131,7 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     t = max(t, 1.0)
     fp4 = wfmt in ("nvfp4", "mxfp4")
     fp8 = wfmt in ("fp8", "fp8_block")
-    # Every choice below was measured on the H200 (benchmarks/moe_tune_h200.py, DeepSeek-V3 E = 256 uniform;
+    # Every choice below was measured on the H200 (benchmarks/moe_kernel_tuning.py, DeepSeek-V3 E = 256 uniform;
     # docs/results/h200/moe/README.md); a device with a different balance may prefer others.
     bm = 16 if t <= 4 else 32 if t <= 10 else 64 if t <= 40 else 128
     bn = 64 if gated else 128

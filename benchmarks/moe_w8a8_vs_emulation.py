@@ -4,7 +4,7 @@ Prints the largest per-token difference (relative to the emulation's max |out|),
 local experts the error of the intermediate row and of that slot's down-projection output. It found the fp8 MMA
 accumulating without fp32 promotion (docs/results/h200/moe/calls/w8a8_check.log).
 
-Usage: python3 benchmarks/moe_w8a8_check.py   (from the repository root, on a CUDA GPU)
+Usage: python3 benchmarks/moe_w8a8_vs_emulation.py   (from the repository root, on a CUDA GPU)
 """
 import torch, sys
 sys.path.insert(0, "src")

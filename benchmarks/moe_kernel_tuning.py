@@ -8,7 +8,7 @@ checks the output against the reference and times the whole unit from a CUDA gra
 ``truepeak moe bench`` does. Prints one line per variant and writes OUT_DIR/tune.jsonl (one JSON object per variant:
 format, tokens per expert, overrides, the resolved configs, time, % of the read bandwidth measured at the start).
 
-Usage: PYTHONPATH=src python3 benchmarks/moe_tune_h200.py [--untiled-w4a16] OUT_DIR [FORMAT ...]  (FORMAT: a key of GRID; fp8a8 = fp8
+Usage: PYTHONPATH=src python3 benchmarks/moe_kernel_tuning.py [--untiled-w4a16] OUT_DIR [FORMAT ...]  (FORMAT: a key of GRID; fp8a8 = fp8
 weights with fp8 activations, fp8 = fp8 weights with fp16 activations; nvfp4a8 / mxfp4a8 = fp4 weights with fp8
 activations (w4a8), nvfp4 / mxfp4 = w4a16; a suffix after "-" names another list for the same format, e.g.
 nvfp4a8-defaults)
