@@ -68,8 +68,8 @@ def _scale_words(ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, BLOCK_
                  WFMT: tl.constexpr = 4):
     """w4a8: the 4 block scales of K step k0 of rows offs_n, one int32 word per row [BN], from the step-major word
     array [E, K/BK, N] (ExpertWeights.w4a8_scale_words): one step's words of consecutive rows are contiguous, so
-    a tile's scales are a few coalesced sectors (row-major, each row's word was its own 32-byte sector: the L2 ran at
-    74 % of its throughput with DRAM at 48 %, ncu on the H200)."""
+    a tile's scales are a few coalesced sectors (row-major, each row's word would be its own 32-byte sector, and the
+    L2 rather than DRAM the bound)."""
     if WFMT == 3 and BLOCK_K == 128:  # nvfp4 in 128-element steps: the two 64-element steps' words as one int64
         p = ws_ptr + (e * (K // 64) + k0 // 64) * N + offs_n
         w0 = tl.load(p, mask=offs_n < N, other=0).to(tl.uint32).to(tl.int64)
@@ -193,8 +193,7 @@ def _fp4_scale(s8, unit, WFMT: tl.constexpr):
         return (s8.to(tl.float32) * unit).to(tl.float16)
     else:
         # e8m0 s -> 2^(s - 127): s is the exponent field of an fp32 (s = 0, 2^-127, becomes 0; 255, NaN, becomes
-        # inf: non-finite outputs all the same, and the 2 operations per scale of e8m0_f32 cost 6 % more
-        # instructions in this loop, which was measured without them)
+        # inf: non-finite outputs all the same; e8m0_f32's 2 more operations per scale stay out of this loop)
         return ((s8.to(tl.int32) << 23).to(tl.float32, bitcast=True) * unit).to(tl.float16)
 
 
@@ -252,7 +251,8 @@ def _dot_fp8(a, b, acc, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
     """acc + a @ b for e4m3 a, b with the tensor-core partial sums added into the fp32 accumulator every 128
     products (``max_num_imprecise_acc``): Hopper's fp8 MMA accumulates with limited precision (DeepSeek-V3 technical
     report, arXiv:2412.19437 §3.3.2, which promotes every 128 elements; Triton's default on sm_90 never promotes).
-    Measured on the H200 without it: one (token, expert) row 10 % off at K = 7168."""
+    Without it one (token, expert) row came out 10 % off on the H200 at K = 7168
+    (benchmarks/moe_w8a8_vs_emulation.py shows the per-row error)."""
     if INTERP:
         return _dot(a, b, acc, INTERP)
     else:

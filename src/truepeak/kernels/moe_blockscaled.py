@@ -1,12 +1,12 @@
 """The MoE expert layer on block-scaled MMAs (``tl.dot_scaled``): the native fp4 path for Blackwell.
 
-**Not run on a Blackwell GPU.** truepeak's only lent device is an H200 (sm_90). What was checked instead (the tests
+**Not run on a Blackwell GPU:** only on an H200 (sm_90), through Triton's emulation. What is checked instead (the tests
 and ``docs/results/cpu/moe_blockscaled_ptx.md``): the kernels compile with Triton 3.6's own ptxas for sm_100 and
 sm_120 into the block-scaled MMA instructions named below, with shared memory inside each device's per-block limit;
 they give the float32 reference's answer in Triton's interpreter on the CPU; and the mxfp4 variants, which Triton
-also compiles for sm_90 by upcasting the operands to bf16, were run on the H200 (``docs/results/h200/moe/``).
+also compiles for sm_90 by upcasting the operands to bf16, run on the H200 (``docs/results/h200/moe/``).
 
-The unit of work is :class:`truepeak.kernels.moe_triton.FusedMoE`'s (issue #5): ``x [T, H]``, ``topk_ids`` /
+The unit of work is :class:`truepeak.kernels.moe_triton.FusedMoE`'s: ``x [T, H]``, ``topk_ids`` /
 ``topk_weights [T, k]`` → ``out [T, H] = Σ_j w[t, j] · down_e(silu(gate_e(x_t)) · up_e(x_t))``, with the same routing
 metadata (:func:`~truepeak.kernels.moe_triton.align_routing`: token blocks of one expert, the block size chosen from
 tokens per expert, docs/method.md 'Padding per expert') and the same swap-AB tiling (weights the MMA's M, tokens its N).
@@ -180,7 +180,7 @@ def choose_blockscaled_config(tokens_per_expert: float, k_dim: int, gated: bool 
     the accumulator in registers and 128-token blocks spill: 255 registers and a stack, compiled), 128 weight rows (the
     M of one ``tcgen05.mma``; ``gated``, the gate/up GEMM: 64 gate rows and the 64 matching up rows in one tile), the K
     step of :func:`blockscaled_block_k`, 4 warps (one warpgroup), 3 stages (fewer where the device's shared memory needs
-    it: :func:`~truepeak.kernels.moe_triton.fit_shared_memory`). Not tuned on any Blackwell device (none was available).
+    it: :func:`~truepeak.kernels.moe_triton.fit_shared_memory`). Not tuned on a Blackwell device.
 
     Raises:
         TruepeakError: tokens per expert not a finite number > 0. UnsupportedError: K not a multiple of 64."""
@@ -249,7 +249,7 @@ class BlockScaledMoE:
 
     Accuracy: the activations are rounded to 4 (W4A4) or 8 bits per value, so the output is further from a float32
     reference than with the dequantising kernels' fp16 or per-row e4m3 activations. On the H200, DeepSeek-V3 shapes
-    (docs/results/h200/moe/README.md, stop 14), as fractions of max |output| against unrounded activations: mxfp4 W4A8
+    (docs/results/h200/moe/README.md), as fractions of max |output| against unrounded activations: mxfp4 W4A8
     8.6e-2 and W4A4 0.29, where FusedMoE's mxfp4 w4a8 is 3.8e-2. Against the reference computed with the same
     activation rounding the kernel agrees to bf16 output rounding (CPU tests, GPU tests). Inputs holding inf or NaN
     give NaN output rows. In Triton's interpreter (the CPU path) an e8m0 scale byte of 0 decodes as 0, not 2^-127, so

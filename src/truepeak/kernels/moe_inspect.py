@@ -138,7 +138,7 @@ def compile_blockscaled(cfg: Any, wfmt: str, activations: str, capability: int, 
     CompiledKernel (``.asm["ptx"]`` holds the MMA instruction, ``.metadata.shared`` the shared memory).
 
     Any capability Triton has a target for is compiled, including those :func:`~truepeak.kernels.moe_blockscaled.
-    blockscaled_path` refuses (sm_121: that is how they were found).
+    blockscaled_path` refuses (sm_121, where Triton 3.6 emulates mxfp4 and fails on nvfp4).
 
     Raises:
         TruepeakError / UnsupportedError: a format or activations the block-scaled kernel does not take, a malformed

@@ -103,9 +103,9 @@ w2n = mt.quantize_experts(torch.randn(4, 128, 64) * 0.1, "mxfp4")
 w1n.scale[1, 0, 0] = 255
 yn = mt.FusedMoE((torch.rand(ids.shape[0], 128) * 2 - 1).bfloat16(), w1n, w2n, ids, tw, activations="FP8")()
 out["nan_scale"] = {"nan": int(yn.float().isnan().sum()), "inf": int(yn.float().isinf().sum())}
-# mxfp4 weights with no activations argument run w4a8 (its default since stop 12)
+# mxfp4 weights with no activations argument run w4a8 (their default)
 out["default_fp4"] = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16, 64, 128, 4, 1)).activations
-# nvfp4 with no activations argument runs the tiled w4a16 (the default since stop 13)
+# nvfp4 with no activations argument runs the tiled w4a16 (its default)
 w1v = mt.quantize_experts(torch.randn(4, 512, 256) * 0.1, "nvfp4")
 w2v = mt.quantize_experts(torch.randn(4, 256, 256) * 0.1, "nvfp4")
 fv = mt.FusedMoE(xs, w1v, w2v, ids, tw, config=mt.KernelConfig(16, 64, 64, 4, 1))

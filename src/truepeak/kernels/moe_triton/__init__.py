@@ -1,13 +1,17 @@
-"""truepeak's fused-MoE Triton kernels for decode: stream each active expert's weights once.
+"""truepeak's fused-MoE Triton kernels for decode: stream each active expert's weights once. What they reach on an
+H200, against the read bandwidth measured in the same run and against torch's backends:
+docs/results/h200/moe/README.md.
 
-Measured on an H200 (docs/results/h200/moe/README.md, stop 14; % of the read bandwidth measured in the same run, all
-256 experts on one GPU, uniform and power-law routing): bf16 93-100 % at <= 8 tokens per expert, 79-93 % at 16-32;
-fp8 weights with fp8 activations (w8a8) 94-99 % at <= 4, 90-95 % at 8, 76-87 % at 16-32; mxfp4 with fp8 activations
-(w4a8) 81-90 % at <= 8 with uniform routing (66-83 % power law); nvfp4 with fp16 activations (the tiled w4a16)
-57-63 % (45-59 %). The fastest of the benchmark's backends at every point up to 32 tokens per expert for bf16 and fp8
-(torch has no fp4 path on Hopper).
+Modules: :mod:`~truepeak.kernels.moe_triton.config` (weight formats, :class:`KernelConfig`, :func:`choose_config`,
+default activations, fp4 K steps), :mod:`~truepeak.kernels.moe_triton.routing` (:func:`align_routing`),
+:mod:`~truepeak.kernels.moe_triton.layouts` (the fp4 layouts and their inverses),
+:mod:`~truepeak.kernels.moe_triton.weights` (:class:`ExpertWeights`, :func:`quantize_experts`),
+:mod:`~truepeak.kernels.moe_triton.checks` (:func:`check_inputs`), :mod:`~truepeak.kernels.moe_triton.smem`
+(:func:`fit_shared_memory`), :mod:`~truepeak.kernels.moe_triton.fused` (:class:`FusedMoE`, the launcher),
+:mod:`~truepeak.kernels.moe_triton.reference` (:func:`moe_reference`); the ``@triton.jit`` sources are in
+:mod:`truepeak.kernels._moe_jit`. Every public name is importable from this package.
 
-The unit of work (issue #5): hidden states ``x [T, H]`` and router output (``topk_ids``, ``topk_weights`` ``[T, k]``)
+The unit of work: hidden states ``x [T, H]`` and router output (``topk_ids``, ``topk_weights`` ``[T, k]``)
 → ``out [T, H] = Σ_j w[t, j] · down_e(act(gate_up_e(x[t])))`` with ``e = topk_ids[t, j]`` and the SiLU-gated
 activation ``act(g, u) = silu(g) · u`` (DeepSeek-V3, GLM-5, Qwen3; gpt-oss's clamped SwiGLU with alpha = 1.702 and
 limit 7 is *not* implemented: its cost is the same elementwise work, the benchmark runs SiLU-gated for every model).
@@ -38,8 +42,9 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
 - FP4 weights are repacked once (:func:`to_w4a8_layout`: 64-element nibble chunks, a bit permutation that makes
   e2m1 → e4m3 5 integer instructions per 8 values, and 64-row x 64-element tiles of 2 KB stored contiguously; the
   block scales as one int32 word per row and 64- or 128-element step, :meth:`ExpertWeights.w4a8_scale_words`). The
-  2 KB tiles matter most: with rows 3.5 KB apart the kernels stayed near 50 % (docs/results/h200/moe/README.md).
-  Two kernels read them; :func:`default_activations` picks the faster one measured per format:
+  2 KB tiles matter most: a K step reads 32 or 64 bytes of each row, which as rows K/2 bytes apart are small strided
+  reads (docs/results/h200/moe/README.md). Two kernels read them; :func:`default_activations` picks the faster one
+  measured per format:
 - **w4a8** (``activations="fp8"``, mxfp4's default): the activations quantised per row as for fp8, e2m1 decoded to
   e4m3, the step's scale blocks each one fp8 MMA of K = 32 whose fp32 result is multiplied by the block scale
   (nvfp4's 16-element blocks through two activation planes, even and odd blocks, the other zeroed).
@@ -48,14 +53,15 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   rebased per expert) in magnitude) and fed to fp16 MMAs with the activations scaled per row by a power of two into
   fp16: one multiply per weight value whatever the token count (w4a8's FFMAs grow with the token block), and fp16
   instead of e4m3 activations.
-- With ``untiled_w4a16=True`` (kept for comparison) fp16 activations run the untiled w4a16 kernel:
-  nibbles decoded into fp16 by inline PTX (with the nibble at the top of a 16-bit lane, the sign stays and the exponent/mantissa bits move right by 3: the e2m1 value times
-  2^-14), bytes repacked into the kernel's nibble order (:func:`to_kernel_nibble_order`). All are the Hopper path;
+- With ``untiled_w4a16=True`` (kept for comparison) fp16 activations run the untiled w4a16 kernel: nibbles decoded
+  into fp16 by inline PTX (with the nibble at the top of a 16-bit lane, the sign stays and the exponent/mantissa bits
+  move right by 3: the e2m1 value times 2^-14), bytes repacked into the kernel's nibble order
+  (:func:`to_kernel_nibble_order`). All are the Hopper path;
   Blackwell's native block-scaled fp4 MMA is :mod:`truepeak.kernels.moe_blockscaled` (compiled for sm_100 / sm_120,
   not run on such a device).
 - ``KernelConfig.hoist`` (fp4): decode in the MMA operand's register layout straight from shared memory (2 bytes per
   PTX call) rather than in the loaded layout plus a shared-memory round trip; ``prefetch``: register double
-  buffering of the next K step (kept for experiments; slower in every measured fp4 configuration after the rewrite).
+  buffering of the next K step (kept for experiments; the defaults leave it off).
 - Shared memory (docs/method.md, 'Shared memory per block'): :func:`choose_config` estimates it (exact for bf16 and
   w8a8, an upper bound otherwise, checked against Triton's allocation for sm_90 in the tests) and :class:`FusedMoE`
   compiles each kernel and drops stages until the compiler's own figure fits the device's per-block limit.

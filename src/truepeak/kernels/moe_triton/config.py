@@ -26,7 +26,7 @@ class KernelConfig:
     the MMA operand's register layout, straight from shared memory, instead of decoding in the loaded layout and
     moving the fp16 tile to the MMA through shared memory (more instructions, less shared memory and no barrier;
     the untiled w4a16 kernel only). ``maxnreg``: a cap on registers per thread (ptxas ``.maxnreg``; None = the
-    compiler's choice): more programs per SM, or spills; measured no faster at stop 13.
+    compiler's choice): more programs per SM, or spills.
 
     Raises:
         TruepeakError: a field of the wrong type or out of range (tiles powers of two >= 16, ``num_stages`` >= 1,
@@ -131,50 +131,45 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
     t = max(t, 1.0)
     fp4 = wfmt in ("nvfp4", "mxfp4")
     fp8 = wfmt in ("fp8", "fp8_block")
-    # Every choice below was measured on the H200 (benchmarks/moe_kernel_tuning.py, DeepSeek-V3 E = 256 uniform;
-    # docs/results/h200/moe/README.md); a device with a different balance may prefer others.
+    # Every choice below is the fastest measured on the H200 (benchmarks/moe_kernel_tuning.py, DeepSeek-V3 shapes;
+    # the figures are in docs/results/h200/moe/README.md); a device with a different balance may prefer others.
     bm = 16 if t <= 4 else 32 if t <= 10 else 64 if t <= 40 else 128
     bn = 64 if gated else 128
     bk, warps, stages, prefetch, hoist, maxnreg = 128, 4, 4 if bm <= 64 else 3, False, False, None
-    if bm == 128:  # 256 tokens per expert: 17.0-17.3 ms with 8 warps (38.0 ms with 4), 18.4 ms with 64 x 128 tiles
+    if bm == 128:  # 128-token blocks: 128 x 128 tiles, 8 warps
         bn, bk, warps = 128, 64, 8
-    if 10 < t <= 20 and wfmt in ("bf16", "fp8"):  # 32-token blocks at 16 tokens per expert (half the activation
-        # traffic through L2; stop 13, two H200s: bf16 with 128 weight rows 92.4 vs 90.1-90.3 %, fp8 w8a8 88.1 vs 86.7 / 87.2 vs 85.4;
-        # power law 1.2 unchanged: 88.5 / 85.9 both ways)
+    if 10 < t <= 20 and wfmt in ("bf16", "fp8"):  # 32-token blocks at 16 tokens per expert: half the activation
+        # traffic through L2 of 64-token blocks; bf16 with 128 weight rows
         bm, bn = 32, 128 if gated and wfmt == "bf16" else bn
     if fp8 and w8a8:  # fp8 MMA from shared memory, partial sums promoted to fp32 every 128 products
         stages = 3
         if t <= 10 and wfmt == "fp8":  # fp8_block: one 128 x 128 scale per K step, so 128 at most
-            # 16-token blocks and 256-element steps up to 10 tokens per expert (stop 14 call 4, at 8: 95.7 vs 92.8 %
-            # with uniform routing, 92.3 vs 91.9 power law; 32-token blocks with 256-element steps: 82.1, stop 13)
+            # 16-token blocks and 256-element steps up to 10 tokens per expert
             bm, bk = 16, 256
         if bm == 128:  # 128 x 128 tiles, 128-element steps (the promoted accumulators spill a little, still faster)
             bk = 128
-    if fp8 and not w8a8:  # w8a16: smaller token blocks and fewer stages keep more programs per SM (84 vs 71 % at 8 tok/expert)
+    if fp8 and not w8a8:  # w8a16: smaller token blocks and fewer stages keep more programs per SM
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         stages = 2 if bm == 32 else 3
         warps = 8 if bm == 128 else 4
     if fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 4 blocks per step (see w4a8_block_k)
-        # 16-token blocks up to 10 tokens per expert (tiled layout, 8 per expert: mxfp4 83.8 vs 70.1 %, nvfp4 62.5 vs
-        # 47.2 with 32); 128 weight rows up to 10 (mxfp4 at 1: 90.5 vs 85.7 % with 64), 64 from 64-token blocks
-        # 32 at 16 (mxfp4 62.9 vs 48.8 %, nvfp4 41.8 vs 29.3 with 64); 3 stages (91.0 vs 90.3 % with 4 at 1)
+        # 16-token blocks up to 10 tokens per expert, 32 up to 20; 128 weight rows up to 32-token blocks, 64 from
+        # 64-token blocks; 3 stages
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         bk, bn, stages, warps = w4a8_block_k(wfmt, k_dim), 128 if bm <= 32 else 64, 3, 4
     elif fp4 and not untiled:  # tiled w4a16: the w4a8 layout and step, fp16 MMAs after an fp16 scale multiply
-        # 16-token blocks up to 10 tokens per expert (nvfp4 at 8: 59.0 vs 52.7 % with 32), 32 up to 20 (at 16: 50.8 vs
-        # 41.7 with 64), 64 up to 40 (at 32: 37.6 vs 34.7 with 32); 8 warps on 128-token blocks (at 256: 7.7 vs 4.7)
+        # 16-token blocks up to 10 tokens per expert, 32 up to 20, 64 up to 40; 8 warps on 128-token blocks
         bm = 16 if t <= 10 else 32 if t <= 20 else 64 if t <= 40 else 128
         bk, bn, stages, warps = w4a8_block_k(wfmt, k_dim), 128, 3, 4 if bm <= 64 else 8
         if wfmt == "nvfp4" and bm == 128 and (k_dim is None or k_dim % 128 == 0):
-            bk = 128  # two chunks and two scale words per step: at 64 tokens per expert 23.2 vs 20.7 %
+            bk = 128  # two chunks and two scale words per step
         if wfmt == "nvfp4" and bm <= 32:
-            # 128 registers (141 uncapped: 3 programs of 128 threads per SM, 4 capped), stop 14: +0.1 to +0.8 points
-            # at 1-16 tokens per expert in call 1, +1.2 to +1.8 at 1-8 in call 4
+            # capped at 128 registers: 4 programs of 128 threads per SM instead of 3
             maxnreg = 128
-    elif fp4:  # untiled w4a16: 128-element K steps (120 registers, 4 programs per SM: 37-41 % vs 30-33 % with 256)
+    elif fp4:  # untiled w4a16: 128-element K steps (fewer registers than 256: 4 programs per SM)
         bk, stages = 128, 3
         if bm <= 32:
-            hoist = True  # decode in the MMA layout: 40.6 vs 34.7 % at 1 tok/expert (nvfp4)
+            hoist = True  # decode in the MMA operand's layout
         else:  # 64-row blocks for every larger count (128 spills registers), 8 warps on 128 weight rows
             bm, bn, warps = 64, 128, 8
     if k_dim is not None and fp4 and untiled and not w8a8:  # (tiled: w4a8_block_k above checked K)
@@ -206,13 +201,10 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
 def default_activations(wfmt: str) -> str | None:
     """The activations :class:`FusedMoE` runs a weight format with when none is asked for: ``"fp8"`` for fp8 weights
     (w8a8) and mxfp4 (w4a8), ``"fp16"`` for nvfp4 (the tiled w4a16), None for bf16. Measured on the H200
-    (docs/results/h200/moe/README.md): mxfp4 w4a8 was faster than the tiled w4a16 at every tokens per expert
-    (DeepSeek-V3, E = 256, uniform; 91 vs 60 % of the read bandwidth at 1; stop 13 call 1); in stop 13's results call,
-    over DeepSeek-V3 and GLM-5, E = 256 and EP8, uniform and power-law routing, nvfp4's w4a16 was 5-12 % slower than
-    its w4a8 up to 8 tokens per expert, 1.06-1.38x faster at 16-32 and 2.0-2.6x at 64-256, and 9-17x closer to the
-    float32 reference (fp16 instead of e4m3 activations: 2.4-5.1e-3 vs 4.1-5.2e-2 of max |output|), so nvfp4's
-    default does not depend on the batch; in stop 14's (w4a16 capped at 128 registers) 2-8 % slower up to 8 tokens
-    per expert, 1.04-1.38x faster at 16-32, 2.0-2.6x at 64-256.
+    (docs/results/h200/moe/README.md): mxfp4's w4a8 is faster than its tiled w4a16 at every tokens per expert;
+    nvfp4's tiled w4a16 is a few percent slower than its w4a8 up to 8 tokens per expert, faster from 16 on, and an
+    order of magnitude closer to the float32 reference (fp16 rather than e4m3 activations), so nvfp4's default does
+    not depend on the batch.
 
     Raises:
         UnknownNameError: an unknown format."""
@@ -230,7 +222,7 @@ def check_wfmt(wfmt: str) -> str:
 
 def fp4_block_k(k_dim: int) -> int:
     """The K step of the fp4 kernels for a GEMM of reduction size ``k_dim`` (elements): 128 or 64, whichever divides
-    K, preferring 128 (measured faster than 256 on the H200: fewer registers, more programs per SM).
+    K, preferring 128 (faster than 256 on the H200: fewer registers, more programs per SM).
     It is also the chunk of :func:`to_kernel_nibble_order`, so it depends on K only (not on tokens per expert):
     weights are repacked once, at load time.
 

@@ -52,7 +52,8 @@ def to_e4m3_bit_layout(packed: Any) -> Any:
     Why: the low value's bits then sit where an e4m3 byte has its sign, exponent lsbs and mantissa msb (one AND
     with 0x9C gives an e4m3 equal to the e2m1 value x 2^-6, exactly), and the high value's after shifts by 2 and one
     more AND/OR: 5 integer instructions decode 8 values on Hopper, against ~17 for the untiled w4a16 kernel's e2m1
-    -> fp16 (stop 11; the tiled w4a16 decodes this layout too, then converts e4m3 -> fp16). Example: L = 0b0011 (1.5), H = 0b1110 (-4), byte 0xE3 → 0b01101110. Inverse: :func:`from_e4m3_bit_layout`."""
+    -> fp16 (the tiled w4a16 decodes this layout too, then converts e4m3 -> fp16). Example: L = 0b0011 (1.5),
+    H = 0b1110 (-4), byte 0xE3 → 0b01101110. Inverse: :func:`from_e4m3_bit_layout`."""
     lo, hi = packed & 15, packed >> 4
 
     def bit(v: Any, i: int) -> Any:
@@ -84,10 +85,9 @@ def to_w4a8_layout(packed: Any) -> Any:
     ``(n * K/64 + c) * 2048`` of the expert (rows of a tile 32 bytes apart).
 
     Why the tiles: a K step of the kernel reads 32 or 64 bytes of each of its rows; with rows K/2 bytes apart
-    (3,584 B for K = 7168) those small strided pieces kept the w4a8 kernel at ~50 % of the H200's read bandwidth
-    whatever its MMA scheduling (docs/results/h200/moe/README.md); read as 2 KB tiles the same kernel streamed
-    mxfp4 at 85-91 % at <= 8 tokens per expert (stop 12) (Marlin and other serving kernels pre-tile weights for the same
-    reason).
+    (3,584 B for K = 7168) those are small strided pieces, which held the w4a8 kernel far below the read bandwidth
+    whatever its MMA scheduling; read as 2 KB tiles it streams near it (docs/results/h200/moe/README.md). Marlin and
+    other serving kernels pre-tile weights for the same reason.
 
     Raises:
         TruepeakError: not uint8, not 3-D, or N or K not multiples of 64."""
