@@ -1,7 +1,7 @@
 """What Triton makes of truepeak's block-scaled MoE gate/up kernel (:mod:`truepeak.kernels.moe_blockscaled`) for
-Blackwell (sm_100, sm_103, sm_120) and Hopper (sm_90), on any machine (no GPU: Triton's bundled ptxas): per weight format,
-activations and tokens per expert, the MMA instruction in the PTX, shared memory and registers, against each device's
-shared memory per block (docs/method.md, 'Shared memory per block'). Never run on a Blackwell GPU (none was available).
+Blackwell (sm_100, sm_103, sm_120) and Hopper (sm_90), on any machine (no GPU: Triton's bundled ptxas): per weight
+format, activations and tokens per expert, the MMA instruction in the PTX, shared memory and registers, against each
+device's shared memory per block (docs/method.md, 'Shared memory per block'). Compiled only: no Blackwell GPU ran it.
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_blockscaled_ptx.py > docs/results/cpu/moe_blockscaled_ptx.md
 """

@@ -14,7 +14,7 @@ print(f"Command: `PYTHONPATH=src python3 benchmarks/moe_kernel_sass.py` (triton 
       "Triton's bundled ptxas and cuobjdump). DeepSeek-V3 shapes (K = H = 7168, 2I = 4096 weight rows); the "
       "configuration `choose_config` picks. Instructions are per thread per K-loop iteration; values = weight "
       "elements one thread handles per iteration (2 tiles x block_n x block_k / threads). fp4 with fp16 activations is "
-      "the tiled w4a16 kernel (the default for nvfp4 since stop 13); fp4 with fp8 activations the w4a8 kernel.\n")
+      "the tiled w4a16 kernel (nvfp4's default); fp4 with fp8 activations the w4a8 kernel.\n")
 print("| weights | activations | tok/expert | block m x n x k, warps, stages | regs | smem B | instr / iter | "
       "instr / value | top of the mix |")
 print("|---|---|---:|---|---:|---:|---:|---:|---|")

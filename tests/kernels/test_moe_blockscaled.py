@@ -1,6 +1,6 @@
 """The block-scaled MoE kernels (the native fp4 path for Blackwell) without a Blackwell GPU: which path each device
 gets, what Triton compiles them into for sm_100 / sm_120 / sm_90 (Triton's own ptxas, no GPU needed), the
-shared-memory fit of case C14 against sm_120's 101,376 B, and correctness in Triton's CPU interpreter (activation
+shared-memory fit against sm_120's 101,376 B, and correctness in Triton's CPU interpreter (activation
 quantisers bit-exact against truepeak.kernels.quant; the forward against a float32 reference with the same activation
 rounding, over routings with empty experts, one expert holding every token and slots of another EP rank)."""
 
@@ -20,7 +20,7 @@ from truepeak.errors import TruepeakError, UnsupportedError  # noqa: E402
 from truepeak.kernels import moe_blockscaled as bs  # noqa: E402
 from truepeak.kernels import moe_triton as mt  # noqa: E402
 
-# bytes of shared memory per block with opt-in on sm_120 (case C14; CUDA C++ Programming Guide, compute capability 12.0)
+# bytes of shared memory per block with opt-in on sm_120 (CUDA C++ Programming Guide, compute capability 12.0)
 SM120_SMEM = 101_376
 
 
@@ -60,7 +60,7 @@ def test_path_per_device_and_format():
 
 
 def test_config_follows_tokens_per_expert_and_k():
-    # case C17: the token block follows tokens per expert, not the batch; gate/up tiles are 64 + 64 rows
+    # the token block follows tokens per expert, not the batch; gate/up tiles are 64 + 64 rows
     assert [bs.choose_blockscaled_config(t, 7168).block_m for t in (1, 16, 17, 32, 64, 256)] == [16, 16, 32, 32, 64,
                                                                                                   128]
     assert bs.choose_blockscaled_config(8, 7168, gated=True).block_n == 64
@@ -123,7 +123,7 @@ def test_compiles_to_the_block_scaled_mma(wfmt, acts, cap, mma):
             bs.blockscaled_path(wfmt, acts, (12, 1))
     else:
         assert bs.blockscaled_path(wfmt, acts, (cap // 10, cap % 10))[1] == (".block_scale" in mma)
-    if cap == 120:  # case C14: sm_120's 101,376 B per block, at 1 token per expert with 3 stages
+    if cap == 120:  # sm_120's 101,376 B per block, at 1 token per expert with 3 stages
         assert int(k.metadata.shared) <= SM120_SMEM
 
 

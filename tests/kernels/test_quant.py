@@ -2,7 +2,7 @@
 
 Known values: the e2m1 grid (0, 0.5, 1, 1.5, 2, 3, 4, 6) with signs (OCP MX v1.0 §5.3.3), round-to-nearest-even ties,
 e4m3 scale values (3 mantissa bits: 0.5, 0.5625, 0.625, ... in [0.5, 1)), e8m0 shared exponents
-``floor(log2(amax)) - emax_elem`` biased by 127 (OCP MX v1.0 §6.3), byte counts of case C13.
+``floor(log2(amax)) - emax_elem`` biased by 127 (OCP MX v1.0 §6.3), byte counts of a DeepSeek-V3 expert projection.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def test_round_trip_error_is_bounded():
     assert (quant.dequantize_mxfp8(*quant.quantize_mxfp8(x)) - x).abs().max() <= 0.125
 
 
-def test_c13_nvfp4_and_mxfp4_bytes_match_formats():
+def test_nvfp4_and_mxfp4_bytes_of_a_deepseek_v3_projection_match_formats():
     w = torch.rand(7168, 2048, dtype=torch.bfloat16)
     p, s, _ = quant.quantize_nvfp4(w)
     assert p.shape == (7168, 1024) and s.shape == (7168, 128)

@@ -514,7 +514,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     """
     torch = require("torch", "the MoE benchmark")
     from truepeak.kernels.moe_blockscaled import default_blockscaled_activations
-    from truepeak.kernels.moe_triton import default_activations, untiled_w4a16_requested
+    from truepeak.kernels.moe_triton import default_activations
     from truepeak.bench.records import RecordWriter, environment, make_record
 
     shape = expert_shape(model, tp, ep)
@@ -618,9 +618,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                     auto = default_blockscaled_activations(wfmt, cc) if scaled else default_activations(wfmt)
                     fp4_acts = auto if fp4_activations == "auto" else fp4_activations
                 # fp4 in the layout our kernel reads (made here, so it does not repack a copy): the standard packing
-                # for the block-scaled kernel, else the tiled one unless the untiled w4a16 is asked for
-                # (TRUEPEAK_MOE_W4A16_UNTILED=1 with fp16 activations)
-                tiled = not scaled and (fp4_acts == "fp8" or not untiled_w4a16_requested())
+                # for the block-scaled kernel, else the tiled one
+                tiled = not scaled
                 w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled, standard=scaled)
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()

@@ -5,7 +5,7 @@ Documentation of the design, formats and what each device runs: :mod:`truepeak.k
 import triton
 import triton.language as tl
 
-from truepeak.kernels._moe_jit import _block_of_one_expert, _e4m3_round_interp, _e8m0_f32, _row_amax
+from truepeak.kernels._moe_jit_common import block_of_one_expert, e4m3_round_interp, e8m0_f32, row_amax
 
 # Activation formats (the XFMT constexpr): e4m3 values with e8m0 scales per 32 (MXFP8), e2m1 with e8m0 per 32 (MXFP4),
 # e2m1 with e4m3 per 16 and an fp32 scale per row (NVFP4).
@@ -57,7 +57,7 @@ def quant_rows_blockscaled_kernel(x_ptr, q_ptr, s_ptr, g_ptr, stride_x, stride_q
     NB: tl.constexpr = BLOCK // G
     g = 1.0
     if XFMT == NVFP4:  # the row's decode scale first
-        m, has_nan = _row_amax(x_ptr, r, stride_x, n_cols, BLOCK)
+        m, has_nan = row_amax(x_ptr, r, stride_x, n_cols, BLOCK)
         g = tl.where(m > 0, m / 2688.0, 1.0)  # 2688 = 448 (e4m3's largest) * 6 (e2m1's)
         g = tl.where(has_nan, float("nan"), g)
     for c0 in range(0, n_cols, BLOCK):
@@ -69,7 +69,7 @@ def quant_rows_blockscaled_kernel(x_ptr, q_ptr, s_ptr, g_ptr, stride_x, stride_q
         if XFMT == NVFP4:
             sc = tl.minimum(bamax / 6.0 / g, 448.0)
             if INTERP:
-                sc = _e4m3_round_interp(sc)
+                sc = e4m3_round_interp(sc)
             sc8 = sc.to(tl.float8e4nv)
             denom = sc8.to(tl.float32) * g
             q = tl.where(denom[:, None] > 0, b / tl.maximum(denom[:, None], 1.1754943508222875e-38), 0.0)
@@ -92,7 +92,7 @@ def quant_rows_blockscaled_kernel(x_ptr, q_ptr, s_ptr, g_ptr, stride_x, stride_q
             q = tl.minimum(tl.maximum(q, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
                            propagate_nan=tl.PropagateNan.ALL)
             if INTERP:
-                q = _e4m3_round_interp(q)
+                q = e4m3_round_interp(q)
             tl.store(q_ptr + r * stride_q + offs, q.to(tl.float8e4nv), mask=offs < n_cols)
         else:
             b_offs = c0 // 2 + tl.arange(0, BLOCK // 2)
@@ -118,7 +118,7 @@ def _fp4_rows_f32(packed, s, G: tl.constexpr, R: tl.constexpr, C: tl.constexpr):
     if G == 16:
         sf = s.to(tl.float16).to(tl.float32)  # through fp16: the interpreter's direct e4m3 -> fp32 cast is off
     else:
-        sf = _e8m0_f32(s)
+        sf = e8m0_f32(s)
     return tl.reshape(v * sf[:, :, None], (R, C))
 
 
@@ -131,7 +131,7 @@ def _dot_scaled_interp(w, ws, x, xs, acc, WG: tl.constexpr, XFMT: tl.constexpr, 
     XG: tl.constexpr = 16 if XFMT == NVFP4 else 32
     if XFMT == MXFP8:
         xf = tl.reshape(tl.trans(x).to(tl.float16).to(tl.float32), (BM, BK // XG, XG))
-        xf = tl.reshape(xf * _e8m0_f32(xs)[:, :, None], (BM, BK))
+        xf = tl.reshape(xf * e8m0_f32(xs)[:, :, None], (BM, BK))
     else:
         xf = _fp4_rows_f32(tl.trans(x), xs, XG, BM, BK)
     return tl.dot(wf, tl.trans(xf), acc, input_precision="ieee")
@@ -179,8 +179,8 @@ def scaled_gate_up_kernel(x_ptr, xs_ptr, xg_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr
     """out[slot, n] = silu(g) * u for the BLOCK_N gate rows n (and up rows n + I: one 2 * BLOCK_N-row tile) of one
     expert and the slots of one BLOCK_M block; g and u scaled by the expert's fp32 scale and the token row's
     activation scale."""
-    e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
-                                                          BLOCK_M, BLOCK_N)
+    e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
+                                                         BLOCK_M, BLOCK_N)
     j = tl.arange(0, 2 * BLOCK_N)
     gate_row0 = tl.program_id(0) // num_blocks * BLOCK_N
     offs = tl.where(j < BLOCK_N, gate_row0 + j, I + gate_row0 + j - BLOCK_N)
@@ -202,8 +202,8 @@ def scaled_down_kernel(a_ptr, as_ptr, ag_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, s
                        BLOCK_K: tl.constexpr, INTERP: tl.constexpr = False):
     """out[slot, n] = routing weight of the slot * (W2_e[n, :] @ intermediate[slot, :]) for BLOCK_N rows n of one
     expert and the slots of one BLOCK_M block."""
-    e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
-                                                          BLOCK_M, BLOCK_N)
+    e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
+                                                         BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc = _scaled_acc(acc, w_ptr, ws_ptr, e, offs_n, a_ptr, as_ptr, rows, H, I, stride_we, stride_wn, stride_se,
                       stride_sn, stride_a, stride_as, WG, XFMT, BLOCK_M, BLOCK_N, BLOCK_K, INTERP)

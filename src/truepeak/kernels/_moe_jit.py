@@ -5,6 +5,8 @@ here. Documentation of the design, layouts and formats: :mod:`truepeak.kernels.m
 import triton
 import triton.language as tl
 
+from truepeak.kernels._moe_jit_common import block_of_one_expert, e4m3_round_interp, e8m0_f32, row_amax
+
 
 @triton.jit
 def _fp4_to_f16(c):
@@ -66,8 +68,8 @@ def _scale_words(ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, BLOCK_
                  WFMT: tl.constexpr = 4):
     """w4a8: the 4 block scales of K step k0 of rows offs_n, one int32 word per row [BN], from the step-major word
     array [E, K/BK, N] (ExpertWeights.w4a8_scale_words): one step's words of consecutive rows are contiguous, so
-    a tile's scales are a few coalesced sectors (row-major, each row's word was its own 32-byte sector: the L2 ran at
-    74 % of its throughput with DRAM at 48 %, ncu on the H200)."""
+    a tile's scales are a few coalesced sectors (row-major, each row's word would be its own 32-byte sector, and the
+    L2 rather than DRAM the bound)."""
     if WFMT == 3 and BLOCK_K == 128:  # nvfp4 in 128-element steps: the two 64-element steps' words as one int64
         p = ws_ptr + (e * (K // 64) + k0 // 64) * N + offs_n
         w0 = tl.load(p, mask=offs_n < N, other=0).to(tl.uint32).to(tl.int64)
@@ -147,7 +149,7 @@ def _fp4_scale_f32(words, j: tl.constexpr, WFMT: tl.constexpr):
     if WFMT == 3:
         return s8.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float32)
     else:
-        return _e8m0_f32(s8)
+        return e8m0_f32(s8)
 
 
 @triton.jit
@@ -160,7 +162,7 @@ def _fp4_scale_f16(words, j: tl.constexpr, WFMT: tl.constexpr):
     if WFMT == 3:
         return s8.to(tl.uint8).to(tl.float8e4nv, bitcast=True).to(tl.float16)
     else:
-        return _e8m0_f32(s8).to(tl.float16)
+        return e8m0_f32(s8).to(tl.float16)
 
 
 @triton.jit
@@ -180,14 +182,6 @@ def _fp4_pair_asm2(b):
 
 
 @triton.jit
-def _e8m0_f32(s8):
-    """e8m0 bytes -> fp32 2^(s - 127): the byte as fp32's exponent field (0 gives 0); 255, e8m0's NaN, a quiet NaN
-    (the exponent field alone would make it inf)."""
-    s = s8.to(tl.int32)
-    return ((s << 23) | ((s == 255).to(tl.int32) << 22)).to(tl.float32, bitcast=True)
-
-
-@triton.jit
 def _fp4_scale(s8, unit, WFMT: tl.constexpr):
     """fp16 block scales times ``unit`` (= 2^6): e4m3 (nvfp4) or 2^(e8m0 - 127) (mxfp4, rebased per expert by
     :meth:`truepeak.kernels.moe_triton.ExpertWeights.in_kernel_order` so the largest is 2^9). With the decode's
@@ -199,8 +193,7 @@ def _fp4_scale(s8, unit, WFMT: tl.constexpr):
         return (s8.to(tl.float32) * unit).to(tl.float16)
     else:
         # e8m0 s -> 2^(s - 127): s is the exponent field of an fp32 (s = 0, 2^-127, becomes 0; 255, NaN, becomes
-        # inf: non-finite outputs all the same, and the 2 operations per scale of _e8m0_f32 cost 6 % more
-        # instructions in this loop, which was measured without them)
+        # inf: non-finite outputs all the same; e8m0_f32's 2 more operations per scale stay out of this loop)
         return ((s8.to(tl.int32) << 23).to(tl.float32, bitcast=True) * unit).to(tl.float16)
 
 
@@ -258,7 +251,8 @@ def _dot_fp8(a, b, acc, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
     """acc + a @ b for e4m3 a, b with the tensor-core partial sums added into the fp32 accumulator every 128
     products (``max_num_imprecise_acc``): Hopper's fp8 MMA accumulates with limited precision (DeepSeek-V3 technical
     report, arXiv:2412.19437 §3.3.2, which promotes every 128 elements; Triton's default on sm_90 never promotes).
-    Measured on the H200 without it: one (token, expert) row 10 % off at K = 7168."""
+    Without it one (token, expert) row came out 10 % off on the H200 at K = 7168
+    (benchmarks/moe_w8a8_vs_emulation.py shows the per-row error)."""
     if INTERP:
         return _dot(a, b, acc, INTERP)
     else:
@@ -478,22 +472,6 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
 
 
 @triton.jit
-def _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, ROW_DIV, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr):
-    """This program's tile: the expert of its BLOCK_M-slot block, the slots (padded ones masked), the input row of
-    each slot (slot // ROW_DIV: ROW_DIV = top_k reads token rows, 1 reads slot rows) and the BLOCK_N output columns."""
-    pid = tl.program_id(0)
-    pid_m = pid % num_blocks
-    pid_n = pid // num_blocks
-    e = tl.load(bexp_ptr + pid_m).to(tl.int64)
-    slots = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
-    row_ok = slots < num_slots
-    rows = tl.where(row_ok, slots // ROW_DIV, 0).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    return e, slots, row_ok, rows, offs_n
-
-
-@triton.jit
 def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
                    num_blocks, num_slots, top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we,
                    stride_wn, x_plane,
@@ -501,8 +479,8 @@ def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, b
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
                   TILED: tl.constexpr = False, XSCALE: tl.constexpr = False):
-    e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
-                                                          BLOCK_M, BLOCK_N)
+    e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
+                                                         BLOCK_M, BLOCK_N)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, x_plane, 2 * I, H,
@@ -519,8 +497,8 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
                   TILED: tl.constexpr = False, XSCALE: tl.constexpr = False):
-    e, slots, row_ok, rows, offs_n = _block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
-                                                          BLOCK_M, BLOCK_N)
+    e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
+                                                         BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, x_plane, H,
                               I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
@@ -529,32 +507,6 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
     acc = acc * wt[None, :]
     optr = out_ptr + rows[None, :] * stride_out + offs_n[:, None]
     tl.store(optr, acc.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < H))
-
-
-@triton.jit
-def _e4m3_round_interp(v):
-    """float32 values within e4m3's range rounded to e4m3's grid (nearest, ties to even, as the hardware's cvt.rn),
-    still float32: Triton 3.6's interpreter rounds to e4m3 wrongly at binade edges (126.6 -> 64), so the kernels
-    round with this before converting when they run there."""
-    a = tl.abs(v)
-    step = tl.exp2(tl.maximum(tl.floor(tl.log2(tl.maximum(a, 1e-30))), -6.0) - 3.0)  # e4m3: 3 mantissa bits
-    t = a / step
-    rn = tl.floor(t + 0.5)
-    rn = tl.where((rn - t == 0.5) & (rn % 2 == 1), rn - 1.0, rn)
-    return tl.where(v < 0, -1.0, 1.0) * rn * step
-
-
-@triton.jit
-def _row_amax(x_ptr, r, stride_x, n_cols: tl.constexpr, BLOCK: tl.constexpr):
-    """Row r of x: (max |x|, whether it holds a NaN), read in BLOCK-column chunks (float32)."""
-    amax = tl.zeros((BLOCK,), dtype=tl.float32)
-    nans = tl.zeros((BLOCK,), dtype=tl.float32)
-    for c0 in range(0, n_cols, BLOCK):
-        offs = c0 + tl.arange(0, BLOCK)
-        v = tl.load(x_ptr + r * stride_x + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
-        amax = tl.maximum(amax, tl.abs(v))
-        nans = tl.maximum(nans, (v != v).to(tl.float32))
-    return tl.max(amax), tl.max(nans) > 0
 
 
 @triton.jit
@@ -567,7 +519,7 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
     w4a16 kernels' activations): fp16 with s[r] = 2^(ceil(log2 max|x[r, :]|) - 14), a power of two (exact), so the
     row's largest magnitude lands in (2^13, 2^14]: no fp16 overflow (65,504) and fp16's normal range below it."""
     r = tl.program_id(0).to(tl.int64)
-    amax, has_nan = _row_amax(x_ptr, r, stride_x, n_cols, BLOCK)
+    amax, has_nan = row_amax(x_ptr, r, stride_x, n_cols, BLOCK)
     # a row holding a NaN gets a NaN scale and NaN values (max and clamps would otherwise drop the NaN, and the row
     # would come out finite and wrong)
     if F16:
@@ -584,7 +536,7 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
             qv = tl.minimum(tl.maximum(v / scale, -448.0, propagate_nan=tl.PropagateNan.ALL), 448.0,
                             propagate_nan=tl.PropagateNan.ALL)
         if INTERP and not F16:
-            qv = _e4m3_round_interp(qv)
+            qv = e4m3_round_interp(qv)
         if SPLIT16:
             odd = (offs // 16) % 2 == 1
             tl.store(q_ptr + r * stride_q + offs, tl.where(odd, 0.0, qv).to(q_ptr.dtype.element_ty),

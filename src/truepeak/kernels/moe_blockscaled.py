@@ -1,12 +1,12 @@
 """The MoE expert layer on block-scaled MMAs (``tl.dot_scaled``): the native fp4 path for Blackwell.
 
-**Not run on a Blackwell GPU.** truepeak's only lent device is an H200 (sm_90). What was checked instead (the tests
+**Not run on a Blackwell GPU:** only on an H200 (sm_90), through Triton's emulation. What is checked instead (the tests
 and ``docs/results/cpu/moe_blockscaled_ptx.md``): the kernels compile with Triton 3.6's own ptxas for sm_100 and
 sm_120 into the block-scaled MMA instructions named below, with shared memory inside each device's per-block limit;
 they give the float32 reference's answer in Triton's interpreter on the CPU; and the mxfp4 variants, which Triton
-also compiles for sm_90 by upcasting the operands to bf16, were run on the H200 (``docs/results/h200/moe/``).
+also compiles for sm_90 by upcasting the operands to bf16, run on the H200 (``docs/results/h200/moe/``).
 
-The unit of work is :class:`truepeak.kernels.moe_triton.FusedMoE`'s (issue #5): ``x [T, H]``, ``topk_ids`` /
+The unit of work is :class:`truepeak.kernels.moe_triton.FusedMoE`'s: ``x [T, H]``, ``topk_ids`` /
 ``topk_weights [T, k]`` → ``out [T, H] = Σ_j w[t, j] · down_e(silu(gate_e(x_t)) · up_e(x_t))``, with the same routing
 metadata (:func:`~truepeak.kernels.moe_triton.align_routing`: token blocks of one expert, the block size chosen from
 tokens per expert, docs/method.md 'Padding per expert') and the same swap-AB tiling (weights the MMA's M, tokens its N).
@@ -46,8 +46,8 @@ import functools
 from typing import Any
 
 from truepeak.errors import TruepeakError, UnsupportedError, require
-from truepeak.kernels.moe_triton import (ExpertWeights, KernelConfig, _interpreting, align_routing, check_inputs,
-                                         check_tokens_per_expert, device_smem_limit, fit_shared_memory,
+from truepeak.kernels.moe_triton import (ExpertWeights, KernelConfig, align_routing, check_inputs,
+                                         check_tokens_per_expert, device_smem_limit, fit_shared_memory, interpreting,
                                          mean_tokens_per_expert)
 
 #: Activation formats of the block-scaled kernels, per weight format (the first is the default).
@@ -180,7 +180,7 @@ def choose_blockscaled_config(tokens_per_expert: float, k_dim: int, gated: bool 
     the accumulator in registers and 128-token blocks spill: 255 registers and a stack, compiled), 128 weight rows (the
     M of one ``tcgen05.mma``; ``gated``, the gate/up GEMM: 64 gate rows and the 64 matching up rows in one tile), the K
     step of :func:`blockscaled_block_k`, 4 warps (one warpgroup), 3 stages (fewer where the device's shared memory needs
-    it: :func:`~truepeak.kernels.moe_triton.fit_shared_memory`). Not tuned on any Blackwell device (none was available).
+    it: :func:`~truepeak.kernels.moe_triton.fit_shared_memory`). Not tuned on a Blackwell device.
 
     Raises:
         TruepeakError: tokens per expert not a finite number > 0. UnsupportedError: K not a multiple of 64."""
@@ -249,7 +249,7 @@ class BlockScaledMoE:
 
     Accuracy: the activations are rounded to 4 (W4A4) or 8 bits per value, so the output is further from a float32
     reference than with the dequantising kernels' fp16 or per-row e4m3 activations. On the H200, DeepSeek-V3 shapes
-    (docs/results/h200/moe/README.md, stop 14), as fractions of max |output| against unrounded activations: mxfp4 W4A8
+    (docs/results/h200/moe/README.md), as fractions of max |output| against unrounded activations: mxfp4 W4A8
     8.6e-2 and W4A4 0.29, where FusedMoE's mxfp4 w4a8 is 3.8e-2. Against the reference computed with the same
     activation rounding the kernel agrees to bf16 output rounding (CPU tests, GPU tests). Inputs holding inf or NaN
     give NaN output rows. In Triton's interpreter (the CPU path) an e8m0 scale byte of 0 decodes as 0, not 2^-127, so
@@ -271,10 +271,10 @@ class BlockScaledMoE:
                                    "fp8 run FusedMoE)")
         self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
         check_blockscaled_activations(w1.wfmt, activations)  # a bad value named before anything else
-        if x.device.type != "cuda" and not _interpreting():
+        if x.device.type != "cuda" and not interpreting():
             raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
                                    "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
-        cc = None if _interpreting() else tuple(torch.cuda.get_device_capability(x.device))
+        cc = None if interpreting() else tuple(torch.cuda.get_device_capability(x.device))
         acts = check_blockscaled_activations(w1.wfmt, activations, cc)
         if cc is None:
             self.path, self.native = "Triton interpreter (CPU)", False
@@ -311,7 +311,7 @@ class BlockScaledMoE:
         self.partial = torch.zeros(n_slots, self.H, dtype=x.dtype, device=dev)
         self.out = torch.empty(self.T, self.H, dtype=x.dtype, device=dev)
         self._ones = torch.ones(self.E, dtype=torch.float32, device=dev)
-        if dev.type == "cuda" and not _interpreting() and self.align.num_blocks:
+        if dev.type == "cuda" and not interpreting() and self.align.num_blocks:
             self.cfg1, self.cfg2 = fit_shared_memory(self._launch, self.cfg1, self.cfg2, device_smem_limit(dev))
 
     @staticmethod
@@ -340,7 +340,7 @@ class BlockScaledMoE:
         block = min(4096, max(self.group * 2, 1 << (cols - 1).bit_length()))
         _jit().quant_rows_blockscaled_kernel[(rows,)](src, q, s, g, src.stride(0), q.stride(0), s.stride(0),
                                                       n_cols=cols, BLOCK=block, XFMT=self.xfmt,
-                                                      INTERP=_interpreting(), num_warps=4)
+                                                      INTERP=interpreting(), num_warps=4)
 
     def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
         """Launch kernel 1 (gate/up) or 2 (down); with ``warmup`` only compile it and return the compiled kernel."""
@@ -349,7 +349,7 @@ class BlockScaledMoE:
         w = self.w1 if which == 1 else self.w2
         g = w.global_scale if w.global_scale is not None else self._ones
         kw = dict(WG=16 if w.wfmt == "nvfp4" else 32, XFMT=self.xfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n,
-                  BLOCK_K=cfg.block_k, INTERP=_interpreting(), num_warps=cfg.num_warps,
+                  BLOCK_K=cfg.block_k, INTERP=interpreting(), num_warps=cfg.num_warps,
                   num_stages=cfg.num_stages)
         wst = (w.data.stride(0), w.data.stride(1), w.scale.stride(0), w.scale.stride(1))
         if which == 1:

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from truepeak.errors import require
-
-_WFMT_ID = {"bf16": 0, "fp8": 1, "fp8_block": 2, "nvfp4": 3, "mxfp4": 4}
+from truepeak.kernels.moe_triton.config import WFMT_ID
 
 
 def _compile(fn: Any, sig: dict, consts: dict, cfg: Any, capability: int, divisible: tuple = ()) -> Any:
@@ -59,7 +58,7 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
            "out_ptr": "*bf16" if wfmt == "bf16" or w8a8 else "*fp32", "sorted_ptr": "*i32", "bexp_ptr": "*i32",
            "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "stride_x": "i32", "stride_out": "i32",
            "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32"}
-    consts = {"I": I, "H": H, "WFMT": _WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+    consts = {"I": I, "H": H, "WFMT": WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
               "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8,
               "TILED": tiled, "XSCALE": wfmt != "bf16"}  # quantised weights: per-row activation scales, as FusedMoE
     return _compile(fn, sig, consts, cfg, capability, divisible=("x_plane",))
@@ -139,7 +138,7 @@ def compile_blockscaled(cfg: Any, wfmt: str, activations: str, capability: int, 
     CompiledKernel (``.asm["ptx"]`` holds the MMA instruction, ``.metadata.shared`` the shared memory).
 
     Any capability Triton has a target for is compiled, including those :func:`~truepeak.kernels.moe_blockscaled.
-    blockscaled_path` refuses (sm_121: that is how they were found).
+    blockscaled_path` refuses (sm_121, where Triton 3.6 emulates mxfp4 and fails on nvfp4).
 
     Raises:
         TruepeakError / UnsupportedError: a format or activations the block-scaled kernel does not take, a malformed

@@ -3,7 +3,7 @@
 Step 1: on DeepSeek-V3 EP8-local (32 experts), uniform, 8 tokens per expert, time each KernelConfig variant (register
 prefetch of the next K step, pipeline stages, warps, block_k) and keep the fastest per format.
 Step 2: DeepSeek-V3 and GLM-5, E=256 and EP8-local, uniform routing, tokens per expert 1..256, triton backend only,
-with the chosen variant. Usage: PYTHONPATH=src python3 benchmarks/moe_tune_dequant_h200.py OUT_DIR
+with the chosen variant. Usage: PYTHONPATH=src python3 benchmarks/moe_dequant_tuning.py OUT_DIR
 """
 import os
 import sys

@@ -1,10 +1,10 @@
 """Run truepeak's MoE kernel for one (format, tokens per expert) point a few times, for a profiler to attach to
 (``ncu``): DeepSeek-V3 shapes, all 256 experts on the GPU, uniform routing, default configuration.
 
-Usage: [MOE_EP=8] PYTHONPATH=src python3 benchmarks/moe_profile_one.py FORMAT TPE [ACTIVATIONS|-] [TUNE_JSON]
+Usage: [MOE_EP=8] PYTHONPATH=src python3 benchmarks/moe_kernel_profile_point.py FORMAT TPE [ACTIVATIONS|-] [TUNE_JSON]
   e.g. ncu --clock-control none --kernel-name regex:'gate_up|down' --launch-skip 2 --launch-count 2 \\
            --section SpeedOfLight --section WarpStateStats --section Occupancy \\
-           python3 benchmarks/moe_profile_one.py mxfp4 1 fp8
+           python3 benchmarks/moe_kernel_profile_point.py mxfp4 1 fp8
 """
 import json
 import os

@@ -1,0 +1,287 @@
+"""The launcher of the fused-MoE kernels: :class:`FusedMoE`, one prepared launch of the two kernels for one
+routing. torch and triton are imported inside; the ``@triton.jit`` kernels (:mod:`truepeak.kernels._moe_jit`) on
+first use."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from truepeak.errors import TruepeakError, UnsupportedError, require
+from truepeak.kernels.moe_triton.checks import check_inputs
+from truepeak.kernels.moe_triton.config import WFMT_ID, KernelConfig, choose_config, default_activations
+from truepeak.kernels.moe_triton.routing import align_routing, mean_tokens_per_expert
+from truepeak.kernels.moe_triton.smem import device_smem_limit, fit_shared_memory
+from truepeak.kernels.moe_triton.weights import ExpertWeights
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels() -> tuple[Any, Any]:
+    require("triton", "truepeak's MoE Triton kernel", "pip install triton")
+    from truepeak.kernels import _moe_jit
+
+    return _moe_jit.gate_up_kernel, _moe_jit.down_kernel
+
+
+def interpreting() -> bool:
+    """Whether Triton runs kernels in its CPU interpreter, as Triton itself decides (``triton.knobs.runtime.interpret``,
+    which follows Triton's ``TRITON_INTERPRET=1``): the kernels then take their interpreter paths (``INTERP``) and
+    tensors may live on the CPU. False where triton is not installed."""
+    try:
+        import triton
+    except ImportError:
+        return False
+    return bool(triton.knobs.runtime.interpret)
+
+
+class FusedMoE:
+    """A prepared launch of the two kernels for one routing: ``FusedMoE(x, w1, w2, topk_ids, topk_weights,
+    tokens_per_expert)()`` returns ``out [T, H]`` (x's dtype). Buffers and routing metadata are made once in
+    ``__init__`` (outside any timed region); ``__call__`` only launches kernels and is CUDA-graph capturable.
+
+    Args:
+        x: ``[T, H]`` bf16 hidden states. w1 / w2: :class:`ExpertWeights` ``[E, 2I, H]`` / ``[E, H, I]``.
+        topk_ids: ``[T, k]`` int (local expert ids; others are dropped). topk_weights: ``[T, k]`` float.
+        tokens_per_expert: the configuration key (docs/method.md, 'Padding per expert'); default the mean over experts
+            with tokens.
+        config: override both kernels' configuration (tests).
+        smem_limit: device or bytes for :func:`choose_config`'s shared-memory check (docs/method.md, 'Shared memory per
+            block').
+        tune: KernelConfig field overrides applied to both kernels (e.g. ``{"prefetch": True, "num_stages": 1}``).
+        activations: for fp8 weights, ``"fp8"`` (default: w8a8, activations quantised per row to e4m3 with scale
+            max|row| / 448 by :func:`quant_rows_kernel` inside the call, then fp8 x fp8 MMAs) or ``"fp16"`` (w8a16:
+            weights converted to fp16 in registers); for fp4 weights, ``"fp8"`` (w4a8, mxfp4's default: the same
+            activations, e2m1 decoded to e4m3 in registers, one fp8 MMA per scale block) or ``"fp16"`` (w4a16,
+            nvfp4's default: e2m1 decoded to fp16 and multiplied by its block scale, fp16 MMAs); both read
+            :func:`to_w4a8_layout` (the w4a16 its untiled layout with ``untiled_w4a16``). None:
+            :func:`default_activations`. bf16 takes only None.
+        untiled_w4a16: fp4 weights with ``activations="fp16"`` only: run the untiled w4a16 kernel (bytes in
+            :func:`to_kernel_nibble_order`, e2m1 decoded to fp16 by inline PTX) instead of the tiled one, to compare
+            the two (benchmarks/moe_kernel_tuning.py). Keyword only; default False.
+        drop_block_scales: a timing experiment for w4a8 (fp4 weights, fp8 activations) only: the K loop leaves the
+            block scales out, so **the output is wrong**; it shows what the scales cost. Refused unless
+            ``output_unchecked`` is True as well. Keyword only; default False.
+        output_unchecked: the caller's statement that it will neither use nor check the output (required by
+            ``drop_block_scales``). Keyword only; default False.
+
+    Attributes:
+        output_valid: False when ``drop_block_scales`` is set (the output is not the unit's result), else True.
+
+    Range: activations of quantised weights are scaled per row (x and the intermediate ``silu(g) · u``): fp8 by the
+    row's largest magnitude / 448, floored at 1e-12 (rows below that quantise to zero); fp16 by a power of two that
+    puts the row's largest magnitude in (2^13, 2^14] (exact; elements more than ~2^38 below their row's largest
+    become 0). The intermediate is stored in bf16 (fp8 activations with bf16 x) or float32 before that scaling. The
+    weights' own magnitude does not matter: block scales are applied relative to a per-expert scale. bf16 weights
+    keep bf16 activations unscaled.
+
+    Raises:
+        TruepeakError: shapes that do not fit, formats that differ, ``activations`` not allowed for the format,
+            ``untiled_w4a16`` / ``drop_block_scales`` / ``output_unchecked`` not a bool or set where they do not apply
+            (``drop_block_scales`` without ``output_unchecked`` included),
+            weight values not contiguous along K, scales not in the documented shapes or not contiguous,
+            non-integer ``topk_ids``, ``tune`` not a dict of valid :class:`KernelConfig` fields.
+        UnknownNameError: a weight format truepeak does not know.
+        UnsupportedError: K not a multiple of the K step; a configuration that cannot fit the device's shared memory.
+    """
+
+    def __init__(self, x: Any, w1: ExpertWeights, w2: ExpertWeights, topk_ids: Any, topk_weights: Any,
+                 tokens_per_expert: float | None = None, config: KernelConfig | None = None, smem_limit: Any = None,
+                 tune: dict | None = None, activations: str | None = None, *, untiled_w4a16: bool = False,
+                 drop_block_scales: bool = False, output_unchecked: bool = False):
+        flags = {"untiled_w4a16": untiled_w4a16, "drop_block_scales": drop_block_scales,
+                 "output_unchecked": output_unchecked}
+        for name, value in flags.items():
+            if not isinstance(value, bool):
+                raise TruepeakError(f"{name} must be True or False, got {value!r}")
+        if drop_block_scales and not output_unchecked:
+            raise TruepeakError("drop_block_scales=True leaves the block scales out of the K loop, so the output is "
+                                "wrong (a timing experiment); pass output_unchecked=True as well to say the output "
+                                "will be neither used nor checked")
+        torch = require("torch", "running the MoE kernel")
+        self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
+        fp8 = w1.wfmt in ("fp8", "fp8_block")
+        fp4 = w1.wfmt in ("nvfp4", "mxfp4")
+        if isinstance(activations, str):
+            activations = activations.lower()
+        if activations is not None and not ((fp8 or fp4) and activations in ("fp8", "fp16")):
+            raise TruepeakError(f"activations={activations!r} is not available for {w1.wfmt} weights; fp8 and fp4 "
+                                "weights take 'fp8' (w8a8 / w4a8) or 'fp16' (w8a16 / w4a16), bf16 only the default")
+        if activations is None:
+            activations = default_activations(w1.wfmt)
+        if tokens_per_expert is None:
+            tokens_per_expert = mean_tokens_per_expert(topk_ids, self.E)
+        w8a8 = (fp8 or fp4) and activations != "fp16"
+        if untiled_w4a16 and not (fp4 and not w8a8):
+            raise TruepeakError(f"untiled_w4a16=True applies to fp4 weights with activations='fp16' only, got "
+                                f"{w1.wfmt} weights with activations {activations!r}")
+        if drop_block_scales and not (fp4 and w8a8):
+            raise TruepeakError(f"drop_block_scales=True applies to fp4 weights with activations='fp8' (w4a8) only, "
+                                f"got {w1.wfmt} weights with activations {activations!r}")
+        self.drop_block_scales = drop_block_scales
+        self.output_valid = not drop_block_scales
+        # fp4 weights are read in the tiled layout (to_w4a8_layout) by both the w4a8 and the w4a16 kernel; the
+        # untiled w4a16 kernel stays for comparison, behind untiled_w4a16 (both need H and I in whole 64-element
+        # steps, so the tiles always fit where either kernel runs)
+        self.tiled = fp4 and not untiled_w4a16
+        untiled = fp4 and not self.tiled
+        self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled)
+        self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled)
+        if tune is not None and not isinstance(tune, dict):
+            raise TruepeakError(f"tune must be a dict of KernelConfig fields (e.g. {{'num_stages': 3}}), got "
+                                f"{type(tune).__name__} {tune!r}")
+        if tune:  # overrides of KernelConfig fields for both kernels (benchmark-side tuning)
+            import dataclasses
+
+            fields = [f.name for f in dataclasses.fields(KernelConfig)]
+            bad = sorted(set(tune) - set(fields))
+            if bad:
+                raise TruepeakError(f"unknown KernelConfig field(s) {', '.join(bad)} in tune; expected "
+                                    f"{', '.join(fields)}")
+            self.cfg1 = dataclasses.replace(self.cfg1, **tune)
+            self.cfg2 = dataclasses.replace(self.cfg2, **tune)
+        for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
+            if kd % cfg.block_k:
+                raise UnsupportedError(f"K={kd} is not a multiple of block_k={cfg.block_k}")
+        if self.cfg1.block_m != self.cfg2.block_m:
+            raise TruepeakError("both kernels must share block_m")
+        if w1.wfmt == "fp8_block" and (128 % self.cfg1.block_k or 128 % self.cfg2.block_k):
+            raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
+                                   f"{self.cfg1.block_k} and {self.cfg2.block_k}")
+        for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
+            ok = (64,) if w1.wfmt == "nvfp4" and w8a8 else (64, 128)
+            if self.tiled and cfg.block_k not in ok:
+                raise UnsupportedError(f"{w1.wfmt} weights in the tiled layout need block_k in {ok} (4 scale blocks "
+                                       f"per step; mxfp4 also 2), got {cfg.block_k} for K={kd}")
+        if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
+            raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
+                                   f"{self.cfg1.block_k} and {self.cfg2.block_k}")
+        if x.device.type != "cuda" and not interpreting():
+            raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
+                                   "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
+        if w8a8 and x.device.type == "cuda" and not interpreting():
+            cc = torch.cuda.get_device_capability(x.device)
+            if cc < (8, 9):  # fp8 tensor-core MMAs: Ada (sm_89) and Hopper (sm_90) onward (PTX ISA, mma / wgmma)
+                raise UnsupportedError(f"{w1.wfmt} weights with fp8 activations need fp8 MMAs (compute capability "
+                                       f">= 8.9); this GPU is sm_{cc[0]}{cc[1]}: pass activations='fp16'")
+        # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
+        self.x = x
+        tiled = self.tiled  # 64-element nibble chunks in the e4m3 bit layout, 2 KB tiles
+        self.w1 = w1.in_kernel_order(None if tiled else self.cfg1.block_k, w4a8=tiled)
+        self.w2 = w2.in_kernel_order(None if tiled else self.cfg2.block_k, w4a8=tiled)
+        self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
+        self.topw = topk_weights.reshape(-1).float().contiguous()
+        dev = x.device
+        # Quantised weights multiply activations in fp8 (w8a8, w4a8: e4m3, scale max|row| / 448) or fp16 (w8a16, w4a16:
+        # dequantised weights are fp16 in registers, e4m3 and e2m1 convert to fp16 in one step, to bf16 not); either
+        # way each row of x and of the intermediate is scaled by its own factor (fp16: a power of two putting the row's
+        # largest magnitude in (2^13, 2^14], exact, so no row overflows fp16's 65,504 or sinks into its subnormals),
+        # applied back after the K loop. bf16 weights keep bf16 activations, unscaled.
+        self.act8 = w8a8
+        self.rowscale = w1.wfmt != "bf16"
+        self.activations = ("fp8 e4m3, per-row scale" if self.act8 else "bf16" if w1.wfmt == "bf16" else
+                            "fp16, per-row power-of-two scale")
+        # nvfp4 w4a8: the quantised activations in two planes (even / odd 16-element blocks; see quant_rows_kernel)
+        self.planes = 2 if self.act8 and w1.wfmt == "nvfp4" else 1
+        n_slots = self.T * self.k
+        # the intermediate silu(g) * u is written unscaled, then scaled per row: in bf16 for fp8 activations with bf16
+        # x (its e4m3 rounding dominates; fp16 would overflow at 65,504, so float32 for other x), in float32 for fp16
+        # activations (bf16 would lose 3 of fp16's mantissa bits, and the output twice as much accuracy); zeros: rows
+        # of slots routed to another rank are never written, every row is scaled
+        bf16_inter = not self.rowscale or (self.act8 and x.dtype == torch.bfloat16)
+        inter_dt = torch.bfloat16 if bf16_inter else torch.float32
+        self.inter = torch.zeros(n_slots, self.I, dtype=inter_dt, device=dev)
+        # bf16 weights: x as bf16 (a copy, made per call, when it is not)
+        self.xin = x if self.rowscale or x.dtype == torch.bfloat16 else torch.empty(x.shape, dtype=torch.bfloat16,
+                                                                                       device=dev)
+        if self.rowscale:
+            qdt = torch.float8_e4m3fn if self.act8 else torch.float16
+            self.xq = torch.empty(self.planes, self.T, self.H, dtype=qdt, device=dev)
+            self.xs = torch.empty(self.T, dtype=torch.float32, device=dev)
+            self.interq = torch.empty(self.planes, n_slots, self.I, dtype=qdt, device=dev)
+            self.inters = torch.empty(n_slots, dtype=torch.float32, device=dev)
+        self.partial = torch.zeros(self.T * self.k, self.H, dtype=x.dtype, device=dev)
+        self.out = torch.empty(self.T, self.H, dtype=x.dtype, device=dev)
+        self.wfmt = WFMT_ID[w1.wfmt]
+        self._dummy = torch.zeros(1, dtype=torch.float32, device=dev)
+        self._ones = torch.ones(self.E, dtype=torch.float32, device=dev)  # per-expert scale of formats without one
+        if dev.type == "cuda" and not interpreting() and self.align.num_blocks:
+            self._fit_shared_memory()
+
+    def _args(self, w: ExpertWeights, block_k: int) -> tuple[Any, Any, Any]:
+        scale = w.scale if w.scale is not None else self._dummy
+        if self.tiled:  # one int32 word = a row's block scales of a step (nvfp4: of 64 elements)
+            scale = w.w4a8_scale_words(64 if w.wfmt == "nvfp4" else block_k)
+        return w.data, scale, (w.global_scale if w.global_scale is not None else self._ones)
+
+    def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
+        """Launch kernel 1 (gate/up) or 2 (down) with ``cfg``; with ``warmup`` only compile it (Triton's
+        ``JITFunction.warmup``) and return the compiled kernel, whose ``metadata.shared`` is the shared memory it
+        needs."""
+        gate_up, down = _kernels()
+        a = self.align
+        kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+                  INTERP=interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
+                  TILED=self.tiled, XSCALE=self.rowscale,
+                  num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        if cfg.maxnreg:
+            kw["maxnreg"] = cfg.maxnreg
+        if which == 1:
+            d, s, g = self._args(self.w1, cfg.block_k)
+            xa, xs = (self.xq, self.xs) if self.rowscale else (self.xin, self._dummy)
+            plane = self.T * self.H if self.act8 else 0
+            grid = (a.num_blocks * (self.I // cfg.block_n + (self.I % cfg.block_n > 0)),)
+            args = (xa, xs, d, s, g, self.inter, a.sorted_slots, a.block_expert, a.num_blocks, a.num_slots, self.k,
+                    self.I, self.H, xa.stride(-2), self.inter.stride(0), d.stride(0), d.stride(1), plane)
+            kernel = gate_up
+        else:
+            d, s, g = self._args(self.w2, cfg.block_k)
+            xa, xs = (self.interq, self.inters) if self.rowscale else (self.inter, self._dummy)
+            plane = self.T * self.k * self.I if self.act8 else 0
+            grid = (a.num_blocks * (self.H // cfg.block_n + (self.H % cfg.block_n > 0)),)
+            args = (xa, xs, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw, a.num_blocks,
+                    a.num_slots, self.H, self.I, xa.stride(-2), self.partial.stride(0), d.stride(0), d.stride(1),
+                    plane)
+            kernel = down
+        if warmup:
+            return kernel.warmup(*args, grid=grid, **kw)
+        return kernel[grid](*args, **kw)
+
+    def _act8_flag(self) -> Any:
+        """The kernels' ACT8 value: 1 with fp8 activations, 0 without; plus 2 with ``drop_block_scales`` (w4a8 only:
+        the block scales left out, so the output is wrong)."""
+        return int(self.act8) | (2 if self.drop_block_scales else 0)
+
+    @staticmethod
+    def _quant_rows(src: Any, q: Any, scales: Any) -> None:
+        """Per-row quantisation of ``src [R, C]`` into ``q [P, R, C]`` and ``scales [R]`` (one program per row): e4m3
+        (q's dtype float8_e4m3fn; P = 2 planes: even / odd 16-element blocks, for nvfp4 w4a8) or fp16 with a
+        power-of-two scale (q float16)."""
+        from truepeak.kernels._moe_jit import quant_rows_kernel
+
+        rows, cols = src.shape
+        block = min(8192, 1 << max(4, (cols - 1).bit_length()))
+        quant_rows_kernel[(rows,)](src, q, scales, src.stride(0), q.stride(1), q.stride(0), n_cols=cols,
+                                   BLOCK=block, INTERP=interpreting(), SPLIT16=q.shape[0] == 2,
+                                   F16=q.element_size() == 2, num_warps=4)  # e4m3 1 byte, fp16 2
+
+    def _fit_shared_memory(self) -> None:
+        """The shared-memory check with the compiler's own figure (see :func:`fit_shared_memory`)."""
+        self.cfg1, self.cfg2 = fit_shared_memory(self._launch, self.cfg1, self.cfg2, device_smem_limit(self.x.device))
+
+    def __call__(self) -> Any:
+        a = self.align
+        if a.num_blocks == 0:
+            self.out.zero_()
+            return self.out
+        if self.rowscale:
+            self._quant_rows(self.x, self.xq, self.xs)
+        elif self.xin is not self.x:
+            self.xin.copy_(self.x)
+        self._launch(1, self.cfg1)
+        if self.rowscale:
+            self._quant_rows(self.inter, self.interq, self.inters)
+        self._launch(2, self.cfg2)
+        # combine: the k rows of each token (rows of slots routed elsewhere stay zero from construction)
+        require("torch", "running the MoE kernel").sum(self.partial.view(self.T, self.k, self.H), dim=1,
+                                                         out=self.out)
+        return self.out

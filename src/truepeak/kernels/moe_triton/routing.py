@@ -1,0 +1,79 @@
+"""Routing metadata of the MoE kernels: the (token, slot) pairs sorted by expert and padded to whole token blocks
+(:func:`align_routing`), and the mean tokens per expert that keys the configuration. torch is imported inside the
+functions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from truepeak.errors import TruepeakError, require
+
+
+@dataclass
+class Alignment:
+    """Routing metadata of :func:`align_routing` (torch tensors on the routing's device).
+
+    Attributes:
+        sorted_slots: int32 ``[num_blocks * block_m]``: slot ids ``t * k + j`` grouped by expert, each expert's run
+            padded to a multiple of ``block_m`` with the sentinel ``T * k``.
+        block_expert: int32 ``[num_blocks]``: the (local) expert of each block.
+        num_blocks: number of ``block_m``-row blocks (only experts with tokens get blocks).
+        block_m: rows per block.
+        counts: int64 ``[E]`` tokens routed to each expert.
+        num_slots: ``T * k`` (the sentinel value).
+    """
+
+    sorted_slots: Any
+    block_expert: Any
+    num_blocks: int
+    block_m: int
+    counts: Any
+    num_slots: int
+
+
+def align_routing(topk_ids: Any, num_experts: int, block_m: int) -> Alignment:
+    """Sort (token, slot) pairs by expert and pad each expert's run to a multiple of ``block_m``.
+
+    Slots whose id is outside ``[0, num_experts)`` (e.g. -1, or an expert of another EP rank) are dropped. Runs on the
+    ids' device; reads the block count back to the host (call it outside any CUDA graph).
+
+    Example: ids ``[[0, 2], [2, 1]]`` (T = 2, k = 2), E = 3, block_m = 2 → counts ``[1, 1, 2]``; sorted slots
+    ``[0, 4, 3, 4, 1, 2]`` (expert 0: slot 0 + pad; expert 1: slot 3 + pad; expert 2: slots 1, 2), block_expert
+    ``[0, 1, 2]``.
+
+    Raises:
+        TruepeakError: ``block_m`` or ``num_experts`` not positive, or ids not 2-D.
+    """
+    torch = require("torch", "aligning MoE routing")
+    if topk_ids.dim() != 2:
+        raise TruepeakError(f"topk_ids must be [T, top_k], got shape {tuple(topk_ids.shape)}")
+    if block_m <= 0 or num_experts <= 0:
+        raise TruepeakError(f"block_m and num_experts must be positive, got {block_m} and {num_experts}")
+    dev = topk_ids.device
+    flat = topk_ids.reshape(-1).to(torch.int64)
+    n_slots = flat.numel()
+    valid = (flat >= 0) & (flat < num_experts)
+    slots = torch.arange(n_slots, device=dev)[valid]
+    experts = flat[valid]
+    order = torch.argsort(experts, stable=True)
+    slots, experts = slots[order], experts[order]
+    counts = torch.bincount(experts, minlength=num_experts)
+    blocks = (counts + block_m - 1) // block_m
+    num_blocks = int(blocks.sum().item())
+    padded_start = torch.cumsum(blocks * block_m, 0) - blocks * block_m
+    start = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(slots.numel(), device=dev) - start[experts]
+    sorted_slots = torch.full((num_blocks * block_m,), n_slots, dtype=torch.int32, device=dev)
+    sorted_slots[padded_start[experts] + rank] = slots.to(torch.int32)
+    block_expert = torch.repeat_interleave(torch.arange(num_experts, device=dev, dtype=torch.int32), blocks)
+    return Alignment(sorted_slots, block_expert, num_blocks, block_m, counts, n_slots)
+
+
+def mean_tokens_per_expert(topk_ids: Any, num_experts: int) -> float:
+    """The configuration key (docs/method.md, 'Padding per expert') when none is given: routed slots per local expert
+    that received any (ids outside ``[0, num_experts)`` are another rank's), and 1 when no expert is local (T = 0 too).
+    Reads back to the host (call it outside any CUDA graph)."""
+    torch = require("torch", "counting tokens per expert")
+    valid = (topk_ids >= 0) & (topk_ids < num_experts)
+    return max(1.0, float(valid.sum().item()) / max(1, int(torch.unique(topk_ids[valid]).numel())))
