@@ -390,16 +390,12 @@ def _observed(tokens: int, top_k: int, num_experts: int, routing, ep: int):
     tokens (and busiest EP8 GPU 536 pairs), the model says 35.2 (553.9). At the dump's own T the observed values are
     the answer; at other T the probabilities are all there is.
     """
-    import os
     from dataclasses import replace
-    from pathlib import Path
 
-    if not isinstance(routing, (str, os.PathLike)):
-        return None
-    from truepeak.moe.routing import empirical_stats, load_topk_ids
+    from truepeak.moe.routing import empirical_stats, load_topk_ids, routing_file
 
-    p = Path(routing)
-    if p.suffix.lower() not in (".npy", ".json", ".txt", ".csv") and os.sep not in str(routing):
+    p = routing_file(routing)
+    if p is None:
         return None
     rows = load_topk_ids(p)
     if len(rows) != tokens or not isinstance(rows[0], list) or len(rows[0]) != top_k or top_k == num_experts:

@@ -4,11 +4,13 @@ files and numpy inputs."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from truepeak.errors import TruepeakError
-from truepeak.moe.routing import empirical_stats, monte_carlo, parse_routing, powerlaw_probs, routing_stats
+from truepeak.moe.routing import (empirical_stats, monte_carlo, parse_routing, powerlaw_probs, routing_file,
+                                  routing_stats)
 
 
 def test_powerlaw_definition():
@@ -79,3 +81,19 @@ def test_histogram_file(tmp_path):
     path = tmp_path / "counts.json"
     path.write_text(json.dumps([3, 1, 1, 1]))
     assert parse_routing(str(path), 4, 2).kind == "histogram"
+
+
+def test_routing_file_says_which_text_names_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ids").write_text("0 1\n")
+    (tmp_path / "uniform").write_text("0 1\n")                       # a keyword stays a keyword
+    assert routing_file("uniform") is None and routing_file("powerlaw:1.2") is None
+    assert routing_file("missing") is None                           # no suffix, no such file: not a path
+    assert routing_file("missing.npy") == Path("missing.npy")       # a suffix makes a path, existing or not
+    assert routing_file("some/where") == Path("some/where")
+    assert routing_file("ids") == Path("ids") and routing_file(tmp_path / "ids") == tmp_path / "ids"
+    assert routing_file([1, 2]) is None
+    r = parse_routing("ids", 4, 2)
+    assert (r.kind, r.label, r.ids) == ("dump", "dump:ids", ((0, 1),))
+    assert r.probs == pytest.approx((1.0, 1.0, 0.0, 0.0))
+    assert parse_routing("uniform", 4, 2).kind == "uniform"

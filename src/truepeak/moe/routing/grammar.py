@@ -44,12 +44,14 @@ ROUTING_FORMS = ("'uniform'", "'powerlaw:<alpha>[:random|sorted|balanced]' (alph
 @dataclass(frozen=True)
 class Routing:
     """A parsed routing distribution: ``kind`` ('uniform'|'powerlaw'|'histogram'|'dump'), ``label`` (for reports),
-    ``alpha`` (powerlaw), ``probs`` (per-expert inclusion probabilities p_e, Σ = k; None for uniform)."""
+    ``alpha`` (powerlaw), ``probs`` (per-expert inclusion probabilities p_e, Σ = k; None for uniform), ``ids`` (a
+    dump's own top-k id rows, [T', k]; None for every other kind)."""
 
     kind: str
     label: str
     alpha: float | None = None
     probs: tuple[float, ...] | None = field(default=None, repr=False)
+    ids: tuple[tuple[int, ...], ...] | None = field(default=None, repr=False, compare=False)
 
 
 def _water_fill(weights: Sequence[float], k: int) -> list[float]:
@@ -213,7 +215,8 @@ def parse_routing(spec, num_experts: int, top_k: int, seed: int = 0, ep: int = 1
     Accepted: a :class:`Routing`; ``'uniform'``; ``'powerlaw:<alpha>[:random|sorted|balanced]'`` (also ``'zipf:'``;
     the placement of popularity ranks on GPUs, :func:`powerlaw_probs`; ``ep`` is used by 'balanced'); a sequence of E
     per-expert counts/weights (histogram); a sequence of [k] id rows (topk_ids); a path (str or PathLike) to a
-    topk_ids file (:func:`load_topk_ids`) or to a 1-D file of E counts.
+    topk_ids file (:func:`load_topk_ids`) or to a 1-D file of E counts (:func:`routing_file` says which text is a
+    path).
 
     Raises:
         TruepeakError: anything else, naming the accepted forms; bad alpha; a histogram of the wrong length or with
@@ -222,16 +225,14 @@ def parse_routing(spec, num_experts: int, top_k: int, seed: int = 0, ep: int = 1
     _, k, e, ep = _check_tke(1, top_k, num_experts, ep)
     if isinstance(spec, Routing):
         return spec
-    if isinstance(spec, os.PathLike) or (isinstance(spec, str) and (Path(spec).suffix.lower() in (".npy", ".json",
-                                                                                                   ".txt", ".csv")
-                                                                    or os.sep in spec)):
-        rows = load_topk_ids(spec)
+    path = routing_file(spec)
+    if path is not None:
+        rows = load_topk_ids(path)
         where = f"routing file {str(spec)!r}"
         if len(rows) == 1 and len(rows[0]) == e and e != k:
-            return Routing("histogram", f"histogram:{Path(spec).name}", probs=tuple(_histogram_probs(rows[0], k, e,
-                                                                                                     where)))
+            return Routing("histogram", f"histogram:{path.name}", probs=tuple(_histogram_probs(rows[0], k, e, where)))
         ids = _as_int_rows(rows, e, k, where)
-        return _dump_routing(ids, e, k, f"dump:{Path(spec).name}")
+        return _dump_routing(ids, e, k, f"dump:{path.name}")
     if isinstance(spec, str):
         s = spec.strip().lower()
         if s == "uniform":
@@ -259,4 +260,26 @@ def _dump_routing(ids: list[list[int]], e: int, k: int, label: str) -> Routing:
     for row in ids:
         for i in row:
             counts[i] += 1
-    return Routing("dump", label, probs=tuple(_histogram_probs(counts, k, e, label)))
+    return Routing("dump", label, probs=tuple(_histogram_probs(counts, k, e, label)),
+                   ids=tuple(tuple(row) for row in ids))
+
+
+#: File suffixes that make a routing text a path whether or not the file exists (so a missing one is named as such).
+FILE_SUFFIXES = (".npy", ".json", ".txt", ".csv")
+
+
+def routing_file(spec) -> Path | None:
+    """The file a routing spec names, or None when it names none: a PathLike; text with a suffix of
+    :data:`FILE_SUFFIXES` or a path separator (the file need not exist: :func:`load_topk_ids` then says so); any other
+    text that is not a routing keyword (``uniform``, ``powerlaw:...``) but names an existing file (``ids``, a dump
+    without a suffix)."""
+    if isinstance(spec, os.PathLike):
+        return Path(spec)
+    if not isinstance(spec, str):
+        return None
+    if Path(spec).suffix.lower() in FILE_SUFFIXES or os.sep in spec:
+        return Path(spec)
+    s = spec.strip().lower()
+    if s == "uniform" or _powerlaw_parts(s) is not None:
+        return None
+    return Path(spec) if Path(spec).is_file() else None

@@ -41,6 +41,30 @@ def sample_topk(tokens: int, top_k: int, num_experts: int, probs: Sequence[float
     return np.take_along_axis(order, pos, axis=1)
 
 
+def sample_routing_ids(spec, tokens: int, top_k: int, num_experts: int, *, seed: int = 0, ep: int = 1):
+    """Top-k expert ids of ``tokens`` tokens from a routing spec of the grammar (:func:`parse_routing`: uniform,
+    power law with its placement, histogram, topk_ids dump), as ``moe bench`` routes its tokens: an int64 numpy
+    array [T, k] of distinct expert ids per row.
+
+    A dump replays its own rows, repeated and cut to T (the routing that was observed, not a resample of it); every
+    other spec draws T tokens with :func:`sample_topk` from its inclusion probabilities (exactly p_e per expert, k
+    distinct per token), numpy ``default_rng(seed)``; ``seed`` also places the power law's ranks on expert ids and
+    ``ep`` is the EP degree a ``balanced`` placement packs for (:func:`powerlaw_probs`).
+
+    Raises:
+        TruepeakError: T < 1, k > E, or a spec :func:`parse_routing` refuses.
+    """
+    import numpy as np
+
+    t, k, e, g = _check_tke(tokens, top_k, num_experts, ep)
+    r = parse_routing(spec, e, k, seed=seed, ep=g)
+    if r.ids is not None:
+        rows = np.asarray(r.ids, dtype=np.int64)
+        return np.ascontiguousarray(np.tile(rows, (-(-t // len(rows)), 1))[:t])
+    ids = sample_topk(t, k, e, r.probs, np.random.default_rng(seed))
+    return np.ascontiguousarray(ids, dtype=np.int64)
+
+
 def _stats_from_ids(ids, e: int, g: int):
     """Observed statistics of a stack of batches ``ids`` [n, T, k]: per batch (max expert load, active experts, max GPU
     pairs, max active experts on a GPU, mean and max tokens sent per GPU) as an [n, 6] array, and the expert counts
