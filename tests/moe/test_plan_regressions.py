@@ -61,16 +61,21 @@ def test_hub_id_offline_fails_fast_in_one_line(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=hf_hub_download))
     monkeypatch.setattr(socket, "create_connection", unreachable)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_ENDPOINT", raising=False)
     for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(v, raising=False)
     with pytest.raises(TruepeakError, match=r"cannot reach the Hugging Face hub at huggingface.co:443 to fetch "
                                             r"'org/model' \(Name or service not known; offline\?\)"):
         load_model("org/model")
     assert calls == [{"local_files_only": True}]
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # HF_HUB_OFFLINE as huggingface_hub reads it (huggingface_hub.constants): no network at all
+    monkeypatch.setitem(sys.modules, "huggingface_hub.constants",
+                        types.SimpleNamespace(HF_HUB_OFFLINE=True, ENDPOINT="https://huggingface.co"))
     with pytest.raises(TruepeakError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE is set"):
+        load_model("org/model")
+    # a mirror named by huggingface_hub's HF_ENDPOINT is the host checked
+    monkeypatch.setitem(sys.modules, "huggingface_hub.constants",
+                        types.SimpleNamespace(HF_HUB_OFFLINE=False, ENDPOINT="http://mirror.example:8080"))
+    with pytest.raises(TruepeakError, match="cannot reach the Hugging Face hub at mirror.example:8080"):
         load_model("org/model")
 
 

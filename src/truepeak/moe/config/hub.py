@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -10,12 +9,27 @@ from truepeak.errors import TruepeakError
 from truepeak.moe.config.families import _read_json
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+#: The hub's address when huggingface_hub names none.
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def _hub_settings() -> tuple[bool, str]:
+    """``(offline, endpoint)`` as huggingface_hub itself reads them (``huggingface_hub.constants.HF_HUB_OFFLINE`` and
+    ``ENDPOINT``, from its HF_HUB_OFFLINE / HF_ENDPOINT settings), so a fetch honours the hub client's own
+    configuration; ``(False, DEFAULT_ENDPOINT)`` when those constants cannot be imported."""
+    import importlib
+
+    try:
+        constants = importlib.import_module("huggingface_hub.constants")
+    except ImportError:
+        return False, DEFAULT_ENDPOINT
+    return bool(getattr(constants, "HF_HUB_OFFLINE", False)), getattr(constants, "ENDPOINT", None) or DEFAULT_ENDPOINT
 
 
 def _hub_download(hf_hub_download, repo_id: str) -> str:
     """``config.json`` of ``repo_id``: from the local hub cache if it is there, else downloaded, after a 3-second check
-    that the hub answers at all. Without it, an offline machine spent ~24 s in huggingface_hub's retries and printed a
-    warning per retry before the one-line error.
+    that the hub answers at all (offline, huggingface_hub retries for about 24 s and prints a warning per retry), made
+    directly unless a proxy is configured (behind one, only the proxy answers).
 
     Raises:
         TruepeakError: the hub cannot be reached (the message names the host), or HF_HUB_OFFLINE is set and the file is
@@ -24,6 +38,7 @@ def _hub_download(hf_hub_download, repo_id: str) -> str:
     import logging
     import socket
     from urllib.parse import urlparse
+    from urllib.request import getproxies
 
     hub_log = logging.getLogger("huggingface_hub")
     level = hub_log.level
@@ -33,13 +48,13 @@ def _hub_download(hf_hub_download, repo_id: str) -> str:
             return hf_hub_download(repo_id, "config.json", local_files_only=True)
         except Exception:  # noqa: BLE001  (not cached: fetch it)
             pass
-        if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+        offline, endpoint = _hub_settings()
+        if offline:
             raise TruepeakError(f"config.json of {repo_id!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE "
                                 "is set; pass a local path to its config.json instead")
-        url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+        url = urlparse(endpoint)
         host, port = url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
-        proxied = any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
-                                                   "ALL_PROXY", "all_proxy"))
+        proxied = any(k in getproxies() for k in ("https", "http", "all"))   # the proxies urllib would use
         try:
             if not proxied:       # behind a proxy only the proxy is reachable: let huggingface_hub go through it
                 socket.create_connection((host, port), timeout=3).close()
