@@ -11,7 +11,7 @@ import pytest
 from truepeak.errors import TruepeakError, UnknownNameError
 from truepeak.hardware.lookup import get_accelerator
 from truepeak.moe.config import load_model
-from truepeak.moe.layout import check_layout, default_layouts, parse_layout, parse_layouts
+from truepeak.moe.layout import LayoutError, check_layout, default_layouts, parse_layout, parse_layouts
 from truepeak.moe.measured import interpolate, load_measured
 from truepeak.moe.ops import resolve_formats
 from truepeak.moe.plan import compare, interconnect_of, plan
@@ -307,6 +307,18 @@ def test_compare_keeps_going_past_a_bad_layout(glm5, ws):
     cells = compare(glm5, ws, ["tp8", "ep3"], [1, 8], weights="nvfp4")
     assert [c.layout for c in cells] == ["tp8", "tp8", "ep3", "ep3"]
     assert cells[0].plan is not None and cells[2].plan is None and "EP3" in cells[2].error
+
+
+def test_compare_tells_errors_apart_by_type(glm5, ws):
+    # only a LayoutError becomes a cell; a bad batch (any size, checked first) or another error stops the table
+    with pytest.raises(LayoutError, match="256 routed experts are not divisible by EP3"):
+        check_layout(glm5, parse_layout("ep3"))
+    with pytest.raises(TruepeakError, match="batch 0 must be a whole number >= 1"):
+        compare(glm5, ws, ["ep3", "tp8"], [1, 0], weights="nvfp4")
+    with pytest.raises(TruepeakError, match="batch 20000000 is above the 10,000,000 sequences"):
+        compare(glm5, ws, ["tp8"], [20_000_000], weights="nvfp4")
+    with pytest.raises(TruepeakError, match="interconnect 'infiniband' is not one of nvlink, pcie"):
+        compare(glm5, ws, ["tp8"], [1], weights="nvfp4", interconnect="infiniband")
 
 
 # -- tuned-config file names (vLLM get_config_file_name, SGLang's; moe_models.md §3) -------------------------------------

@@ -90,19 +90,19 @@ def number_list(text: str, what: str, convert=int, example: str = "1,8,64,512") 
 def _default_layout(mdl, n: int, compare: bool):
     """``tp<n>`` when the model divides by it; otherwise, with ``--compare``, the first default layout of ``n`` GPUs
     that fits (the table is what was asked for), and without it an error naming the layouts that fit."""
-    from truepeak.moe.layout import check_layout, default_layouts, parse_layout
+    from truepeak.moe.layout import LayoutError, check_layout, default_layouts, parse_layout
 
     lay = parse_layout(f"tp{n}")
     try:
         check_layout(mdl, lay)
         return lay
-    except TruepeakError as exc:
+    except LayoutError as exc:
         fits = []
         for cand in default_layouts(n, mdl):
             try:
                 check_layout(mdl, cand)
                 fits.append(cand)
-            except TruepeakError:
+            except LayoutError:
                 pass
         if not fits:
             raise

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 
 from truepeak.errors import TruepeakError
 from truepeak.formats import Format
-from truepeak.moe.layout import Layout, ceil_div, check_layout, default_layouts, parse_layout
+from truepeak.moe.layout import Layout, LayoutError, ceil_div, check_layout, default_layouts, parse_layout
 from truepeak.moe.ops import (BF16, GROUP_WORDS, GROUPS, HIDDEN_BYTES, Formats, OpCost, comm_op, gemm_cost,
                               resolve_formats, roofline_op, with_time)
 from truepeak.moe.tuned_configs import TunedConfigNames, tuned_config_names
@@ -1057,7 +1057,15 @@ class CompareCell:
 def compare(model, acc, layouts, batches, **kw) -> list[CompareCell]:
     """Plans for every layout × batch (a layout the model rejects gives cells with its error, not an exception).
 
-    ``layouts``: Layout objects or strings; ``batches``: ints; ``kw``: as :func:`plan` (formats resolved once)."""
+    ``layouts``: Layout objects or strings; ``batches``: ints; ``kw``: as :func:`plan` (formats resolved once).
+
+    Raises:
+        TruepeakError: a batch or context :func:`plan` refuses (checked before any cell is planned), a layout string
+            that does not parse, or any other error of :func:`plan` but a :class:`~truepeak.moe.layout.LayoutError`.
+    """
+    for b in batches:
+        check_batch(b)
+    check_context(kw.get("context", DEFAULT_CONTEXT))
     if not kw.get("formats"):
         w = choose_weights(model, kw.get("weights")).format
         kw["formats"] = resolve_formats(acc, w, kw.pop("activations", None), kw.pop("kv_cache", None),
@@ -1071,9 +1079,7 @@ def compare(model, acc, layouts, batches, **kw) -> list[CompareCell]:
         for b in batches:
             try:
                 cells.append(CompareCell(lay.name, b, plan(model, acc, lay, b, **kw)))
-            except TruepeakError as exc:
-                if "batch" in str(exc) and "whole number" in str(exc):
-                    raise
+            except LayoutError as exc:
                 cells.append(CompareCell(lay.name, b, None, str(exc)))
     return cells
 
