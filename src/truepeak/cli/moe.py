@@ -16,13 +16,14 @@ planned anyway but may not be what the user meant:
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
 
 from truepeak.cli.app import app, fail
 from truepeak.errors import TruepeakError
+from truepeak.report.plan import (compare_gpus_warning, render_compare, render_header, render_json, render_plan,
+                                  render_text, render_tuned, table)
 
 moe_app = typer.Typer(name="moe", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
                       help="MoE decode: predict a step per layout and batch from a Hugging Face config (truepeak moe "
@@ -124,201 +125,6 @@ def _detect_gpu() -> str | None:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# Rendering (text)
-# ----------------------------------------------------------------------------------------------------------------------
-
-def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None, *, width: int | None = None,
-          wrap: set[int] | None = None, drop: dict[int, int] | None = None, indent: str = "") -> list[str]:
-    """Plain aligned text table (a header, a row of dashes, the rows; columns two spaces apart), fitted into ``width``
-    terminal columns by :func:`truepeak.report.fit.fit_lines` (None: not a terminal, the natural width). Columns in
-    ``right`` are right-aligned numbers, never wrapped; columns in ``wrap`` wrap at spaces; ``drop`` maps the columns
-    a narrow terminal may leave out to their priority (lowest first)."""
-    from truepeak.report.fit import Column, fit_lines
-
-    right, wrap, drop = right or set(), wrap or set(), drop or {}
-    cols = [Column(h, numeric=i in right, wrap=i in wrap, drop=i in drop, priority=drop.get(i, 0))
-            for i, h in enumerate(headers)]
-    return fit_lines(cols, [[str(c) for c in r] for r in rows], width, indent=indent)
-
-
-def _rate(x: float) -> str:
-    """Tokens/s: whole numbers from 100 up (``17851``), four significant digits below (``36.84``)."""
-    return f"{x:.0f}" if x >= 100 else f"{x:.4g}"
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.4g}"
-
-
-def _pct(f: float) -> str:
-    return f"{100 * f:.1f} %"
-
-
-def _gb(b: float) -> str:
-    return f"{b / 1e9:.4g} GB"
-
-
-def render_plan(p, width: int | None = None) -> list[str]:
-    """The lines of one plan (one batch size); the ops table fitted into ``width`` terminal columns (None: the
-    natural width; :mod:`truepeak.report.fit`): where it must, it leaves out where each time came from, the op group
-    and the shape, in that order."""
-    from truepeak.moe.ops import GROUP_WORDS
-
-    lines = [f"batch {p.batch}, context {p.context} (layout {p.layout.name}: {p.layout.describe()})"]
-    row = "  {:<16}{}".format
-    lines.append(row("step", f"{p.step_s * 1e3:.4g} ms → {_rate(p.tokens_per_s)} tokens/s total, "
-                             f"{_rate(p.tokens_per_s_per_gpu)} tokens/s per GPU, {_rate(p.tokens_per_s_per_user)} "
-                             "tokens/s per sequence"))
-    b = p.time_by_bound()
-    parts = [f"{k} {_ms(v)} ms ({_pct(v / p.step_s)})" for k, v in b.items() if v > 0 or k != "pipeline_bubble"]
-    lines.append(row("time by bound", " · ".join(parts)))
-    g = p.time_by_group()
-    lines.append(row("time by op", " · ".join(f"{GROUP_WORDS[k]} {_ms(v)} ms ({_pct(v / p.step_s)})"
-                                             for k, v in sorted(g.items(), key=lambda kv: -kv[1]))))
-    lines.append(row("bottleneck", p.bottleneck()))
-    m = p.memory
-    cap = f" of {_gb(m.capacity)}" if m.capacity else ""
-    verdict = "fits" if m.fits else f"DOES NOT FIT: {_gb(m.over)} over"
-    lines.append(row("memory per GPU", f"{_gb(m.total)}{cap} (weights {_gb(m.weights)} + KV cache "
-                                       f"{_gb(m.kv_cache)} at {p.batch} x {p.context} tokens) — {verdict}"))
-    if p.routing:
-        r = p.routing
-        ep = (f"; busiest GPU (EP{r['ep']}) {r['busiest_gpu_pairs']:.4g} token-expert pairs vs {r['mean_gpu_pairs']:.4g}"
-              f" mean, {r['gpu_active_experts']:.4g} of {r['experts_per_gpu']} local experts active"
-              if r["ep"] > 1 else "")
-        lines.append(row("tokens/expert", f"mean {r['mean_tokens_per_expert']:.4g} (T·k/E = {r['tokens']}·{r['top_k']}"
-                                          f"/{r['num_experts']}), busiest expert {r['busiest_expert_tokens']:.3g}, "
-                                          f"{r['active_experts']:.4g} of {r['num_experts']} experts active; padded "
-                                          f"rows {_pct(r['expected_padding_16'])} at BLOCK_M 16, "
-                                          f"{_pct(r['expected_padding_64'])} at 64 (mean-based: "
-                                          f"{_pct(r['padding_16'])} / {_pct(r['padding_64'])}; docs/method.md, "
-                                          f"'Padding per expert'){ep} "
-                                          f"({r['routing']} routing)"))
-    lines.append("  conclusions:")
-    for c in p.conclusions():
-        lines.append(f"    - {c}")
-    lines.append("  ops on one GPU of the slowest stage, per step:")
-    rows = []
-    for op in p.ops:
-        ai = op.intensity
-        rows.append([op.name, op.group, str(op.calls), f"{op.time_s * 1e6:.4g}", _ms(op.total_s), op.bound,
-                     "-" if ai is None else f"{ai:.3g}", op.shape, "measured" if op.measured else
-                     ("α–β" if op.group == "communication" else "roofline")])
-    lines += table(["op", "group", "calls", "µs/call", "ms/step", "bound", "FLOP/B", "shape", "time from"], rows,
-                   right={2, 3, 4, 6}, wrap={0, 7}, drop={8: 0, 1: 1, 7: 2}, width=width, indent="    ")
-    if p.bubble_s > 0:
-        lines.append(f"    pipeline bubble: {_ms(p.bubble_s)} ms (fewer micro-batches than stages)")
-    return lines
-
-
-#: How a Formats scaling reads in the header.
-SCALING_WORDS = {"block128": "fp32 scale per 128x128 block", "row": "fp32 scale per output row",
-                 "tensor": "fp32 scale per tensor"}
-#: The same for activations (block128 = 1 x 128 groups; row = per token).
-ACT_SCALING_WORDS = {"block128": "fp32 scale per 1x128 group", "row": "fp32 scale per token",
-                     "tensor": "fp32 scale per tensor"}
-
-
-def _scaled(scaling: str | None, pre: str = " + ", post: str = "", words: dict = SCALING_WORDS) -> str:
-    return f"{pre}{words[scaling]}{post}" if scaling else ""
-
-
-def render_header(p, measured) -> list[str]:
-    """The lines above the plans: model, GPUs and interconnect; formats and peaks; where the weight format came from
-    (:attr:`truepeak.moe.plan.Plan.weights_origin`) and what one format does to weights the checkpoint keeps in bf16;
-    the formats' notes; the measured data used."""
-    f = p.formats
-    lines = [f"{p.model} on {p.layout.gpus} x {p.accelerator}; interconnect {p.interconnect} "
-             f"({p.interconnect_why})",
-             f"formats: weights {f.weights.name} ({f.weights.bytes_per_value:g} B/value{_scaled(f.weight_scaling)}), "
-             f"activations {f.activations.name}{_scaled(f.activation_scaling, ' (', ')', ACT_SCALING_WORDS)}, KV cache {f.kv_cache.name}; "
-             f"GEMM peak {f.gemm_peak / 1e12:.1f} TFLOPS dense "
-             f"{f.gemm_compute.name}, memory {p.bandwidth / 1e9:.0f} GB/s → ridge {p.ridge:.0f} FLOP/B"]
-    if p.weights_origin is not None:
-        lines.append(f"  weights: {p.weights_origin.describe()}")
-    if p.weights_note:
-        lines.append(f"  {p.weights_note}")
-    for n in (f.peak_note, *[x for x in f.notes if x != f.peak_note], f.scaling_note):
-        if not n:
-            continue
-        lines.append(f"  {n}")
-    if measured is not None:
-        used = sorted({n for n in p.measured_ops})
-        lines.append(f"measured: {measured.summary()}; ops timed from measurements: "
-                     f"{', '.join(used) if used else 'none matched (roofline / defaults used)'}")
-        lines += [f"  {w}" for w in _unmatched(p, measured)]
-    return lines
-
-
-def _unmatched(p, measured) -> list[str]:
-    """Why measured collectives / expert curves were not used by plan ``p`` (GPU count, experts, width)."""
-    out = []
-    comm = [op for op in p.ops if op.group == "communication"]
-    if comm and not any(op.measured for op in comm) and (measured.collectives or measured.fits):
-        have = sorted({k[1] for k in (*measured.collectives, *measured.fits)})
-        need = sorted({op.detail.get("ranks") for op in comm if op.detail.get("ranks")})
-        out.append(f"collectives were measured on {', '.join(map(str, have))} GPUs; this plan's run on "
-                   f"{', '.join(map(str, need))}: literature defaults used (measure with truepeak comm "
-                   f"--nproc-per-node {need[-1] if need else p.layout.gpus})")
-    experts = [op for op in p.ops if op.group == "routed_experts"]
-    if experts and not any(op.measured for op in experts) and measured.moe_experts:
-        have = sorted({(k.get("experts"), k.get("width"), k.get("format"), k.get("routing"))
-                       for k, *_ in measured.moe_experts}, key=str)
-        r = p.routing or {}
-        e_local = r.get("num_experts", 0) // max(1, p.layout.ep)
-        width = (experts[0].detail.get("k") if "down" in experts[0].name else
-                 (experts[0].detail.get("n") or 0) // 2)
-        shown = "; ".join(f"E={e} N={n} {f} {rt}" for e, n, f, rt in have[:4]) + (" ..." if len(have) > 4 else "")
-        out.append(f"expert curves measured for {shown}; this plan needs E={e_local} N={width} "
-                   f"{p.formats.weights.name} {r.get('routing')} (or above the largest measured tokens per "
-                   "expert): roofline used")
-    return out
-
-
-def render_tuned(p) -> list[str]:
-    t = p.tuned_configs
-    lines = [f"fused-MoE tuned-config files for this layout (E={t.experts_per_rank} experts per GPU, "
-             f"N={t.n_per_rank} = I_e / expert TP):",
-             f"  vLLM:   {t.vllm}   (vllm/model_executor/layers/fused_moe/configs/)",
-             f"  SGLang: {t.sglang}   (python/sglang/srt/layers/moe/fused_moe_triton/configs/triton_<version>/)"]
-    if t.note:
-        lines.append(f"  note: {t.note}")
-    return lines
-
-
-def render_compare(cells, layouts, batches, width: int | None = None) -> list[str]:
-    """The what-if table: one row per layout, one column per batch; cells tokens/s total; fitted into ``width``
-    terminal columns (None: the natural width; :mod:`truepeak.report.fit`)."""
-    by = {(c.layout, c.batch): c for c in cells}
-    rows = []
-    errors = []
-    for lay in layouts:
-        row = [lay.name, lay.describe()]
-        for b in batches:
-            c = by.get((lay.name, b))
-            if c is None or c.plan is None:
-                row.append("n/a")
-                if c is not None and c.error and c.error not in errors:
-                    errors.append(c.error)
-                continue
-            p = c.plan
-            mark = "" if p.memory.fits else "*"
-            comm = p.time_by_bound()["communication"] / p.step_s
-            mark += "!" if comm >= 0.5 else ""
-            row.append(f"{_rate(p.tokens_per_s)}{mark}")
-        rows.append(row)
-    lines = ["what-if: output tokens/s (all GPUs), layout x batch"]
-    lines += table(["layout", "parallelism", *[f"b={b}" for b in batches]], rows,
-                   right=set(range(2, 2 + len(batches))), wrap={1}, width=width, indent="  ")
-    legend = ["* does not fit in GPU memory at that batch and context", "! communication is over half the step"]
-    one_line = "  " + "   ".join(legend)
-    lines += [one_line] if width is None or len(one_line) <= width else ["  " + x for x in legend]
-    for e in errors:
-        lines.append(f"  n/a: {e}")
-    return lines
-
-
-# ----------------------------------------------------------------------------------------------------------------------
 # Command
 # ----------------------------------------------------------------------------------------------------------------------
 
@@ -412,32 +218,8 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
         warnings += [compare_gpus_warning(l, lay.gpus, gpus is not None) for l in layouts if l.gpus != lay.gpus]
         cells = compare_fn(mdl, acc, layouts, cmp_batches, **kw)
     if as_json:
-        doc = {"model": mdl.name, "family": mdl.family, "model_summary": mdl.summary(), "accelerator": acc.name,
-               "warnings": warnings, "plans": [p.to_dict() for p in plans]}
-        if cells is not None:
-            doc["compare"] = {"layouts": [l.to_dict() for l in layouts], "batches": cmp_batches,
-                              "cells": [c.to_dict() for c in cells]}
-        if tables is not None:
-            doc["measured"] = {"sources": tables.sources, "summary": tables.summary()}
-        return [json.dumps(doc, indent=2)], warnings
-    lines = [mdl.summary()] + render_header(plans[0], tables) + [""]
-    for p in plans:
-        lines += render_plan(p, width) + [""]
-    lines += render_tuned(plans[0])
-    if cells is not None:
-        lines += [""] + render_compare(cells, layouts, cmp_batches, width)
-    lines.append("")
-    lines.append("Roofline time per op = max(FLOP / dense peak, bytes / memory bandwidth); collectives α + S·factor / "
-                 "busbw (nccl-tests); no compute/communication overlap. GB = 1e9 B, GB/s = 1e9 B/s, TFLOPS = 1e12 "
-                 "FLOP/s (decimal); peaks are DENSE.")
-    return lines, warnings
-
-
-def compare_gpus_warning(layout, n_gpus: int, gpus_given: bool) -> str:
-    """The one-line warning for a ``--compare`` layout on another GPU count than the plan's (module docstring)."""
-    src = "--gpus" if gpus_given else "the plan above"
-    return (f"--compare layout {layout.name} uses {layout.gpus} GPUs, not the {n_gpus} of {src}: its row is planned "
-            f"on {layout.gpus} GPUs (tokens/s total for {layout.gpus} GPUs; compare rows per GPU)")
+        return [render_json(mdl, acc.name, plans, warnings, tables, cells, layouts, cmp_batches)], warnings
+    return render_text(mdl, plans, tables, cells, layouts, cmp_batches, width), warnings
 
 
 __all__ = ["moe_app", "plan_cmd", "comma_items", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",
