@@ -50,6 +50,23 @@ def test_S1_cli_json():
     assert set(p["time_by_bound_s"]) == {"compute", "memory", "communication", "pipeline_bubble"}
 
 
+def test_json_keeps_every_sentence_and_adds_the_findings_as_data():
+    d = json.loads(run(*S1, "--batch", "1", "--json").stdout)["plans"][0]
+    # the sentences a user reads stay (bottleneck, conclusions, notes, interconnect_why) ...
+    assert d["bottleneck"].startswith("Communication-bound: 158 collectives take")
+    assert d["interconnect_why"] == "catalog: no NVLink; PCIe 5.0 x16"
+    assert len(d["conclusions"]) == 3 and d["notes"][0].startswith("communication-bound: TP8 over PCIe only")
+    # ... and the findings come as data, SI units: 157 all-reduces at 24.6 µs + 12288 B x 1.75 / 24 GB/s each
+    f = d["findings"]
+    assert (f["bottleneck"]["kind"], f["bottleneck"]["collective"], f["bottleneck"]["calls"]) == \
+        ("communication_bound", "all_reduce", 157)
+    assert f["bottleneck"]["per_call_s"] == pytest.approx(24.6e-6 + 12288 * 1.75 / 24e9)
+    assert [c["kind"] for c in f["conclusions"]] == ["expert_gemm_intensity", "all_reduce_share",
+                                                      "pcie_communication_bound"]
+    assert d["interconnect_choice"] == {"kind": "pcie", "basis": "catalog", "catalog": "no NVLink; PCIe 5.0 x16",
+                                        "device": WS, "gpus": 8}
+
+
 def test_compare_default_is_six_layouts_by_eight_batches():
     r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--compare", "--json")
     assert r.exit_code == 0, r.output

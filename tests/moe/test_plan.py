@@ -14,7 +14,9 @@ from truepeak.moe.config import load_model
 from truepeak.moe.layout import LayoutError, check_layout, default_layouts, parse_layout, parse_layouts
 from truepeak.moe.measured import interpolate, load_measured
 from truepeak.moe.ops import resolve_formats
+from truepeak.moe.findings import ActivationsFallback, DoesNotFit, PcieCommunicationBound, WeightsDequantised
 from truepeak.moe.plan import compare, interconnect_of, plan
+from truepeak.report.plan import finding_text, interconnect_text, peak_text
 
 WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
 
@@ -97,7 +99,22 @@ def test_nvfp4_on_hopper_is_dequantised(h200):
     assert f.dequantised and f.activations.name == "bf16" and f.gemm_compute.name == "bf16"
     assert f.gemm_peak == h200.dense_flops("bf16")
     assert f.weights.bytes_per_value == 0.5625
-    assert "no fp4 tensor cores" in f.peak_note and "dequantised" in f.peak_note
+    # H200 (sm_90) has no fp4 tensor cores: W4A16, at the dense bf16 peak of 989.4 TFLOPS
+    assert f.notes == (WeightsDequantised("NVIDIA H200 SXM", "sm_90", "no_fp4", "fp4", "nvfp4", 4, "bf16", 16,
+                                          989.4e12, 0.5625),)
+    assert peak_text(f) == finding_text(f.notes[0]) == (
+        "NVIDIA H200 SXM (sm_90) has no fp4 tensor cores: nvfp4 weights are dequantised inside the GEMM (Marlin-style "
+        "W4A16) and compute at the dense bf16 peak of 989.4 TFLOPS; weight bytes stay 0.5625 B per value")
+
+
+def test_activations_the_device_lacks_fall_back_to_bf16(h200):
+    f = resolve_formats(h200, "fp8", "nvfp4")
+    assert f.notes == (ActivationsFallback("NVIDIA H200 SXM", "nvfp4", "bf16"),) and f.activations.name == "bf16"
+    assert finding_text(f.notes[0]) == "NVIDIA H200 SXM has no nvfp4 tensor-core path: activations run as bf16"
+    # fp8 weights x bf16 activations: the native fp8 weights compute at the wider bf16 peak (989.4 TFLOPS)
+    assert f.mixed and peak_text(f) == ("fp8_e4m3 weights x bf16 activations compute at the dense bf16 peak of "
+                                        "989.4 TFLOPS")
+    assert peak_text(resolve_formats(h200, "fp8")) == "GEMMs compute at the dense fp8_e4m3 peak of 1978.9 TFLOPS"
 
 
 def test_nvfp4_on_blackwell_workstation_runs_fp4(ws):
@@ -111,11 +128,22 @@ def test_nvfp4_on_blackwell_workstation_runs_fp4(ws):
 # -- interconnect and communication ------------------------------------------------------------------------------------
 
 def test_interconnect_rule(ws, h200):
-    assert interconnect_of(ws, 8)[0] == "pcie"
-    assert interconnect_of(h200, 8)[0] == "nvlink"
-    assert interconnect_of(get_accelerator("NVIDIA H100 PCIe"), 2)[0] == "nvlink"     # NVLink bridge: 2 GPUs
-    assert interconnect_of(get_accelerator("NVIDIA H100 PCIe"), 4)[0] == "pcie"
-    assert interconnect_of(h200, 8, "pcie") == ("pcie", "given")
+    assert (interconnect_of(ws, 8).kind, interconnect_of(ws, 8).basis) == ("pcie", "catalog")
+    assert interconnect_of(h200, 8).kind == "nvlink"
+    h100 = get_accelerator("NVIDIA H100 PCIe")
+    assert interconnect_of(h100, 2).kind == "nvlink"                                 # NVLink bridge: 2 GPUs
+    four = interconnect_of(h100, 4)
+    assert (four.kind, four.basis, four.gpus) == ("pcie", "bridge_beyond", 4)
+    assert interconnect_text(four) == ("catalog: NVLink bridge 600 GB/s (2 GPUs); PCIe 5.0 x16 (bridge links 2 GPUs; "
+                                       "4 talk over PCIe)")
+    given = interconnect_of(h200, 8, "pcie")
+    assert (given.kind, given.basis, interconnect_text(given)) == ("pcie", "given", "given")
+    nvl = interconnect_of(get_accelerator("h200-nvl"), 8)
+    assert (nvl.kind, nvl.basis) == ("pcie", "nvl_beyond_bridge")
+    assert interconnect_text(nvl) == "no interconnect in the catalog; NVL bridges link at most 4 GPUs, the rest is PCIe"
+    mi = interconnect_of(get_accelerator("mi300x"), 8)
+    assert (mi.kind, mi.basis) == ("nvlink", "catalog_xgmi")
+    assert interconnect_text(mi).endswith("(XGMI treated as an NVLink-class fabric)")
 
 
 def test_c19_collective_time_uses_algbw(tmp_path):
@@ -174,13 +202,19 @@ def test_c20_hundred_allreduces_cost_1_94_ms(tmp_path):
     assert sum(op.calls for op in layer_ar) == 100
     assert all(op.time_s == pytest.approx(19.4e-6) and op.measured for op in layer_ar)
     assert sum(op.total_s for op in layer_ar) == pytest.approx(1.94e-3)
-    assert any("communication-bound: TP4 over PCIe only" in n for n in p.notes)
+    flag = next(n for n in p.notes if isinstance(n, PcieCommunicationBound))
+    assert (flag.tp_group, flag.batch, flag.small_batch) == (4, 1, True)
+    assert flag.time_s == pytest.approx(sum(op.total_s for op in p.ops if op.group == "communication"))
+    assert finding_text(flag).startswith("communication-bound: TP4 over PCIe only — collectives take ")
 
 
 def test_c20_flag_only_for_tp_above_two_on_pcie(glm5, ws, h200, dsv3):
-    assert any("communication-bound" in n for n in plan(glm5, ws, "tp8", 1, weights="nvfp4").notes)
-    assert not any("communication-bound" in n for n in plan(glm5, ws, "tp2pp4", 1, weights="nvfp4").notes)
-    assert not any("communication-bound" in n for n in plan(dsv3, h200, "tp8", 1, weights="fp8").notes)
+    def flags(p):
+        return [n for n in p.notes if isinstance(n, PcieCommunicationBound)]
+
+    assert [f.tp_group for f in flags(plan(glm5, ws, "tp8", 1, weights="nvfp4"))] == [8]
+    assert flags(plan(glm5, ws, "tp2pp4", 1, weights="nvfp4")) == []
+    assert flags(plan(dsv3, h200, "tp8", 1, weights="fp8")) == []
 
 
 # -- routing (C17) -----------------------------------------------------------------------------------------------------
@@ -191,19 +225,19 @@ def test_c17_rows_per_expert_not_per_batch(batch, rows, pad64, pad16, h200):
     # C17: E = 512, top-10 (Qwen3-Next): rows per expert = M * 10 / 512, padded share with 64- and 16-row tiles
     model = load_model("qwen3-next-80b-a3b")
     r = plan(model, h200, "tp1", batch, context=1024).routing
-    assert r["mean_tokens_per_expert"] == pytest.approx(rows)
-    assert r["padding_64"] == pytest.approx(pad64, abs=1e-3)
-    assert r["padding_16"] == pytest.approx(pad16, abs=1e-3)
+    assert r.mean_tokens_per_expert == pytest.approx(rows)
+    assert r.padding_64 == pytest.approx(pad64, abs=1e-3)
+    assert r.padding_16 == pytest.approx(pad16, abs=1e-3)
 
 
 def test_ep_uses_busiest_gpu(glm5, ws):
     p = plan(glm5, ws, "ep8", 512, weights="nvfp4")
     r = p.routing
-    assert r["experts_per_gpu"] == 32
-    assert r["gpu_pairs"] == r["busiest_gpu_pairs"] > 512 * 8 / 8        # the max over GPUs exceeds the mean
+    assert r.experts_per_gpu == 32
+    assert r.gpu_pairs == r.busiest_gpu_pairs > 512 * 8 / 8        # the max over GPUs exceeds the mean
     gu = p.expert_op("gate+up")
-    assert gu.flop == pytest.approx(2 * r["busiest_gpu_pairs"] * 2 * 2048 * 6144)   # full width I_e per expert
-    assert gu.weight_bytes == pytest.approx(r["gpu_active_experts"] * 2 * 2048 * 6144 * 0.5625)
+    assert gu.flop == pytest.approx(2 * r.busiest_gpu_pairs * 2 * 2048 * 6144)   # full width I_e per expert
+    assert gu.weight_bytes == pytest.approx(r.gpu_active_experts * 2 * 2048 * 6144 * 0.5625)
 
 
 # -- memory ------------------------------------------------------------------------------------------------------------
@@ -220,7 +254,12 @@ def test_model_that_does_not_fit_says_by_how_much(dsv3, h200):
     assert p.memory.kv_cache == kv == 287_834_112
     assert not p.memory.fits
     assert p.memory.over == pytest.approx(weights + kv - 141e9)
-    assert any("does not fit" in c and "by " in c for c in p.conclusions())
+    nofit = next(c for c in p.conclusions() if isinstance(c, DoesNotFit))
+    assert (nofit.capacity_bytes, nofit.over_bytes, nofit.accelerator) == (141e9, p.memory.over, "NVIDIA H200 SXM")
+    # GB with four significant digits: 1342 GB of bf16 weights (hand count above), 0.2878 GB of KV cache, 141 GB
+    assert round(weights / 1e9) == round((weights + kv) / 1e9) == 1342 and round((weights + kv - 141e9) / 1e9) == 1201
+    assert finding_text(nofit) == ("does not fit: 1342 GB per GPU (1342 GB weights + 0.2878 GB KV cache) exceeds the "
+                                   "141 GB of NVIDIA H200 SXM by 1201 GB")
 
 
 def test_mla_latent_cache_is_replicated_over_attention_tp(glm5, ws):

@@ -11,12 +11,20 @@ def test_tp16_on_hgx_h200_says_collectives_cross_boxes():
     # Bug: 16 GPUs of TP on H200 SXM were planned as one NVLink domain (8x H100 ring numbers) without a word; an HGX
     # H200 baseboard has 8 GPUs, so 16 span two boxes and their all-reduces go over InfiniBand / RoCE.
     dsv3, h200 = load_model("deepseek-v3"), get_accelerator("h200")
+    from truepeak.moe.findings import CrossesBaseboard
+    from truepeak.report.plan import finding_text
+
+    def crossings(p):
+        return [n for n in p.notes if isinstance(n, CrossesBaseboard)]
+
     p = plan(dsv3, h200, "tp16", 1, weights="fp8")
-    assert any("16 GPUs per pipeline stage exceed one NVIDIA H200 SXM baseboard (8 GPUs" in n for n in p.notes)
+    assert crossings(p) == [CrossesBaseboard(16, "NVIDIA H200 SXM", 8)]
+    assert finding_text(crossings(p)[0]).startswith("16 GPUs per pipeline stage exceed one NVIDIA H200 SXM baseboard "
+                                                    "(8 GPUs in one NVLink domain)")
     # 8 GPUs per stage (tp8pp2: 16 GPUs, two stages of 8) stay inside one box: no note
-    assert not any("baseboard" in n for n in plan(dsv3, h200, "tp8pp2", 1, weights="fp8").notes)
+    assert crossings(plan(dsv3, h200, "tp8pp2", 1, weights="fp8")) == []
     # GB200 NVL72: one NVLink domain of 72 GPUs, 16 fit
-    assert not any("baseboard" in n for n in plan(dsv3, get_accelerator("gb200"), "ep16", 1, weights="fp8").notes)
+    assert crossings(plan(dsv3, get_accelerator("gb200"), "ep16", 1, weights="fp8")) == []
 
 
 def test_int8_activations_with_fp8_weights_are_refused():
@@ -145,4 +153,4 @@ def test_huge_batch_is_a_one_line_error_not_an_overflow():
         plan(model, acc, "tp8", 99999999999999999999)
     p = plan(model, acc, "tp8", MAX_BATCH)
     # T·k/E = 1e7 · 8 / 256 = 312500 tokens per expert on average
-    assert p.routing["mean_tokens_per_expert"] == 312500 and p.batch == MAX_BATCH
+    assert p.routing.mean_tokens_per_expert == 312500 and p.batch == MAX_BATCH

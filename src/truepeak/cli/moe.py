@@ -22,8 +22,8 @@ import typer
 
 from truepeak.cli.app import app, fail
 from truepeak.errors import TruepeakError
-from truepeak.report.plan import (compare_gpus_warning, render_compare, render_header, render_json, render_plan,
-                                  render_text, render_tuned, table)
+from truepeak.report.plan import (finding_text, render_compare, render_header, render_json, render_plan, render_text,
+                                  render_tuned, table)
 
 moe_app = typer.Typer(name="moe", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
                       help="MoE decode: predict a step per layout and batch from a Hugging Face config (truepeak moe "
@@ -165,6 +165,7 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     terminal columns (None: not a terminal)."""
     from truepeak.hardware.lookup import get_accelerator
     from truepeak.moe.config import load_model
+    from truepeak.moe.findings import CompareOtherGpus
     from truepeak.moe.layout import parse_layout, parse_layouts
     from truepeak.moe.measured import load_measured
     from truepeak.moe.ops import resolve_formats
@@ -215,11 +216,13 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
         layouts = (parse_layouts(",".join(comma_items(compare_list, "--compare", "tp8,tp4pp2,ep8")))
                    if compare_list else default_compare_layouts(mdl, lay.gpus))
         cmp_batches = batches if batch_given else list(DEFAULT_COMPARE_BATCHES)
-        warnings += [compare_gpus_warning(l, lay.gpus, gpus is not None) for l in layouts if l.gpus != lay.gpus]
+        warnings += [CompareOtherGpus(l.name, l.gpus, lay.gpus, gpus is not None) for l in layouts
+                     if l.gpus != lay.gpus]
         cells = compare_fn(mdl, acc, layouts, cmp_batches, **kw)
+    texts = [finding_text(w) for w in warnings]
     if as_json:
-        return [render_json(mdl, acc.name, plans, warnings, tables, cells, layouts, cmp_batches)], warnings
-    return render_text(mdl, plans, tables, cells, layouts, cmp_batches, width), warnings
+        return [render_json(mdl, acc.name, plans, warnings, tables, cells, layouts, cmp_batches)], texts
+    return render_text(mdl, plans, tables, cells, layouts, cmp_batches, width), texts
 
 
 __all__ = ["moe_app", "plan_cmd", "comma_items", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",

@@ -59,12 +59,15 @@ sequence's KV cache; layout rules in :mod:`truepeak.moe.layout`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from truepeak.errors import TruepeakError
 from truepeak.formats import Format
 from truepeak.moe.layout import Layout, LayoutError, ceil_div, check_layout, default_layouts, parse_layout
-from truepeak.moe.ops import (BF16, GROUP_WORDS, GROUPS, HIDDEN_BYTES, Formats, OpCost, comm_op, gemm_cost,
+from truepeak.moe.findings import (AllReduceShare, CommunicationBound, ComputeBound, ContextAboveLimit,
+                                   CrossesBaseboard, DoesNotFit, ExpertGemmIntensity, Finding, MemoryBound,
+                                   PcieCommunicationBound, UnquantisedGroups)
+from truepeak.moe.ops import (BF16, GROUPS, HIDDEN_BYTES, Formats, OpCost, comm_op, gemm_cost,
                               resolve_formats, roofline_op, with_time)
 from truepeak.moe.tuned_configs import TunedConfigNames, tuned_config_names
 
@@ -83,36 +86,68 @@ MAJOR_SHARE = 0.25
 # Interconnect
 # ----------------------------------------------------------------------------------------------------------------------
 
-def interconnect_of(acc, n_gpus: int, override: str | None = None) -> tuple[str, str]:
-    """``(kind, why)``: ``"nvlink"`` or ``"pcie"`` for collectives among ``n_gpus`` GPUs of ``acc`` in one box (the
-    planner passes the GPUs of one pipeline stage, which run the TP / EP collectives together).
+@dataclass(frozen=True)
+class InterconnectChoice:
+    """The interconnect of a plan's collectives and why it was taken (:func:`interconnect_of`).
+
+    Attributes:
+        kind: ``"nvlink"`` or ``"pcie"``.
+        basis: why: ``"given"`` (the override); ``"catalog"`` (the catalog's interconnect text says so);
+            ``"catalog_xgmi"`` (AMD Infinity Fabric, treated as an NVLink-class fabric); ``"bridge_beyond"`` (an
+            NVLink bridge links 2 GPUs, more talk over PCIe); with no catalog entry: ``"board_without_nvlink"``
+            (GeForce, RTX and L-series boards), ``"nvl_bridge"`` (H100/H200 NVL, bridged up to 4 GPUs),
+            ``"nvl_beyond_bridge"`` (more than 4 NVL GPUs), ``"baseboard_assumed"`` (an NVLink/NVSwitch baseboard).
+        catalog: the catalog's interconnect text ("" when it has none). device: the accelerator's name.
+        gpus: the GPUs that run the collectives together.
+    """
+
+    kind: str
+    basis: str
+    catalog: str = ""
+    device: str = ""
+    gpus: int = 1
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "basis": self.basis, "catalog": self.catalog, "device": self.device,
+                "gpus": self.gpus}
+
+
+def interconnect_of(acc, n_gpus: int, override: str | None = None) -> InterconnectChoice:
+    """The interconnect (:class:`InterconnectChoice`: ``"nvlink"`` or ``"pcie"``, and why) of collectives among
+    ``n_gpus`` GPUs of ``acc`` in one box (the planner passes the GPUs of one pipeline stage, which run the TP / EP
+    collectives together).
 
     Rule (the catalog's ``interconnect`` text, else the device family): "no NVLink" → pcie; an "NVLink bridge" links
     2 GPUs only → nvlink for 2, pcie beyond; NVLink / NVSwitch / AMD Infinity Fabric (XGMI) → nvlink (an all-to-all
     GPU fabric); no entry: GeForce, RTX and L-series boards → pcie, H100/H200 NVL → nvlink up to 4 (bridged), else
     nvlink. ``override`` (``"nvlink"``/``"pcie"``) wins.
+
+    Raises:
+        TruepeakError: an ``override`` other than nvlink or pcie.
     """
     if override:
         o = override.strip().lower()
         if o not in ("nvlink", "pcie"):
             raise TruepeakError(f"interconnect {override!r} is not one of nvlink, pcie")
-        return o, "given"
+        return InterconnectChoice(o, "given", device=acc.name, gpus=n_gpus)
     text = (acc.interconnect.value if acc.interconnect is not None else "") or ""
     low = text.lower()
+
+    def choice(kind: str, basis: str) -> InterconnectChoice:
+        return InterconnectChoice(kind, basis, text, acc.name, n_gpus)
+
     if "no nvlink" in low:
-        return "pcie", f"catalog: {text}"
+        return choice("pcie", "catalog")
     if "nvlink bridge" in low:
-        return ("nvlink", f"catalog: {text}") if n_gpus <= 2 else ("pcie", f"catalog: {text} (bridge links 2 GPUs; "
-                                                                            f"{n_gpus} talk over PCIe)")
+        return choice("nvlink", "catalog") if n_gpus <= 2 else choice("pcie", "bridge_beyond")
     if "nvlink" in low or "infinity fabric" in low or "xgmi" in low:
-        return "nvlink", f"catalog: {text}" + (" (XGMI treated as an NVLink-class fabric)" if "xgmi" in low else "")
+        return choice("nvlink", "catalog_xgmi" if "xgmi" in low else "catalog")
     name = acc.name.lower()
     if any(s in name for s in ("geforce", "rtx", " l40", " l4")):
-        return "pcie", f"no interconnect in the catalog; {acc.name} boards have no NVLink (PCIe only)"
+        return choice("pcie", "board_without_nvlink")
     if " nvl" in name:
-        return ("nvlink", "no interconnect in the catalog; NVL boards are NVLink-bridged up to 4 GPUs") if n_gpus <= 4 \
-            else ("pcie", "no interconnect in the catalog; NVL bridges link at most 4 GPUs, the rest is PCIe")
-    return "nvlink", f"no interconnect in the catalog; {acc.name} assumed on an NVLink/NVSwitch baseboard"
+        return choice("nvlink", "nvl_bridge") if n_gpus <= 4 else choice("pcie", "nvl_beyond_bridge")
+    return choice("nvlink", "baseboard_assumed")
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -160,16 +195,19 @@ class Plan:
 
     Attributes:
         model, accelerator: names. layout: the :class:`Layout`. batch, context: B and C.
-        formats: :class:`~truepeak.moe.ops.Formats`. interconnect, interconnect_why: ``"pcie"``/``"nvlink"`` and why.
+        formats: :class:`~truepeak.moe.ops.Formats`. interconnect: ``"pcie"``/``"nvlink"``;
+        interconnect_choice: that and why (:class:`InterconnectChoice`).
         ops: the :class:`OpCost` list of one GPU of the slowest stage for one step (calls per step included).
         step_s: seconds per decode step (every sequence advances one token). bubble_s: pipeline idle time in it.
-        routing: routing facts of one MoE layer at the micro-batch (tokens per expert, busiest expert, active
-            experts, busiest GPU pairs...), None for a model without MoE layers.
+        routing: routing facts of one MoE layer at the micro-batch (:class:`RoutingFacts`), None for a model without
+            MoE layers.
         memory: :class:`MemoryFit`. tuned_configs: :class:`TunedConfigNames`.
-        notes: findings in sentences (dequantisation, PCIe communication flag, ...).
+        notes: findings (:mod:`truepeak.moe.findings`) of the formats (dequantised weights, activations the device
+            lacks) and of the layout (:class:`~truepeak.moe.findings.PcieCommunicationBound`,
+            :class:`~truepeak.moe.findings.CrossesBaseboard`).
         weights_origin: where the weight format came from (:class:`WeightsChoice`), or None.
         weights_note: what the one weight format does to weights the checkpoint keeps in bf16
-            (:func:`weights_note`), or "".
+            (:func:`weights_note`), or None.
     """
 
     model: str
@@ -179,17 +217,17 @@ class Plan:
     context: int
     formats: Formats
     interconnect: str
-    interconnect_why: str
+    interconnect_choice: InterconnectChoice
     ops: tuple[OpCost, ...]
     step_s: float
     bubble_s: float
-    routing: dict | None
+    routing: RoutingFacts | None
     memory: MemoryFit
     tuned_configs: TunedConfigNames
     bandwidth: float
-    notes: tuple[str, ...] = ()
+    notes: tuple[Finding, ...] = ()
     weights_origin: WeightsChoice | None = None
-    weights_note: str = ""
+    weights_note: UnquantisedGroups | None = None
 
     # -- derived ----------------------------------------------------------------------------------------------------
     @property
@@ -251,8 +289,10 @@ class Plan:
                 return op
         return None
 
-    def bottleneck(self) -> str:
-        """The bottleneck in one sentence (what dominates the step, with its share, and what would move it)."""
+    def bottleneck(self) -> Finding:
+        """What dominates the step (:class:`~truepeak.moe.findings.CommunicationBound`,
+        :class:`~truepeak.moe.findings.MemoryBound` or :class:`~truepeak.moe.findings.ComputeBound`): the bound with
+        the most time, with its share and what would move it."""
         step = self.step_s
         bounds = self.time_by_bound()
         groups = self.time_by_group()
@@ -264,93 +304,63 @@ class Plan:
             ar = colls.get("all_reduce")
             main = max(colls.items(), key=lambda kv: kv[1]["time_s"])
             name, d = ("all_reduce", ar) if ar and ar["time_s"] >= 0.5 * comm else main
-            return (f"Communication-bound: {sum(c['calls'] for c in colls.values())} collectives take "
-                    f"{_ms(comm)} of the {_ms(step)} step ({_pct(comm / step)}), {d['calls']} {name.replace('_', '-')}s"
-                    f" at {_us(d['per_call_s'])} each over {'PCIe' if self.interconnect == 'pcie' else 'NVLink'}"
-                    f" — latency, not bandwidth, at these message sizes; fewer TP ranks, a custom all-reduce or "
-                    f"larger batches per step would help most.")
+            return CommunicationBound(sum(c["calls"] for c in colls.values()), comm, step, name, d["calls"],
+                                      d["per_call_s"], self.interconnect)
+        g = top_group or "routed_experts"
         if kind == "memory":
             nbytes = sum(op.bytes * op.calls for op in self.ops if op.bound == "memory")
-            g = top_group or "routed_experts"
-            if g == "kv_cache":
-                fix = ("the KV cache read grows with batch x context, so a shorter context, an fp8 KV cache"
-                       + (" or DP attention (MLA's latent cache is replicated over attention TP)"
-                          if self.layout.dp == 1 and self.layout.attn_tp > 1 else "") + " would help most")
-            else:
-                fix = (f"weights dominate, so larger batches cost little until the expert GEMMs reach the "
-                       f"{self.ridge:.0f} FLOP/B ridge")
-            return (f"Memory-bound: each GPU streams {_gb(nbytes)} of weights and KV cache per step at "
-                    f"{self.bandwidth / 1e9:.0f} GB/s ({_pct(bounds['memory'] / step)} of the {_ms(step)} step; "
-                    f"{GROUP_WORDS[g]} {_pct(groups[g] / step)}); {fix}.")
-        g = top_group or "routed_experts"
-        return (f"Compute-bound: {GROUP_WORDS[g]} take {_pct(groups[g] / step)} of the {_ms(step)} step at the "
-                f"{self.formats.gemm_peak / 1e12:.1f} TFLOPS dense {self.formats.gemm_compute.name} peak; a lower-"
-                f"precision format or more GPUs would help most.")
+            return MemoryBound(nbytes, self.bandwidth, bounds["memory"], step, g, groups.get(g, 0.0), self.ridge,
+                               self.layout.dp == 1 and self.layout.attn_tp > 1)
+        return ComputeBound(g, groups.get(g, 0.0), step, self.formats.gemm_peak, self.formats.gemm_compute.name)
 
-    def conclusions(self) -> list[str]:
-        """What the user should conclude (docs/method.md, 'Worked example: GLM-5 on RTX PRO 6000'): tokens per expert
-        and the expert GEMMs' bound, the share of all-reduces in the step, and the flags in :attr:`notes`."""
-        out = []
+    def conclusions(self) -> list[Finding]:
+        """What the user should conclude (docs/method.md, 'Worked example: GLM-5 on RTX PRO 6000'), as findings:
+        tokens per expert and the expert GEMMs' bound (:class:`~truepeak.moe.findings.ExpertGemmIntensity`), the
+        all-reduces' share of the step (:class:`~truepeak.moe.findings.AllReduceShare`), the :attr:`notes`, and
+        :class:`~truepeak.moe.findings.DoesNotFit` when the memory does not fit."""
+        out: list[Finding] = []
         r = self.routing
         gu = self.expert_op("gate+up")
         if r and gu is not None and gu.flop:
             w_ai = gu.flop / gu.weight_bytes if gu.weight_bytes else float("inf")
             ai = gu.intensity
-            bound = "memory-bound" if ai < self.ridge else "compute-bound"
-            out.append(f"routed experts: {r['mean_tokens_per_expert']:.4g} tokens per expert on average (T·k/E = "
-                       f"{r['tokens']}·{r['top_k']}/{r['num_experts']}), busiest expert {r['busiest_expert_tokens']:.3g}"
-                       f"; the expert GEMMs run at {ai:.3g} FLOP/B ({w_ai:.3g} per weight byte) against a "
-                       f"{self.ridge:.0f} FLOP/B ridge ({self.formats.gemm_compute.name}) → {bound}: judge them by "
-                       f"% of memory bandwidth, not % of {self.formats.gemm_compute.name} peak")
+            out.append(ExpertGemmIntensity(r.mean_tokens_per_expert, r.tokens, r.top_k, r.num_experts,
+                                           r.busiest_expert_tokens, ai, w_ai, self.ridge,
+                                           self.formats.gemm_compute.name, ai < self.ridge))
         colls = self.collectives()
         ar = colls.get("all_reduce")
         if ar:
             layers = sum(op.calls for op in self.ops if op.detail.get("collective") == "all_reduce"
                          and op.detail.get("where") in ("attention", "mlp"))
-            share = ar["time_s"] / self.step_s
-            major = " — a major share of the step" if share >= MAJOR_SHARE else ""
-            out.append(f"{ar['calls']} all-reduces per step ({layers} in the layers: 2 per layer) at "
-                       f"{_us(ar['per_call_s'])} each = {_ms(ar['time_s'])}, {_pct(share)} of the {_ms(self.step_s)}"
-                       f" step{major}")
+            out.append(AllReduceShare(ar["calls"], layers, ar["per_call_s"], ar["time_s"], self.step_s,
+                                      ar["time_s"] / self.step_s >= MAJOR_SHARE))
         out.extend(self.notes)
         if not self.memory.fits:
             m = self.memory
-            out.append(f"does not fit: {_gb(m.total)} per GPU ({_gb(m.weights)} weights + {_gb(m.kv_cache)} KV cache)"
-                       f" exceeds the {_gb(m.capacity)} of {self.accelerator} by {_gb(m.over)}")
+            out.append(DoesNotFit(m.total, m.weights, m.kv_cache, m.capacity, m.over, self.accelerator))
         return out
 
     def to_dict(self) -> dict:
-        """JSON-ready, SI units."""
+        """JSON-ready data, SI units; the findings as :meth:`truepeak.moe.findings.Finding.to_dict`
+        (:func:`truepeak.report.plan.plan_json` adds their sentences)."""
         return {
             "model": self.model, "accelerator": self.accelerator, "layout": self.layout.to_dict(),
             "batch": self.batch, "context": self.context, "formats": self.formats.to_dict(),
-            "interconnect": self.interconnect, "interconnect_why": self.interconnect_why,
+            "interconnect": self.interconnect, "interconnect_choice": self.interconnect_choice.to_dict(),
             "bandwidth_B_per_s": self.bandwidth, "ridge_flop_per_byte": self.ridge,
             "step_s": self.step_s, "tokens_per_s": self.tokens_per_s, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "tokens_per_s_per_user": self.tokens_per_s_per_user,
             "time_by_bound_s": self.time_by_bound(), "time_by_group_s": self.time_by_group(),
-            "collectives": self.collectives(), "bottleneck": self.bottleneck(), "conclusions": self.conclusions(),
-            "routing": self.routing, "memory": self.memory.to_dict(), "tuned_configs": self.tuned_configs.to_dict(),
-            "measured_ops": self.measured_ops, "notes": list(self.notes), "ops": [op.to_dict() for op in self.ops],
-            "weights_origin": None if self.weights_origin is None else {**self.weights_origin.to_dict(),
-                                                                        "note": self.weights_note or None},
+            "collectives": self.collectives(),
+            "routing": None if self.routing is None else self.routing.to_dict(), "memory": self.memory.to_dict(),
+            "tuned_configs": self.tuned_configs.to_dict(), "measured_ops": self.measured_ops,
+            "ops": [op.to_dict() for op in self.ops],
+            "weights_origin": None if self.weights_origin is None else {
+                **self.weights_origin.to_dict(),
+                "note_finding": None if self.weights_note is None else self.weights_note.to_dict()},
+            "findings": {"bottleneck": self.bottleneck().to_dict(),
+                         "conclusions": [c.to_dict() for c in self.conclusions()]},
         }
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.3g} ms"
-
-
-def _us(s: float) -> str:
-    return f"{s * 1e6:.3g} µs"
-
-
-def _pct(f: float) -> str:
-    return f"{100 * f:.1f} %" if f >= 0.1 else f"{100 * f:.2g} %"
-
-
-def _gb(b: float | None) -> str:
-    return "-" if b is None else f"{b / 1e9:.4g} GB"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -404,24 +414,65 @@ def _observed(tokens: int, top_k: int, num_experts: int, routing, ep: int):
     return replace(st, routing=f"dump:{p.name}, observed")
 
 
-def _routing_facts(tokens: int, model, layout: Layout, routing) -> dict:
+@dataclass(frozen=True)
+class RoutingFacts:
+    """Routing facts of one MoE layer for the tokens of one micro-batch (counts of tokens or (token, expert) pairs).
+
+    Attributes:
+        routing, method: the routing's label and how its statistics were computed
+            (:class:`truepeak.moe.routing.RoutingStats`).
+        mean_tokens_per_expert, busiest_expert_tokens, active_experts, experts_per_gpu, mean_gpu_pairs,
+        busiest_gpu_pairs, busiest_gpu_active_experts, busiest_gpu_tokens_sent: as
+            :class:`~truepeak.moe.routing.RoutingStats`.
+        padding_16, padding_64: the mean-based padded share of a grouped GEMM with BLOCK_M 16 / 64 rows
+            (:meth:`~truepeak.moe.routing.RoutingStats.padding_waste`); expected_padding_16, expected_padding_64:
+            the expected share over the load distribution (``expected_padding_waste``).
+        tokens, top_k, num_experts, ep: T, k, E and the EP degree.
+        gpu_pairs, gpu_active_experts, gpu_tokens_received: what the plan's busiest GPU computes and receives: the
+            busiest GPU's pairs, active experts and dispatched tokens under EP; all T·k pairs, every active expert
+            and all T tokens without.
+    """
+
+    routing: str
+    method: str
+    mean_tokens_per_expert: float
+    busiest_expert_tokens: float
+    active_experts: float
+    experts_per_gpu: int
+    mean_gpu_pairs: float
+    busiest_gpu_pairs: float
+    busiest_gpu_active_experts: float
+    busiest_gpu_tokens_sent: float
+    padding_16: float
+    padding_64: float
+    expected_padding_16: float
+    expected_padding_64: float
+    tokens: int
+    top_k: int
+    num_experts: int
+    ep: int
+    gpu_pairs: float
+    gpu_active_experts: float
+    gpu_tokens_received: float
+
+    def to_dict(self) -> dict:
+        """The facts by name, in field order (JSON-ready)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _routing_facts(tokens: int, model, layout: Layout, routing) -> RoutingFacts:
     """Routing facts of one MoE layer for ``tokens`` tokens, from :func:`truepeak.moe.routing.routing_stats`."""
     e = model.experts
     rs = _stats(tokens, e.top_k, e.num_experts, routing, layout.ep)
-    f = {"routing": rs.routing, "method": rs.method, "mean_tokens_per_expert": rs.mean_tokens_per_expert,
-         "busiest_expert_tokens": rs.busiest_expert_tokens, "active_experts": rs.active_experts,
-         "experts_per_gpu": rs.experts_per_gpu, "mean_gpu_pairs": rs.mean_gpu_pairs,
-         "busiest_gpu_pairs": rs.busiest_gpu_pairs, "busiest_gpu_active_experts": rs.busiest_gpu_active_experts,
-         "busiest_gpu_tokens_sent": rs.busiest_gpu_tokens_sent,
-         "padding_16": rs.padding_waste(16), "padding_64": rs.padding_waste(64),
-         "expected_padding_16": rs.expected_padding_waste(16), "expected_padding_64": rs.expected_padding_waste(64)}
     if layout.ep > 1:
-        pairs, active, sent = f["busiest_gpu_pairs"], f["busiest_gpu_active_experts"], f["busiest_gpu_tokens_sent"]
+        pairs, active, sent = rs.busiest_gpu_pairs, rs.busiest_gpu_active_experts, rs.busiest_gpu_tokens_sent
     else:
-        pairs, active, sent = float(tokens * e.top_k), f["active_experts"], float(tokens)
-    f.update(tokens=tokens, top_k=e.top_k, num_experts=e.num_experts, ep=layout.ep, gpu_pairs=pairs,
-             gpu_active_experts=active, gpu_tokens_received=sent)
-    return f
+        pairs, active, sent = float(tokens * e.top_k), rs.active_experts, float(tokens)
+    return RoutingFacts(
+        rs.routing, rs.method, rs.mean_tokens_per_expert, rs.busiest_expert_tokens, rs.active_experts,
+        rs.experts_per_gpu, rs.mean_gpu_pairs, rs.busiest_gpu_pairs, rs.busiest_gpu_active_experts,
+        rs.busiest_gpu_tokens_sent, rs.padding_waste(16), rs.padding_waste(64), rs.expected_padding_waste(16),
+        rs.expected_padding_waste(64), tokens, e.top_k, e.num_experts, layout.ep, pairs, active, sent)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -544,10 +595,10 @@ class _Step:
         e, r, H = self.m.experts, self.routing, self.H
         ops = [self.gemm("router", "router", self.mlp_tokens(), e.num_experts, H, weights=BF16, acts=BF16)]
         width = e.intermediate_size // self.lay.moe_tp
-        pairs, active = r["gpu_pairs"], r["gpu_active_experts"]
+        pairs, active = r.gpu_pairs, r.gpu_active_experts
         w, a = self.f.weights, self.f.activations
         m_per = pairs / active if active else 0.0
-        detail = dict(tokens_per_expert_mean=r["mean_tokens_per_expert"], busiest_expert=r["busiest_expert_tokens"],
+        detail = dict(tokens_per_expert_mean=r.mean_tokens_per_expert, busiest_expert=r.busiest_expert_tokens,
                       pairs=pairs, active_experts=active, m_per_active_expert=m_per)
         for name, n, k in (("routed experts gate+up", 2 * width, H), ("routed experts down", H, width)):
             wb = self.f.weight_bytes(w, n, k, active)                   # fp32 scales included (ops docstring)
@@ -564,9 +615,9 @@ class _Step:
     def _measured_experts(self, ops: list[OpCost], width: int) -> list[OpCost]:
         e, r = self.m.experts, self.routing
         local = e.num_experts // self.lay.ep
-        tpe = r["gpu_pairs"] / local
+        tpe = r.gpu_pairs / local
         kw = dict(experts=local, hidden=self.H, width=width, fmt=self.f.weights.name,
-                  active_experts=r["gpu_active_experts"], routing=r["routing"])
+                  active_experts=r.gpu_active_experts, routing=r.routing)
         whole = self.measured.moe_time(tpe, **kw)
         if whole is not None:
             share = [op.time_s for op in ops]
@@ -591,7 +642,7 @@ class _Step:
         if lay.dp == 1:
             moe = [self.collective("TP all-reduce after MoE", "all_reduce", S, self.mb * H * hb, "mlp")]
         elif lay.ep > 1:
-            recv = self.routing["gpu_tokens_received"] if self.routing else self.t_a
+            recv = self.routing.gpu_tokens_received if self.routing else self.t_a
             moe = [self.collective("EP dispatch all-to-all", "all_to_all", S, recv * H * hb, "dispatch"),
                    self.collective("EP combine all-to-all", "all_to_all", S, recv * H * hb, "combine"),
                    self.collective("TP all-reduce after MoE (shared experts)", "all_reduce", lay.tp,
@@ -743,10 +794,9 @@ def _merge(ops: list[OpCost], n_mb: int) -> list[OpCost]:
 # Weight format: which one, and where it came from
 # ----------------------------------------------------------------------------------------------------------------------
 
-#: The weight groups of a plan whose format is the plan's weight format, in words (router, embedding and lm_head are
-#: bf16 in every plan: module docstring).
-_FORMAT_GROUPS = (("attention", "attention projections"), ("routed_experts", "routed experts"),
-                  ("shared_experts", "shared experts"), ("dense_mlp", "dense MLP layers"))
+#: The op groups of a plan whose weights are in the plan's weight format (router, embedding and lm_head are bf16 in
+#: every plan: module docstring).
+FORMAT_GROUPS = ("attention", "routed_experts", "shared_experts", "dense_mlp")
 
 
 def _excluded_groups(patterns) -> set[str]:
@@ -766,18 +816,13 @@ def _excluded_groups(patterns) -> set[str]:
 
 
 def _groups_of(model) -> list[str]:
-    """The op groups of ``model`` that carry weights in the plan's weight format (:data:`_FORMAT_GROUPS`)."""
+    """The op groups of ``model`` that carry weights in the plan's weight format (:data:`FORMAT_GROUPS`)."""
     have = {"attention", "routed_experts"}
     if model.experts.num_shared:
         have.add("shared_experts")
     if model.num_dense_layers:
         have.add("dense_mlp")
-    return [g for g, _ in _FORMAT_GROUPS if g in have]
-
-
-def _words(items: list[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+    return [g for g in FORMAT_GROUPS if g in have]
 
 
 @dataclass(frozen=True)
@@ -808,38 +853,9 @@ class WeightsChoice:
     quantised_groups: tuple[str, ...] = ()
     dtype: str | None = None
 
-    def describe(self) -> str:
-        """One line: the format and where it came from, e.g. ``mxfp4, from the checkpoint's quantization_config
-        (quant_method mxfp4: routed experts; it leaves model.layers.*.self_attn, ... unquantised)``,
-        ``bf16, the --weights default (the config has no quantization_config)`` or ``nvfp4, from --weights (the
-        checkpoint's quantization_config gives mxfp4)``."""
-        if self.origin == "checkpoint":
-            return f"{self.format}, from the checkpoint's quantization_config ({self._checkpoint_words()})"
-        if self.origin == "option":
-            if self.checkpoint_format is None:
-                return f"{self.format}, from --weights"
-            if self.checkpoint_format == self.format:
-                return f"{self.format}, from --weights, the checkpoint's own format ({self._checkpoint_words()})"
-            return (f"{self.format}, from --weights (the checkpoint's quantization_config gives "
-                    f"{self.checkpoint_format})")
-        if self.quant_method:
-            return (f"{self.format}, the --weights default (quantization_config quant_method {self.quant_method!r} "
-                    "has no truepeak format; --weights picks one)")
-        dtype = f", torch_dtype {self.dtype}" if self.dtype else ""
-        return f"{self.format}, the --weights default (the config has no quantization_config{dtype})"
-
-    def _checkpoint_words(self) -> str:
-        words = dict(_FORMAT_GROUPS)
-        head = f"quant_method {self.quant_method}"
-        if self.weight_block_size:
-            head += f", weight_block_size {list(self.weight_block_size)}"
-        covers = _words([words[g] for g in self.quantised_groups]) if self.quantised_groups else "no weight GEMM"
-        kept = f"; it leaves {', '.join(self.not_converted)} unquantised" if self.not_converted else ""
-        return f"{head}: {covers}{kept}"
-
     def to_dict(self) -> dict:
-        return {"format": self.format, "origin": self.origin, "text": self.describe(),
-                "checkpoint_format": self.checkpoint_format, "quant_method": self.quant_method,
+        return {"format": self.format, "origin": self.origin, "checkpoint_format": self.checkpoint_format,
+                "quant_method": self.quant_method,
                 "weight_block_size": None if self.weight_block_size is None else list(self.weight_block_size),
                 "modules_not_converted": list(self.not_converted), "quantised_groups": list(self.quantised_groups),
                 "dtype": self.dtype}
@@ -868,31 +884,28 @@ def choose_weights(model, weights: str | None = None) -> WeightsChoice:
                          tuple(model.modules_not_converted), groups, model.dtype)
 
 
-def weights_note(choice: WeightsChoice, model, formats: Formats, memory: MemoryFit) -> str:
-    """What planning every weight GEMM in one format does to weights the checkpoint keeps in bf16, or "".
+def weights_note(choice: WeightsChoice, model, formats: Formats, memory: MemoryFit) -> UnquantisedGroups | None:
+    """What planning every weight GEMM in one format does to weights the checkpoint keeps in bf16
+    (:class:`~truepeak.moe.findings.UnquantisedGroups`), or None.
 
     The planner applies one weight format to attention, routed experts, shared experts and dense MLPs (router,
     embedding and lm_head are bf16 in every plan). When that format is the checkpoint's own and the checkpoint leaves
     some of those groups unquantised (gpt-oss: ``model.layers.*.self_attn``), the plan counts them in the quantised
-    format: the note names them with their weight bytes per GPU in the plan and in bf16. The bf16 figure is the plan's
-    bytes / the plan's bytes per weight value at K = H (:meth:`~truepeak.moe.ops.Formats.weight_values_bytes`, the
-    rule the memory model counts attention by) × 2 B. gpt-oss-120b on one GPU in mxfp4: attention 36 × 26,550,144
+    format: the finding names them with their weight bytes per GPU in the plan and in bf16. The bf16 figure is the
+    plan's bytes / the plan's bytes per weight value at K = H (:meth:`~truepeak.moe.ops.Formats.weight_values_bytes`,
+    the rule the memory model counts attention by) × 2 B. gpt-oss-120b on one GPU in mxfp4: attention 36 × 26,550,144
     values × 0.53125 B = 0.5078 GB in the plan, × 2 B = 1.912 GB in bf16.
     """
     if choice.checkpoint_format is None or choice.format != choice.checkpoint_format:
-        return ""
+        return None
     w = formats.weights
     missed = [g for g in _groups_of(model) if g in _excluded_groups(choice.not_converted)]
     if not missed or w.name == BF16.name:
-        return ""
-    words = dict(_FORMAT_GROUPS)
+        return None
     per_value = formats.weight_values_bytes(w, 1, model.hidden_size)
     here = sum(memory.weight_parts.get(g, 0.0) for g in missed)
-    like = f" like the {_words([words[g] for g in choice.quantised_groups])}" if choice.quantised_groups else ""
-    return (f"one weight format per plan: {_words([words[g] for g in missed])} are planned in {w.name}{like}, though "
-            f"the checkpoint leaves them unquantised ({_gb(here)} of weights per GPU here, "
-            f"{_gb(here / per_value * BF16.values_bytes(1))} in bf16: their bytes and time are below the "
-            "checkpoint's); router, embedding and lm_head are bf16 in every plan, as in the checkpoint")
+    return UnquantisedGroups(w.name, tuple(missed), tuple(choice.quantised_groups), here,
+                             here / per_value * BF16.values_bytes(1))
 
 
 def checkpoint_block_size(model, weights) -> tuple[int, ...] | None:
@@ -908,14 +921,14 @@ def checkpoint_block_size(model, weights) -> tuple[int, ...] | None:
     return tuple(model.weight_block_size)
 
 
-def context_warning(model, context: int) -> str | None:
-    """One line when ``context`` exceeds the model's ``max_position_embeddings`` (the plan is still made: the KV
-    cache and attention cost grow with C either way, but the model was not trained or configured for it), else None
-    (within range, or a config that does not declare it)."""
+def context_warning(model, context: int) -> ContextAboveLimit | None:
+    """:class:`~truepeak.moe.findings.ContextAboveLimit` when ``context`` exceeds the model's
+    ``max_position_embeddings`` (the plan is still made: the KV cache and attention cost grow with C either way, but
+    the model was not trained or configured for it), else None (within range, or a config that does not declare
+    it)."""
     limit = getattr(model, "max_position_embeddings", None)
     if limit and context > limit:
-        return (f"--context {context} is above {model.name}'s max_position_embeddings {limit}: planned anyway, but "
-                "the model does not serve that context as configured")
+        return ContextAboveLimit(context, model.name, limit)
     return None
 
 
@@ -980,35 +993,31 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
         choice = choose_weights(model, formats.weights.name)
     f = formats or resolve_formats(acc, choice.format, activations, kv_cache,
                                    weight_block_size=checkpoint_block_size(model, choice.format))
-    ic, why = interconnect_of(acc, lay.stage_gpus, interconnect)    # the GPUs that run collectives together
+    link = interconnect_of(acc, lay.stage_gpus, interconnect)    # the GPUs that run collectives together
+    ic = link.kind
     st = _Step(model, acc, lay, batch, context, f, routing, measured, ic)
     ops, stage_s, trip_s = st.build()
     busy = st.n_mb * stage_s
     step_s = max(busy, trip_s)         # pipeline full: n_mb x slowest stage; else one micro-batch's trip
 
-    notes = list(f.notes)
-    _flags(notes, lay, ic, batch, ops, step_s)
-    _node_flag(notes, acc, lay, ic)
+    flags = [pcie_flag(lay, ic, batch, ops, step_s), baseboard_flag(acc, lay, ic)]
+    notes = (*f.notes, *(n for n in flags if n is not None))
     dev = device_name or (acc.device_names[0] if acc.device_names else acc.name)
     names = tuned_config_names(model, lay, dev, f.weights.name, f.activations.name)
     memory = st.memory()
-    return Plan(model.name, acc.name, lay, batch, context, f, ic, why, tuple(ops), step_s, step_s - busy,
-                st.routing, memory, names, st.bw, tuple(notes), choice, weights_note(choice, model, f, memory))
+    return Plan(model.name, acc.name, lay, batch, context, f, ic, link, tuple(ops), step_s, step_s - busy,
+                st.routing, memory, names, st.bw, notes, choice, weights_note(choice, model, f, memory))
 
 
-def _flags(notes: list[str], lay: Layout, ic: str, batch: int, ops: list[OpCost], step_s: float) -> None:
-    """Add the communication flag of docs/method.md, 'Small-message latency': more than two tensor-parallel GPUs over
-    PCIe only, at small batch (or whenever collectives are a major share), is communication-bound."""
+def pcie_flag(lay: Layout, ic: str, batch: int, ops, step_s: float) -> PcieCommunicationBound | None:
+    """The communication flag of docs/method.md, 'Small-message latency': more than two tensor-parallel GPUs over
+    PCIe only, at a batch of at most :data:`SMALL_BATCH` (or whenever collectives are at least :data:`MAJOR_SHARE` of
+    the step), is communication-bound (:class:`~truepeak.moe.findings.PcieCommunicationBound`); else None."""
     comm = sum(op.total_s for op in ops if op.group == "communication")
     group = max(lay.attn_tp, lay.stage_gpus if lay.dp == 1 else lay.tp)
     if ic == "pcie" and group > 2 and (batch <= SMALL_BATCH or comm / step_s >= MAJOR_SHARE):
-        why = ("each small all-reduce costs ~20-35 µs of latency whatever its size" if batch <= SMALL_BATCH else
-               "PCIe bus bandwidth (~24 GB/s busbw on 8 GPUs) does not grow with the GPU count (see docs/method.md, "
-               "'busbw and algbw')")
-        notes.append(f"communication-bound: TP{group} over PCIe only — collectives take {_ms(comm)} "
-                     f"({_pct(comm / step_s)}) of the step at batch {batch}; {why}, and vLLM / SGLang disable their "
-                     "custom all-reduce for more than two PCIe-only GPUs; prefer TP <= 2 (EP / PP for the rest) on "
-                     "PCIe boxes (see docs/method.md, 'Small-message latency')")
+        return PcieCommunicationBound(group, comm, step_s, batch, batch <= SMALL_BATCH)
+    return None
 
 
 #: GPUs in one NVLink / NVSwitch / XGMI domain of a server baseboard (HGX H100/H200/B200/B300 and A100: 8 GPUs;
@@ -1016,18 +1025,15 @@ def _flags(notes: list[str], lay: Layout, ic: str, batch: int, ops: list[OpCost]
 BASEBOARD_GPUS = 8
 
 
-def _node_flag(notes: list[str], acc, lay: Layout, ic: str) -> None:
-    """Say so when a stage's collectives span more GPUs than one NVLink baseboard holds: the α–β defaults are those
-    of one NVLink domain, and the traffic between boxes (InfiniBand / RoCE) is not modelled."""
+def baseboard_flag(acc, lay: Layout, ic: str) -> CrossesBaseboard | None:
+    """:class:`~truepeak.moe.findings.CrossesBaseboard` when a stage's NVLink collectives span more GPUs than one
+    baseboard holds (:data:`BASEBOARD_GPUS`, unless the catalog names an NVL72 domain): the α–β defaults are those of
+    one NVLink domain, and the traffic between boxes (InfiniBand / RoCE) is not modelled; else None."""
     text = (acc.interconnect.value if acc.interconnect is not None else "") or ""
     n = lay.stage_gpus
     if ic != "nvlink" or n <= BASEBOARD_GPUS or "nvl72" in text.lower().replace(" ", ""):
-        return
-    notes.append(f"{n} GPUs per pipeline stage exceed one {acc.name} baseboard ({BASEBOARD_GPUS} GPUs in one "
-                 f"NVLink domain): their collectives cross boxes over InfiniBand / RoCE, which this plan does not "
-                 f"model (it uses single-box NVLink numbers, so communication is optimistic); keep TP / EP within "
-                 f"{BASEBOARD_GPUS} GPUs and use PP across boxes, or pass --measured from a multi-node truepeak comm "
-                 f"run")
+        return None
+    return CrossesBaseboard(n, acc.name, BASEBOARD_GPUS)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -1089,6 +1095,8 @@ def default_compare_layouts(model, n_gpus: int) -> list[Layout]:
     return default_layouts(n_gpus, model)
 
 
-__all__ = ["DEFAULT_CONTEXT", "DEFAULT_COMPARE_BATCHES", "MemoryFit", "Plan", "CompareCell", "interconnect_of", "plan",
-           "compare", "default_compare_layouts", "check_batch", "check_context", "checkpoint_block_size",
-           "context_warning", "WeightsChoice", "choose_weights", "weights_note"]
+__all__ = ["DEFAULT_CONTEXT", "DEFAULT_COMPARE_BATCHES", "SMALL_BATCH", "MAJOR_SHARE", "MAX_BATCH", "BASEBOARD_GPUS",
+           "FORMAT_GROUPS", "InterconnectChoice", "RoutingFacts", "MemoryFit", "Plan", "CompareCell", "WeightsChoice",
+           "interconnect_of", "plan", "compare", "default_compare_layouts", "check_batch", "check_context",
+           "checkpoint_block_size", "context_warning", "choose_weights", "weights_note", "pcie_flag",
+           "baseboard_flag"]
