@@ -20,7 +20,10 @@ def run(*args: str):
 
 
 def test_moe_app_is_exported_for_other_commands():
-    assert moe_app.info.name == "moe"
+    from truepeak.cli import moe_app as home
+
+    assert moe_app is home.moe_app and moe_app.info.name == "moe"
+    assert sorted(c.name for c in moe_app.registered_commands) == ["bench", "plan"]
 
 
 def test_S1_cli_prints_the_conclusions():
@@ -123,12 +126,18 @@ def test_measured_says_which_ops_used_measurements(tmp_path):
 
 
 def test_number_list_is_shared_by_plan_and_bench():
-    # `moe plan --batch` and `moe bench --tokens-per-expert` read their lists with one helper (was two copies).
-    from truepeak.cli import moe_bench
-    from truepeak.cli.moe import number_list
+    # `moe plan --batch` and `moe bench --tokens-per-expert` read their lists with one helper, in cli/options.py;
+    # the bench command does not import the plan command
+    import ast
+    import inspect
+
+    from truepeak.cli import moe, moe_bench
+    from truepeak.cli.options import number_list
     from truepeak.errors import TruepeakError
 
-    assert moe_bench.number_list is number_list
+    assert moe_bench.number_list is number_list and moe.number_list is number_list
+    imported = {n.module for n in ast.walk(ast.parse(inspect.getsource(moe_bench))) if isinstance(n, ast.ImportFrom)}
+    assert "truepeak.cli.options" in imported and "truepeak.cli.moe" not in imported
     assert number_list(" 1, 8, 512", "--batch") == [1, 8, 512]
     assert number_list("0.5,16", "tokens per expert", float, "1,2,4") == [0.5, 16.0]
     with pytest.raises(TruepeakError, match=r"--batch '1.5' is not a whole number; give e.g. 1,8,64,512"):

@@ -14,7 +14,7 @@ from truepeak.moe.config import load_model
 from truepeak.moe.findings import (ActivationsFallback, AllReduceShare, CommunicationBound, CompareOtherGpus,
                                    ComputeBound, ContextAboveLimit, CrossesBaseboard, DoesNotFit, ExpertGemmIntensity,
                                    MemoryBound, PcieCommunicationBound, UnquantisedGroups, WeightsDequantised)
-from truepeak.moe.plan import InterconnectChoice, plan
+from truepeak.moe.plan import InterconnectChoice, PlanSet, plan
 from truepeak.report.plan import finding_text, interconnect_text, plan_json, render_json
 
 
@@ -144,7 +144,8 @@ def test_plan_json_is_the_data_with_its_sentences():
     assert doc["formats"]["peak_note"] == "GEMMs compute at the dense nvfp4 peak of 2015.2 TFLOPS"
     assert doc["formats"]["notes"] == [] and doc["formats"]["scaling_note"] == ""
     assert doc["weights_origin"]["text"] == "nvfp4, from --weights" and doc["weights_origin"]["note"] is None
-    warned = json.loads(render_json(model, acc.name, [p], [ContextAboveLimit(300000, "glm-5", 202752)]))
+    warned = json.loads(render_json(PlanSet(model, acc, p.layout, (p,),
+                                            warnings=(ContextAboveLimit(300000, "glm-5", 202752),))))
     assert warned["warnings"] == [finding_text(ContextAboveLimit(300000, "glm-5", 202752))]
     assert warned["warning_findings"] == [{"kind": "context_above_limit", "context": 300000, "model": "glm-5",
                                            "limit": 202752}]

@@ -10,8 +10,9 @@ planner's numbers become text, through :mod:`truepeak.units`:
 - shares of the step in sentences: one decimal from 10 % up, two significant digits below (``59.9 %``, ``3.2 %``);
   in the time-by lines and the padding figures one decimal (``0.0 %``);
 - bytes in GB, four significant digits (``53.98 GB``); tokens/s whole from 100 up
-  (:func:`~truepeak.units.fmt_tokens_per_s`); counts and FLOP per byte as plain numbers (:func:`~truepeak.units.fmt_number`); peaks in TFLOPS
-  (:func:`~truepeak.units.fmt_rate`), bandwidths in GB/s (:func:`~truepeak.units.fmt_bandwidth`).
+  (:func:`~truepeak.units.fmt_tokens_per_s`); counts and FLOP per byte as plain numbers
+  (:func:`~truepeak.units.fmt_number`); peaks in TFLOPS (:func:`~truepeak.units.fmt_rate`), bandwidths in GB/s
+  (:func:`~truepeak.units.fmt_bandwidth`).
 """
 
 from __future__ import annotations
@@ -452,18 +453,18 @@ def render_compare(cells, layouts, batches, width: int | None = None) -> list[st
     return lines
 
 
-def render_text(model, plans, measured=None, cells=None, layouts=None, batches=None,
-                width: int | None = None) -> list[str]:
-    """The lines of ``truepeak moe plan``: the model, the header of the first plan, each plan, the tuned-config file
-    names, the what-if table when ``cells`` are given, the footer. ``model``: the
-    :class:`truepeak.moe.config.MoEModel`; ``measured``: the :class:`truepeak.moe.measured.MeasuredTables` used, or
-    None; tables fitted into ``width`` terminal columns (None: not a terminal)."""
-    lines = [model.summary()] + render_header(plans[0], measured) + [""]
+def render_text(result, width: int | None = None) -> list[str]:
+    """The lines of ``truepeak moe plan`` for a :class:`truepeak.moe.plan.PlanSet`: the model, the header of the
+    first plan, each plan, the tuned-config file names, the what-if table when there is one, the footer; tables
+    fitted into ``width`` terminal columns (None: not a terminal). The warnings are not in them
+    (:func:`finding_text` says each)."""
+    plans = result.plans
+    lines = [result.model.summary()] + render_header(plans[0], result.measured) + [""]
     for p in plans:
         lines += render_plan(p, width) + [""]
     lines += render_tuned(plans[0])
-    if cells is not None:
-        lines += [""] + render_compare(cells, layouts, batches, width)
+    if result.cells is not None:
+        lines += [""] + render_compare(result.cells, result.layouts, result.batches, width)
     lines.append("")
     lines.append(FOOTER)
     return lines
@@ -503,18 +504,19 @@ def plan_json(p) -> dict:
     return d
 
 
-def render_json(model, accelerator, plans, warnings, measured=None, cells=None, layouts=None, batches=None) -> str:
-    """The ``--json`` document of ``truepeak moe plan`` (SI units): the model and accelerator, the warnings (findings
-    of the input, in words; ``warning_findings`` as data), every plan (:func:`plan_json`), the what-if table and the
-    measured data used, when given."""
-    doc = {"model": model.name, "family": model.family, "model_summary": model.summary(), "accelerator": accelerator,
-           "warnings": [finding_text(w) for w in warnings], "plans": [plan_json(p) for p in plans]}
-    if cells is not None:
-        doc["compare"] = {"layouts": [lay.to_dict() for lay in layouts], "batches": list(batches),
-                          "cells": [c.to_dict() for c in cells]}
-    if measured is not None:
-        doc["measured"] = {"sources": measured.sources, "summary": measured.summary()}
-    doc["warning_findings"] = [w.to_dict() for w in warnings]
+def render_json(result) -> str:
+    """The ``--json`` document of ``truepeak moe plan`` for a :class:`truepeak.moe.plan.PlanSet` (SI units): the
+    model and accelerator, the warnings (in words; ``warning_findings`` as data), every plan (:func:`plan_json`), the
+    what-if table and the measured data used, when there are."""
+    m = result.model
+    doc = {"model": m.name, "family": m.family, "model_summary": m.summary(), "accelerator": result.accelerator.name,
+           "warnings": [finding_text(w) for w in result.warnings], "plans": [plan_json(p) for p in result.plans]}
+    if result.cells is not None:
+        doc["compare"] = {"layouts": [lay.to_dict() for lay in result.layouts], "batches": list(result.batches),
+                          "cells": [c.to_dict() for c in result.cells]}
+    if result.measured is not None:
+        doc["measured"] = {"sources": result.measured.sources, "summary": result.measured.summary()}
+    doc["warning_findings"] = [w.to_dict() for w in result.warnings]
     return json.dumps(doc, indent=2)
 
 

@@ -15,7 +15,8 @@ Modules, one concept each:
 - :mod:`~truepeak.moe.plan.flags`: the PCIe communication flag, collectives beyond a baseboard, the context limit;
 - :mod:`~truepeak.moe.plan.result`: :class:`Plan`, its bottleneck and conclusions;
 - :mod:`~truepeak.moe.plan.planner`: :func:`plan` and its input checks;
-- :mod:`~truepeak.moe.plan.compare`: the what-if table.
+- :mod:`~truepeak.moe.plan.compare`: the what-if table;
+- :mod:`~truepeak.moe.plan.plan_set`: what ``truepeak moe plan`` computes, in one call (:func:`plan_set`).
 """
 
 from truepeak.moe.plan.compare import DEFAULT_COMPARE_BATCHES, CompareCell, compare, default_compare_layouts
@@ -23,6 +24,7 @@ from truepeak.moe.plan.flags import (BASEBOARD_GPUS, MAJOR_SHARE, SMALL_BATCH, b
                                      pcie_flag)
 from truepeak.moe.plan.interconnect import InterconnectChoice, interconnect_of
 from truepeak.moe.plan.memory import MemoryFit, memory_fit
+from truepeak.moe.plan.plan_set import PlanSet, default_layout, plan_set
 from truepeak.moe.plan.planner import DEFAULT_CONTEXT, MAX_BATCH, check_batch, check_context, plan
 from truepeak.moe.plan.result import Plan
 from truepeak.moe.plan.routing_facts import RoutingFacts, clear_routing_cache
@@ -32,4 +34,4 @@ __all__ = ["DEFAULT_CONTEXT", "DEFAULT_COMPARE_BATCHES", "SMALL_BATCH", "MAJOR_S
            "FORMAT_GROUPS", "InterconnectChoice", "RoutingFacts", "MemoryFit", "Plan", "CompareCell", "WeightsChoice",
            "interconnect_of", "plan", "compare", "default_compare_layouts", "check_batch", "check_context",
            "checkpoint_block_size", "context_warning", "choose_weights", "weights_note", "pcie_flag",
-           "baseboard_flag", "memory_fit", "clear_routing_cache"]
+           "baseboard_flag", "memory_fit", "clear_routing_cache", "PlanSet", "plan_set", "default_layout"]
