@@ -1,12 +1,13 @@
 """Memory per GPU of a plan: weights and KV cache on the heaviest pipeline stage, against the GPU's capacity.
 
-Memory per GPU: weights of the heaviest stage (routed experts E / ep × width / expert TP; attention, shared experts
-and dense MLPs / attention TP, MLA's q_a/kv_a replicated; router, embedding and lm_head in bf16, vocab-parallel;
-expert biases (gpt-oss) in bf16, as its checkpoint stores them next to the mxfp4 expert weights) plus the KV cache of the sequences the GPU holds (B / dp; MLA's latent cache replicated over attention TP) at
-context C. Activations, CUDA graphs and allocator reserve are not counted (vLLM keeps 10 % free by default).
-fp8 / int8 weights count their fp32 scales (:mod:`truepeak.moe.ops`: 128 x 128 blocks when the checkpoint has
-``weight_block_size`` [128, 128], else one per output row): expert, shared-expert and dense-MLP matrices by their
-shapes, attention weights by the per-value bytes of a [128 x H] weight.
+Memory per GPU: weights of the heaviest stage (routed experts E / ep × width / expert TP; attention, shared experts and
+dense MLPs / attention TP, MLA's q_a/kv_a replicated; router, embedding and lm_head in bf16, vocab-parallel; expert
+biases (gpt-oss) in bf16, as its checkpoint stores them next to the mxfp4 expert weights) plus the KV cache of the
+sequences the GPU holds (B / dp; MLA's latent cache replicated over attention TP) at context C. Activations, CUDA graphs
+and allocator reserve are not counted (vLLM keeps 10 % free by default). fp8 / int8 weights count their fp32 scales
+(:mod:`truepeak.moe.ops`: 128 x 128 blocks when the checkpoint has ``weight_block_size`` [128, 128], else one per output
+row): expert, shared-expert and dense-MLP matrices by their shapes, attention weights by the per-value bytes of a
+[128 x H] weight.
 """
 
 from __future__ import annotations

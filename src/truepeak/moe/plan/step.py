@@ -9,10 +9,11 @@ the prediction is a floor for the kernels and a sum for the step.
 The decode step (B = ``batch``: sequences decoding together, one new token each; C = ``context``: tokens in each
 sequence's KV cache; layout rules in :mod:`truepeak.moe.layout`):
 
-- Pipeline: the batch is split in ``n = min(pp, B)`` micro-batches of ``mb = ceil(B / pp)``; a step takes
-  ``max(n × slowest stage, one micro-batch's trip through all stages)`` (each micro-batch crosses every stage once;
-  the slowest stage's idle time is shown as a pipeline bubble). Layers are split into ``pp`` contiguous stages, the remainder going to the last stages; the
-  first stage also embeds, the last also runs lm_head; each stage but the last sends ``mb × H`` bf16 to the next.
+- Pipeline: the batch is split in ``n = min(pp, B)`` micro-batches of ``mb = ceil(B / pp)``; a step takes ``max(n ×
+  slowest stage, one micro-batch's trip through all stages)`` (each micro-batch crosses every stage once; the slowest
+  stage's idle time is shown as a pipeline bubble). Layers are split into ``pp`` contiguous stages, the remainder going
+  to the last stages; the first stage also embeds, the last also runs lm_head; each stage but the last sends
+  ``mb × H`` bf16 to the next.
 - Attention replicas: with ``dpD`` each replica handles ``ceil(mb / D)`` sequences (the busiest); otherwise every GPU
   of the stage sees all ``mb`` tokens.
 - Per layer and GPU (heads h = heads / attention TP):
