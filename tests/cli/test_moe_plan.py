@@ -147,8 +147,9 @@ def test_number_list_is_shared_by_plan_and_bench():
 
 
 def test_measured_that_does_not_match_says_why(tmp_path):
-    # Before: "ops timed from measurements: none matched" and nothing else, when a 2-GPU comm run was given to an
-    # 8-GPU plan, or expert curves of the full expert width (N = I_e = 2048) to a TP8 plan (N = 2048 / 8 = 256).
+    # Measured data that matches no op says why, not only "ops timed from measurements: none matched": a 2-GPU comm
+    # run given to an 8-GPU plan, expert curves of the full expert width (N = I_e = 2048) given to a TP8 plan
+    # (N = 2048 / 8 = 256).
     recs = [{"kind": "collective", "status": "ok", "mode": "graph", "time_s": 9.8e-6,
              "workload": {"op": "all_reduce", "bytes": b, "n_ranks": 2}} for b in (8192, 16384)]
     recs += [{"kind": "moe_experts", "status": "ok", "format": "fp8", "time_s": t, "backend": "triton",

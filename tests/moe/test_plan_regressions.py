@@ -1,4 +1,5 @@
-"""Plan regressions found by the new-user review (truepeak.moe.plan); expected values computed by hand."""
+"""Planner regressions (truepeak.moe.plan): each test names the wrong behaviour it guards against; expected values
+computed by hand."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def test_int8_activations_with_fp8_weights_are_refused():
 
 
 def test_hub_id_offline_fails_fast_in_one_line(monkeypatch):
-    # Bug: with huggingface_hub installed and no network, `--model org/name` spent ~24 s in the hub's retries and
-    # printed a warning per retry before the error. Now: cache first, then a 3-second reachability check.
+    # Offline, huggingface_hub retries for ~24 s and prints a warning per retry before failing; the loader tries the
+    # cache first, then checks in 3 seconds that the hub answers, and fails in one line.
     import socket
     import sys
     import types
