@@ -5,29 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from truepeak.hardware.lookup import get_accelerator
-from truepeak.moe.config import load_model
 from truepeak.moe.findings import AllReduceShare, CommunicationBound, ExpertGemmIntensity
 from truepeak.moe.plan import MAJOR_SHARE, plan
 from truepeak.report.plan import finding_text
-
-WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
 
 # GLM-5 geometry (moe_models.md §2): H = 6144, I_e = 2048, E = 256, top-8, 78 layers (3 dense + 75 MoE).
 H, I_E, E, K = 6144, 2048, 256, 8
 NVFP4 = 0.5625                      # B per value: 4 bits + one 8-bit scale per 16 (C13)
 PEAK = 2015.2e12                    # dense FP4: 188 SMs x 2617 MHz x 4096 FLOP/clk/SM
 BW = 1.792e12                       # B/s
-
-
-@pytest.fixture(scope="module")
-def glm5():
-    return load_model("glm-5")
-
-
-@pytest.fixture(scope="module")
-def ws():
-    return get_accelerator(WS)
 
 
 @pytest.fixture(scope="module")

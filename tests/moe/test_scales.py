@@ -17,22 +17,12 @@ from truepeak.errors import TruepeakError
 from truepeak.formats import get_format
 from truepeak.hardware.lookup import get_accelerator
 from truepeak.moe.config import load_model, parse_config
-from truepeak.moe.ops import resolve_formats, scalings
 from truepeak.moe.findings import ContextAboveLimit
+from truepeak.moe.ops import resolve_formats, scalings
 from truepeak.moe.plan import checkpoint_block_size, context_warning, plan
 from truepeak.report.plan import finding_text, formats_json, scaling_text
 
 FP8 = get_format("fp8")
-
-
-@pytest.fixture(scope="module")
-def dsv3():
-    return load_model("deepseek-v3")
-
-
-@pytest.fixture(scope="module")
-def h200():
-    return get_accelerator("h200")
 
 
 @pytest.fixture(scope="module")
