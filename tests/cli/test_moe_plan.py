@@ -189,7 +189,7 @@ def test_cli_fp8_without_block_size_says_per_channel():
 
 
 def test_compare_layout_on_another_gpu_count_warns_one_line_each():
-    # decision (cli/moe.py docstring): warn, do not refuse; tp8 matches --gpus 8 and gets no warning
+    # decision (truepeak.moe.plan.plan_set docstring): warn, do not refuse; tp8 matches --gpus 8 and gets no warning
     r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--compare", "tp8,tp4,ep16", "--batch", "1",
             "--json")
     assert r.exit_code == 0, r.output

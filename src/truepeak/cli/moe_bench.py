@@ -162,6 +162,6 @@ def bench(
         typer.echo(f"plot: {plot_path}", err=True)
 
 
-moe_app.command("bench", help=HELP)(bench)    # the `truepeak moe` sub-app lives in cli/moe.py (the planner's)
+moe_app.command("bench", help=HELP)(bench)    # on the `truepeak moe` sub-app (cli/moe_app.py)
 
 __all__ = ["bench", "render", "row_cells", "progress_line", "COLUMNS", "HELP"]
