@@ -79,7 +79,7 @@ def time_library(repeat: int) -> list[float]:
     compare(model, acc, layouts, DEFAULT_COMPARE_BATCHES, weights="fp8")   # warm-up (imports, caches)
     times = []
     for _ in range(repeat):
-        planner._STATS_CACHE.clear()          # cold routing statistics each time, as in a fresh command
+        planner.clear_routing_cache()          # cold routing statistics each time, as in a fresh command
         t0 = time.perf_counter()
         cells = compare(model, acc, layouts, DEFAULT_COMPARE_BATCHES, weights="fp8")
         times.append(time.perf_counter() - t0)

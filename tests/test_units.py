@@ -1,6 +1,7 @@
 """Rendering rules, pinned with hand-written strings."""
 
-from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_size, fmt_tera, fmt_time, rate_unit
+from truepeak.units import (fmt_bandwidth, fmt_bytes, fmt_number, fmt_pct, fmt_rate, fmt_size, fmt_tera, fmt_time,
+                            fmt_tokens_per_s, rate_unit)
 
 
 def test_rates_print_one_way():
@@ -40,6 +41,30 @@ def test_percent_bandwidth_time_bytes():
     assert fmt_bytes(512) == "512 B"
     assert fmt_size(2 * 2**30) == "2 GiB"
     assert fmt_size(62914560) == "60 MiB"  # H200 L2 as the device reports it
+
+
+def test_fixed_units_digits_and_decimals():
+    # one unit for every time of a sentence, three significant digits: 4.039e-3 s -> "4.04 ms", 25.5e-6 s -> "25.5 µs"
+    assert fmt_time(4.0386e-3, "ms", 3) == "4.04 ms" and fmt_time(0.263e-3, "ms", 3) == "0.263 ms"
+    assert fmt_time(25.52e-6, "µs", 3) == "25.5 µs" and fmt_time(6.7452e-3, "ms") == "6.745 ms"
+    assert fmt_time(None, "ms") == "-"
+    # shares: one decimal from 10 % up, then 2 significant digits; or one decimal at every size (0 is "0.0 %")
+    assert fmt_pct(0.5993, digits=2) == "59.9 %" and fmt_pct(0.03172, digits=2) == "3.2 %"
+    assert fmt_pct(0.0, decimals=1) == "0.0 %" and fmt_pct(0.998, decimals=1) == "99.8 %"
+    assert fmt_pct(1.0, decimals=1) == "100.0 %" and fmt_pct(0.0734, decimals=1, sign=False) == "7.3"
+    # a fixed decimal prefix: 449,839,104 B of KV cache -> "0.4498 GB" next to a capacity of "96 GB"
+    assert fmt_bytes(449_839_104, "GB") == "0.4498 GB" and fmt_bytes(96e9, "GB") == "96 GB"
+    assert fmt_bytes(None, "GB") == "-"
+
+
+def test_plain_numbers_and_tokens_per_second():
+    assert fmt_number(16.0) == "16" and fmt_number(1 * 8 / 256) == "0.03125"
+    assert fmt_number(312_500.0) == "312500" and fmt_number(4096, 3) == "4096"     # whole: never "3.125e+05"
+    assert fmt_number(28.19, 3) == "28.2" and fmt_number(0.5625, 6) == "0.5625"
+    assert fmt_number(2015.2e12 / 1.792e12, decimals=0) == "1125"   # the ridge of an RTX PRO 6000 in fp4
+    assert fmt_number(float("inf")) == "-"
+    assert fmt_tokens_per_s(17851.3) == "17851" and fmt_tokens_per_s(148.26) == "148"
+    assert fmt_tokens_per_s(18.533) == "18.53" and fmt_tokens_per_s(None) == "-"
 
 
 def test_to_si_keeps_decimal_inputs_exact():

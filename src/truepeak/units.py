@@ -69,24 +69,37 @@ def fmt_bandwidth(bytes_per_s: float | None) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 
 
-def fmt_pct(fraction: float | None, sign: bool = True) -> str:
-    """A fraction as a percentage: one decimal from 10 % up (``"64.5 %"``), three significant digits below
-    (``"0.798 %"``). ``sign=False`` drops the `` %`` (table cells under a "%" header)."""
+def fmt_pct(fraction: float | None, sign: bool = True, *, digits: int = 3, decimals: int | None = None) -> str:
+    """A fraction as a percentage: one decimal from 10 % up (``"64.5 %"``), ``digits`` (3) significant digits below
+    (``"0.798 %"``; ``digits=2``: ``"3.2 %"``). ``decimals`` fixes the decimals at every size instead (``decimals=1``:
+    ``"0.0 %"``, ``"7.3 %"``, ``"100.0 %"``: shares that are read side by side). ``sign=False`` drops the `` %``
+    (table cells under a "%" header). ``None``/non-finite -> ``"-"``."""
     if _bad(fraction):
         return DASH
     p = 100 * fraction
-    text = f"{p:.1f}" if abs(p) >= 10 else f"{p:.3g}"
+    if decimals is not None:
+        text = f"{p:.{decimals}f}"
+    else:
+        text = f"{p:.1f}" if abs(p) >= 10 else f"{p:.{digits}g}"
     return f"{text} %" if sign else text
 
 
-def fmt_time(seconds: float | None) -> str:
-    """Seconds with a unit chosen from the magnitude, four significant digits: ``1.111 ms``, ``20.1 µs``."""
+#: Time units by name, in seconds.
+TIME_UNITS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6, "ns": 1e-9}
+
+
+def fmt_time(seconds: float | None, unit: str | None = None, digits: int = 4) -> str:
+    """Seconds with a unit, ``digits`` (4) significant digits: ``1.111 ms``, ``20.1 µs``. The unit is chosen from the
+    magnitude, or fixed by ``unit`` (a :data:`TIME_UNITS` key: ``fmt_time(0.263e-3, "ms")`` -> ``"0.263 ms"``, for
+    sentences that compare times in one unit). ``None``/non-finite -> ``"-"``."""
     if _bad(seconds):
         return DASH
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+    if unit is not None:
+        return f"{seconds / TIME_UNITS[unit]:.{digits}g} {unit}"
+    for name, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if abs(seconds) >= scale:
-            return f"{seconds / scale:.4g} {unit}"
-    return f"{seconds / 1e-9:.4g} ns"
+            return f"{seconds / scale:.{digits}g} {name}"
+    return f"{seconds / 1e-9:.{digits}g} ns"
 
 
 def fmt_time_in(seconds: float | None, scale: float) -> str:
@@ -100,13 +113,21 @@ def fmt_time_in(seconds: float | None, scale: float) -> str:
     return f"{v:.0f}" if abs(v) >= 9999.5 else f"{v:.4g}"
 
 
-def fmt_bytes(nbytes: float | None) -> str:
-    """Bytes with a decimal prefix (kB, MB, GB: 1e3, 1e6, 1e9), four significant digits: ``14.16 MB``."""
+#: Decimal byte units by name.
+BYTE_UNITS = {"GB": 1e9, "MB": 1e6, "kB": 1e3, "B": 1.0}
+
+
+def fmt_bytes(nbytes: float | None, unit: str | None = None) -> str:
+    """Bytes with a decimal prefix (kB, MB, GB: 1e3, 1e6, 1e9), four significant digits: ``14.16 MB``; ``unit`` (a
+    :data:`BYTE_UNITS` key) fixes the prefix: ``fmt_bytes(0.4498e9, "GB")`` -> ``"0.4498 GB"`` (memory per GPU, read
+    against a capacity in GB). ``None``/non-finite -> ``"-"``."""
     if _bad(nbytes):
         return DASH
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    if unit is not None:
+        return f"{nbytes / BYTE_UNITS[unit]:.4g} {unit}"
+    for name, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(nbytes) >= scale:
-            return f"{nbytes / scale:.4g} {unit}"
+            return f"{nbytes / scale:.4g} {name}"
     return f"{nbytes:.0f} B"
 
 
@@ -118,6 +139,25 @@ def fmt_size(nbytes: float | None) -> str:
         if abs(nbytes) >= scale:
             return f"{nbytes / scale:.4g} {unit}"
     return f"{nbytes:.0f} B"
+
+
+def fmt_number(x: float | None, digits: int = 4, *, decimals: int | None = None) -> str:
+    """A plain number (a count, a ratio, FLOP per byte): a whole number prints whole (``16``, ``312500``, ``4096``),
+    any other with ``digits`` (4) significant digits (``0.03125``; ``digits=3``: ``28.2``); ``decimals`` fixes the
+    decimals instead (``decimals=0``: ``1125``). ``None``/non-finite -> ``"-"``."""
+    if _bad(x):
+        return DASH
+    if decimals is not None:
+        return f"{x:.{decimals}f}"
+    return f"{x:.0f}" if float(x).is_integer() else f"{x:.{digits}g}"
+
+
+def fmt_tokens_per_s(x: float | None) -> str:
+    """Tokens per second: whole numbers from 100 up (``17851``), four significant digits below (``36.84``).
+    ``None``/non-finite -> ``"-"``."""
+    if _bad(x):
+        return DASH
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.4g}"
 
 
 def to_si(value: int | float, factor: int | float) -> int | float:

@@ -58,22 +58,33 @@ def test_tokens_per_expert_sets_T():
 
 
 def test_routing_uniform_powerlaw_and_file(tmp_path):
+    # the planner's routing grammar (truepeak.moe.routing): one meaning of a spec for `moe plan` and `moe bench`
     ids = moe.sample_routing("uniform", 512, 256, 8)
-    assert ids.shape == (512, 8)
+    assert ids.shape == (512, 8) and ids.dtype == torch.int64
     assert all(len(set(r)) == 8 for r in ids.tolist())                   # distinct experts per token
-    assert moe.parse_routing("powerlaw:1.2") == ("powerlaw", 1.2)
-    counts = torch.bincount(moe.sample_routing("powerlaw:1.2", 4096, 64, 4).flatten(), minlength=64)
-    top = counts.sort(descending=True).values
-    assert top[:13].sum() > 0.4 * counts.sum()                           # skewed: top 20 % of experts carry > 40 %
+    assert torch.equal(moe.sample_routing("powerlaw:0", 512, 256, 8), ids)   # alpha 0 is uniform
+    # powerlaw:1.2, E = 64, k = 4: Zipf weights (r + 1)^-1.2 water-filled to sum 4. Rank 0 would get
+    # 4 / sum_r (r + 1)^-1.2 = 1.54 > 1: capped at 1, picked by every token; rank 1 gets 3 * 2^-1.2 / sum_{r>=1} = 0.540
+    ids = moe.sample_routing("powerlaw:1.2", 4096, 64, 4)
+    assert all(len(set(r)) == 4 for r in ids.tolist())
+    counts = torch.bincount(ids.flatten(), minlength=64).sort(descending=True).values
+    p1 = 3 * 2 ** -1.2 / sum((r + 1) ** -1.2 for r in range(1, 64))
+    assert p1 == pytest.approx(0.540, abs=1e-3)
+    assert counts[0] == 4096                                             # the saturated expert: every token
+    assert abs(counts[1] - 4096 * p1) < 5 * (4096 * p1 * (1 - p1)) ** 0.5
+    assert counts.sum() == 4 * 4096
     f = tmp_path / "ids.txt"
     f.write_text("0 1\n2,3\n")
-    assert moe.sample_routing(str(f), 3, 4, 2).tolist() == [[0, 1], [2, 3], [0, 1]]
-    with pytest.raises(TruepeakError, match="top_k=3"):
+    assert moe.sample_routing(str(f), 3, 4, 2).tolist() == [[0, 1], [2, 3], [0, 1]]   # a dump replays its rows
+    g = tmp_path / "ids"                                                 # a file without a suffix is a file too
+    g.write_text("3 2\n")
+    assert moe.sample_routing(str(g), 2, 4, 2).tolist() == [[3, 2], [3, 2]]
+    with pytest.raises(TruepeakError, match="row 0 has 2 ids, expected top_k = 3"):
         moe.sample_routing(str(f), 3, 4, 3)
     with pytest.raises(TruepeakError, match="unknown routing 'zipf'"):
-        moe.parse_routing("zipf")
-    with pytest.raises(TruepeakError, match="positive"):
-        moe.parse_routing("powerlaw:0")
+        moe.sample_routing("zipf", 8, 4, 2)
+    with pytest.raises(TruepeakError, match="alpha -1.0 must be a number >= 0"):
+        moe.sample_routing("powerlaw:-1", 8, 4, 2)
 
 
 def test_local_ids_for_ep():

@@ -20,7 +20,10 @@ def run(*args: str):
 
 
 def test_moe_app_is_exported_for_other_commands():
-    assert moe_app.info.name == "moe"
+    from truepeak.cli import moe_app as home
+
+    assert moe_app is home.moe_app and moe_app.info.name == "moe"
+    assert sorted(c.name for c in moe_app.registered_commands) == ["bench", "plan"]
 
 
 def test_S1_cli_prints_the_conclusions():
@@ -48,6 +51,23 @@ def test_S1_cli_json():
     assert gu["bound"] == "memory" and gu["flop"] == 25_769_803_776
     assert p["tokens_per_s"] == pytest.approx(512 / p["step_s"])
     assert set(p["time_by_bound_s"]) == {"compute", "memory", "communication", "pipeline_bubble"}
+
+
+def test_json_keeps_every_sentence_and_adds_the_findings_as_data():
+    d = json.loads(run(*S1, "--batch", "1", "--json").stdout)["plans"][0]
+    # the sentences a user reads stay (bottleneck, conclusions, notes, interconnect_why) ...
+    assert d["bottleneck"].startswith("Communication-bound: 158 collectives take")
+    assert d["interconnect_why"] == "catalog: no NVLink; PCIe 5.0 x16"
+    assert len(d["conclusions"]) == 3 and d["notes"][0].startswith("communication-bound: TP8 over PCIe only")
+    # ... and the findings come as data, SI units: 157 all-reduces at 24.6 µs + 12288 B x 1.75 / 24 GB/s each
+    f = d["findings"]
+    assert (f["bottleneck"]["kind"], f["bottleneck"]["collective"], f["bottleneck"]["calls"]) == \
+        ("communication_bound", "all_reduce", 157)
+    assert f["bottleneck"]["per_call_s"] == pytest.approx(24.6e-6 + 12288 * 1.75 / 24e9)
+    assert [c["kind"] for c in f["conclusions"]] == ["expert_gemm_intensity", "all_reduce_share",
+                                                      "pcie_communication_bound"]
+    assert d["interconnect_choice"] == {"kind": "pcie", "basis": "catalog", "catalog": "no NVLink; PCIe 5.0 x16",
+                                        "device": WS, "gpus": 8}
 
 
 def test_compare_default_is_six_layouts_by_eight_batches():
@@ -106,12 +126,18 @@ def test_measured_says_which_ops_used_measurements(tmp_path):
 
 
 def test_number_list_is_shared_by_plan_and_bench():
-    # `moe plan --batch` and `moe bench --tokens-per-expert` read their lists with one helper (was two copies).
-    from truepeak.cli import moe_bench
-    from truepeak.cli.moe import number_list
+    # `moe plan --batch` and `moe bench --tokens-per-expert` read their lists with one helper, in cli/options.py;
+    # the bench command does not import the plan command
+    import ast
+    import inspect
+
+    from truepeak.cli import moe, moe_bench
+    from truepeak.cli.options import number_list
     from truepeak.errors import TruepeakError
 
-    assert moe_bench.number_list is number_list
+    assert moe_bench.number_list is number_list and moe.number_list is number_list
+    imported = {n.module for n in ast.walk(ast.parse(inspect.getsource(moe_bench))) if isinstance(n, ast.ImportFrom)}
+    assert "truepeak.cli.options" in imported and "truepeak.cli.moe" not in imported
     assert number_list(" 1, 8, 512", "--batch") == [1, 8, 512]
     assert number_list("0.5,16", "tokens per expert", float, "1,2,4") == [0.5, 16.0]
     with pytest.raises(TruepeakError, match=r"--batch '1.5' is not a whole number; give e.g. 1,8,64,512"):
@@ -121,8 +147,9 @@ def test_number_list_is_shared_by_plan_and_bench():
 
 
 def test_measured_that_does_not_match_says_why(tmp_path):
-    # Before: "ops timed from measurements: none matched" and nothing else, when a 2-GPU comm run was given to an
-    # 8-GPU plan, or expert curves of the full expert width (N = I_e = 2048) to a TP8 plan (N = 2048 / 8 = 256).
+    # Measured data that matches no op says why, not only "ops timed from measurements: none matched": a 2-GPU comm
+    # run given to an 8-GPU plan, expert curves of the full expert width (N = I_e = 2048) given to a TP8 plan
+    # (N = 2048 / 8 = 256).
     recs = [{"kind": "collective", "status": "ok", "mode": "graph", "time_s": 9.8e-6,
              "workload": {"op": "all_reduce", "bytes": b, "n_ranks": 2}} for b in (8192, 16384)]
     recs += [{"kind": "moe_experts", "status": "ok", "format": "fp8", "time_s": t, "backend": "triton",
@@ -162,7 +189,7 @@ def test_cli_fp8_without_block_size_says_per_channel():
 
 
 def test_compare_layout_on_another_gpu_count_warns_one_line_each():
-    # decision (cli/moe.py docstring): warn, do not refuse; tp8 matches --gpus 8 and gets no warning
+    # decision (truepeak.moe.plan.plan_set docstring): warn, do not refuse; tp8 matches --gpus 8 and gets no warning
     r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--compare", "tp8,tp4,ep16", "--batch", "1",
             "--json")
     assert r.exit_code == 0, r.output

@@ -1,4 +1,4 @@
-"""Measured times in a plan (truepeak.moe.measured): regression tests for the bugs found by the new-user review.
+"""Measured times in a plan (truepeak.moe.measured): regression tests, each naming the wrong behaviour it guards.
 
 Every expected value is computed by hand in the test from the numbers in its records (the 2x H200 values are those of
 docs/results/h200x2/results.jsonl and docs/results/h200/moe/moe_experts.jsonl, rounded)."""
@@ -89,7 +89,7 @@ def test_moe_plan_at_batch_one_is_not_clamped(tmp_path):
     p = plan(dsv3, h200, "ep8", 1, weights="bf16", measured=meas)
     gu, dn = p.expert_op("gate+up"), p.expert_op("down")
     assert gu.measured and dn.measured
-    active = p.routing["gpu_active_experts"]              # 1 token x top-8: at most 8 experts on the busiest GPU
+    active = p.routing.gpu_active_experts              # 1 token x top-8: at most 8 experts on the busiest GPU
     assert 1 <= active <= 8
     assert gu.time_s + dn.time_s == pytest.approx(387e-6 * active / 18)
     assert gu.time_s + dn.time_s < 387e-6 * 8 / 18
@@ -141,14 +141,14 @@ def test_dump_of_the_planned_batch_gives_observed_routing(tmp_path):
     f.write_text("\n".join(" ".join(map(str, r)) for r in rows) + "\n")
     dsv3, h200 = load_model("deepseek-v3"), get_accelerator("h200")
     r = plan(dsv3, h200, "ep8", 4, weights="fp8", routing=str(f)).routing
-    assert r["method"] == "empirical" and r["routing"] == "dump:topk.txt, observed"
-    assert r["busiest_expert_tokens"] == 4          # expert 0: one per token
-    assert r["active_experts"] == 1 + 4 * 7          # 29 distinct ids
-    assert r["busiest_gpu_pairs"] == 32              # all 4 x 8 pairs land on GPU 0 (experts 0..31)
-    assert r["gpu_active_experts"] == 29
+    assert r.method == "empirical" and r.routing == "dump:topk.txt, observed"
+    assert r.busiest_expert_tokens == 4          # expert 0: one per token
+    assert r.active_experts == 1 + 4 * 7          # 29 distinct ids
+    assert r.busiest_gpu_pairs == 32              # all 4 x 8 pairs land on GPU 0 (experts 0..31)
+    assert r.gpu_active_experts == 29
     # another batch size: the dump is a histogram of probabilities again (expert 0 picked with probability 1)
     r8 = plan(dsv3, h200, "ep8", 8, weights="fp8", routing=str(f)).routing
-    assert r8["method"] == "approximation" and r8["busiest_expert_tokens"] == pytest.approx(8)
+    assert r8.method == "approximation" and r8.busiest_expert_tokens == pytest.approx(8)
 
 
 def test_routing_labels_match_in_any_spelling(tmp_path):

@@ -1,4 +1,5 @@
-"""Plan regressions found by the new-user review (truepeak.moe.plan); expected values computed by hand."""
+"""Planner regressions (truepeak.moe.plan): each test names the wrong behaviour it guards against; expected values
+computed by hand."""
 
 from __future__ import annotations
 
@@ -11,12 +12,20 @@ def test_tp16_on_hgx_h200_says_collectives_cross_boxes():
     # Bug: 16 GPUs of TP on H200 SXM were planned as one NVLink domain (8x H100 ring numbers) without a word; an HGX
     # H200 baseboard has 8 GPUs, so 16 span two boxes and their all-reduces go over InfiniBand / RoCE.
     dsv3, h200 = load_model("deepseek-v3"), get_accelerator("h200")
+    from truepeak.moe.findings import CrossesBaseboard
+    from truepeak.report.plan import finding_text
+
+    def crossings(p):
+        return [n for n in p.notes if isinstance(n, CrossesBaseboard)]
+
     p = plan(dsv3, h200, "tp16", 1, weights="fp8")
-    assert any("16 GPUs per pipeline stage exceed one NVIDIA H200 SXM baseboard (8 GPUs" in n for n in p.notes)
+    assert crossings(p) == [CrossesBaseboard(16, "NVIDIA H200 SXM", 8)]
+    assert finding_text(crossings(p)[0]).startswith("16 GPUs per pipeline stage exceed one NVIDIA H200 SXM baseboard "
+                                                    "(8 GPUs in one NVLink domain)")
     # 8 GPUs per stage (tp8pp2: 16 GPUs, two stages of 8) stay inside one box: no note
-    assert not any("baseboard" in n for n in plan(dsv3, h200, "tp8pp2", 1, weights="fp8").notes)
+    assert crossings(plan(dsv3, h200, "tp8pp2", 1, weights="fp8")) == []
     # GB200 NVL72: one NVLink domain of 72 GPUs, 16 fit
-    assert not any("baseboard" in n for n in plan(dsv3, get_accelerator("gb200"), "ep16", 1, weights="fp8").notes)
+    assert crossings(plan(dsv3, get_accelerator("gb200"), "ep16", 1, weights="fp8")) == []
 
 
 def test_int8_activations_with_fp8_weights_are_refused():
@@ -38,8 +47,8 @@ def test_int8_activations_with_fp8_weights_are_refused():
 
 
 def test_hub_id_offline_fails_fast_in_one_line(monkeypatch):
-    # Bug: with huggingface_hub installed and no network, `--model org/name` spent ~24 s in the hub's retries and
-    # printed a warning per retry before the error. Now: cache first, then a 3-second reachability check.
+    # Offline, huggingface_hub retries for ~24 s and prints a warning per retry before failing; the loader tries the
+    # cache first, then checks in 3 seconds that the hub answers, and fails in one line.
     import socket
     import sys
     import types
@@ -61,16 +70,21 @@ def test_hub_id_offline_fails_fast_in_one_line(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "huggingface_hub", types.SimpleNamespace(hf_hub_download=hf_hub_download))
     monkeypatch.setattr(socket, "create_connection", unreachable)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("HF_ENDPOINT", raising=False)
     for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(v, raising=False)
     with pytest.raises(TruepeakError, match=r"cannot reach the Hugging Face hub at huggingface.co:443 to fetch "
                                             r"'org/model' \(Name or service not known; offline\?\)"):
         load_model("org/model")
     assert calls == [{"local_files_only": True}]
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # HF_HUB_OFFLINE as huggingface_hub reads it (huggingface_hub.constants): no network at all
+    monkeypatch.setitem(sys.modules, "huggingface_hub.constants",
+                        types.SimpleNamespace(HF_HUB_OFFLINE=True, ENDPOINT="https://huggingface.co"))
     with pytest.raises(TruepeakError, match="not in the local Hugging Face cache and HF_HUB_OFFLINE is set"):
+        load_model("org/model")
+    # a mirror named by huggingface_hub's HF_ENDPOINT is the host checked
+    monkeypatch.setitem(sys.modules, "huggingface_hub.constants",
+                        types.SimpleNamespace(HF_HUB_OFFLINE=False, ENDPOINT="http://mirror.example:8080"))
+    with pytest.raises(TruepeakError, match="cannot reach the Hugging Face hub at mirror.example:8080"):
         load_model("org/model")
 
 
@@ -140,4 +154,4 @@ def test_huge_batch_is_a_one_line_error_not_an_overflow():
         plan(model, acc, "tp8", 99999999999999999999)
     p = plan(model, acc, "tp8", MAX_BATCH)
     # T·k/E = 1e7 · 8 / 256 = 312500 tokens per expert on average
-    assert p.routing["mean_tokens_per_expert"] == 312500 and p.batch == MAX_BATCH
+    assert p.routing.mean_tokens_per_expert == 312500 and p.batch == MAX_BATCH

@@ -200,4 +200,4 @@ def test_plan_defaults_to_the_checkpoint_format_and_records_it():
     assert p.formats.weights.name == "mxfp4" and p.weights_origin.origin == "checkpoint"
     assert p.memory.weights == pytest.approx(GPT_OSS_WEIGHTS)
     q = plan(m, acc, "tp1", 1, weights="bf16")
-    assert q.formats.weights.name == "bf16" and q.weights_origin.origin == "option" and q.weights_note == ""
+    assert q.formats.weights.name == "bf16" and q.weights_origin.origin == "option" and q.weights_note is None

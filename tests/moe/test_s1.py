@@ -5,27 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from truepeak.hardware.lookup import get_accelerator
-from truepeak.moe.config import load_model
+from truepeak.moe.findings import AllReduceShare, CommunicationBound, ExpertGemmIntensity
 from truepeak.moe.plan import MAJOR_SHARE, plan
-
-WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+from truepeak.report.plan import finding_text
 
 # GLM-5 geometry (moe_models.md §2): H = 6144, I_e = 2048, E = 256, top-8, 78 layers (3 dense + 75 MoE).
 H, I_E, E, K = 6144, 2048, 256, 8
 NVFP4 = 0.5625                      # B per value: 4 bits + one 8-bit scale per 16 (C13)
 PEAK = 2015.2e12                    # dense FP4: 188 SMs x 2617 MHz x 4096 FLOP/clk/SM
 BW = 1.792e12                       # B/s
-
-
-@pytest.fixture(scope="module")
-def glm5():
-    return load_model("glm-5")
-
-
-@pytest.fixture(scope="module")
-def ws():
-    return get_accelerator(WS)
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +28,10 @@ def b1(glm5, ws):
 
 def test_S1_batch512_sixteen_tokens_per_expert(b512):
     r = b512.routing
-    assert r["mean_tokens_per_expert"] == 512 * 8 / 256 == 16
+    assert r.mean_tokens_per_expert == 512 * 8 / 256 == 16
     # moe_models.md §5.2: uniform routing puts ~28.2 tokens on the busiest expert at T = 512
-    assert r["busiest_expert_tokens"] == pytest.approx(28.2, rel=0.02)
-    assert r["active_experts"] == pytest.approx(256 * (1 - (1 - 8 / 256) ** 512))
+    assert r.busiest_expert_tokens == pytest.approx(28.2, rel=0.02)
+    assert r.active_experts == pytest.approx(256 * (1 - (1 - 8 / 256) ** 512))
 
 
 def test_S1_batch512_expert_gemm_is_memory_bound(b512):
@@ -82,14 +70,30 @@ def test_S1_batch1_allreduces_are_a_major_share(b1):
     assert b1.interconnect == "pcie"
 
 
+def test_S1_conclusions_as_findings(b1, b512):
+    """The conclusions are data: at batch 512 the expert GEMMs sit at 54.7 FLOP/B (56.9 per weight byte) under the
+    1124.6 FLOP/B ridge; at batch 1 the 157 all-reduces (156 in the layers) are a major share."""
+    gu = next(c for c in b512.conclusions() if isinstance(c, ExpertGemmIntensity))
+    assert (gu.mean_tokens_per_expert, gu.tokens, gu.top_k, gu.num_experts) == (16, 512, 8, 256)
+    assert gu.flop_per_byte == pytest.approx(54.674, abs=1e-3) and gu.memory_bound
+    assert gu.flop_per_weight_byte == pytest.approx(56.889, abs=1e-3)
+    assert gu.ridge_flop_per_byte == pytest.approx(PEAK / BW) and gu.compute_format == "nvfp4"
+    ar = next(c for c in b1.conclusions() if isinstance(c, AllReduceShare))
+    assert (ar.calls, ar.layer_calls, ar.major) == (157, 156, True)
+    assert ar.per_call_s == pytest.approx(24.6e-6 + 12288 * 1.75 / 24e9)
+    bn = b1.bottleneck()
+    assert isinstance(bn, CommunicationBound) and (bn.collective, bn.calls, bn.interconnect) == ("all_reduce", 157,
+                                                                                                   "pcie")
+
+
 def test_S1_conclusions_in_words(b1, b512):
-    text512 = " ".join(b512.conclusions())
+    text512 = " ".join(finding_text(c) for c in b512.conclusions())
     assert "16 tokens per expert on average" in text512
     assert "memory-bound" in text512 and "1125 FLOP/B ridge" in text512
-    text1 = " ".join(b1.conclusions())
+    text1 = " ".join(finding_text(c) for c in b1.conclusions())
     assert "156 in the layers" in text1 and "a major share of the step" in text1
     assert "communication-bound: TP8 over PCIe only" in text1
-    assert b1.bottleneck().startswith("Communication-bound")
+    assert finding_text(b1.bottleneck()).startswith("Communication-bound: 158 collectives take ")
 
 
 def test_S1_tuned_config_names(b512):

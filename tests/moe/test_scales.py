@@ -17,20 +17,12 @@ from truepeak.errors import TruepeakError
 from truepeak.formats import get_format
 from truepeak.hardware.lookup import get_accelerator
 from truepeak.moe.config import load_model, parse_config
+from truepeak.moe.findings import ContextAboveLimit
 from truepeak.moe.ops import resolve_formats, scalings
 from truepeak.moe.plan import checkpoint_block_size, context_warning, plan
+from truepeak.report.plan import finding_text, formats_json, scaling_text
 
 FP8 = get_format("fp8")
-
-
-@pytest.fixture(scope="module")
-def dsv3():
-    return load_model("deepseek-v3")
-
-
-@pytest.fixture(scope="module")
-def h200():
-    return get_accelerator("h200")
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +90,11 @@ def test_fp8_without_block_size_assumes_per_channel_and_says_so(h200):
     p = plan(m, h200, "tp1", 1, weights="fp8")
     f = p.formats
     assert (f.weight_scaling, f.activation_scaling) == ("row", "row")
-    assert "per-channel" in f.scaling_note and "per-tensor" in f.scaling_note
-    d = f.to_dict()
-    assert d["weight_scaling"] == "row" and "per-channel" in d["scaling_note"]
+    assert scaling_text(f) == ("fp8_e4m3 weights assumed per-channel: one fp32 scale per output row (the checkpoint "
+                               "gives no weight_block_size; a per-tensor checkpoint stores 4 B per tensor instead); "
+                               "fp8_e4m3 activations per-token: one fp32 scale per row: scale bytes counted")
+    d = formats_json(f)
+    assert d["weight_scaling"] == "row" and d["scaling_note"] == scaling_text(f) and "scaling_note" not in f.to_dict()
     gu = next(op for op in p.ops if op.name == "routed experts gate+up")
     # W[1536 x 2048]: 3,145,728 B + 1536 row scales x 4 B = 3,151,872 B; x 8 active experts = 25,214,976
     # A: 8 rows x (2048 + 4) = 16,416 B; C bf16: 8 x 1536 x 2 = 24,576 B
@@ -117,11 +111,20 @@ def test_block_size_belongs_to_the_checkpoint_format(dsv3):
 
 def test_scalings_rules():
     bf16, nvfp4, int8 = get_format("bf16"), get_format("nvfp4"), get_format("int8")
-    assert scalings(bf16, bf16) == (None, None, "")
-    assert scalings(nvfp4, nvfp4) == (None, None, "")           # carries its own 8-bit block scales
-    w, a, note = scalings(FP8, bf16, (128, 128))                 # weight-only fp8 (Ampere): no activation scales
-    assert (w, a) == ("block128", None) and "128 x 128" in note
-    assert scalings(int8, int8)[:2] == ("row", "row")
+    assert scalings(bf16, bf16) == (None, None)
+    assert scalings(nvfp4, nvfp4) == (None, None)               # carries its own 8-bit block scales
+    assert scalings(FP8, bf16, (128, 128)) == ("block128", None)   # weight-only fp8 (Ampere): no activation scales
+    assert scalings(int8, int8) == ("row", "row")
+    assert scalings(bf16, FP8, (128, 128)) == (None, "row")      # the block size is the weights'; fp8 activations
+    a100 = get_accelerator("a100-sxm4-80gb")                     # no fp8 path: fp8 weights dequantised, bf16 acts
+    assert scaling_text(resolve_formats(a100, "fp8", weight_block_size=(128, 128))) == (
+        "fp8_e4m3 weights with one fp32 scale per 128 x 128 block (checkpoint weight_block_size [128, 128]): scale "
+        "bytes counted")
+    h200 = get_accelerator("h200")
+    assert scaling_text(resolve_formats(h200, "fp8", weight_block_size=(128, 128))).startswith(
+        "fp8_e4m3 weights with one fp32 scale per 128 x 128 block (checkpoint weight_block_size [128, 128]), fp8_e4m3 "
+        "activations with one fp32 scale per 1 x 128 group (block-fp8 serving path): scale bytes counted")
+    assert scaling_text(resolve_formats(h200, "bf16")) == ""
     with pytest.raises(TruepeakError, match=r"weight_block_size \[64, 64\]"):
         scalings(FP8, FP8, (64, 64))
 
@@ -136,7 +139,9 @@ def test_context_above_max_position_embeddings_warns_with_both_numbers(h200):
     m = parse_config(_dsv3_config(max_position_embeddings=163840), "dsv3")
     assert m.max_position_embeddings == 163840
     w = context_warning(m, 200000)
-    assert w is not None and "200000" in w and "163840" in w and "\n" not in w
+    assert w == ContextAboveLimit(200000, "dsv3", 163840)
+    assert finding_text(w) == ("--context 200000 is above dsv3's max_position_embeddings 163840: planned anyway, but "
+                               "the model does not serve that context as configured")
     assert context_warning(m, 163840) is None
     assert context_warning(load_model("deepseek-v3"), 10**6) is not None   # the preset carries 163840 too
     assert plan(m, h200, "tp8", 1, context=200000).context == 200000     # still planned

@@ -33,9 +33,7 @@ sweep goes on.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError, closest, require
@@ -99,61 +97,26 @@ def expert_shape(model: str, tp: int = 1, ep: int = 1) -> ExpertShape:
 
 
 # -- routing -----------------------------------------------------------------------------------------------------------
-def parse_routing(spec: str) -> tuple[str, float]:
-    """``"uniform"`` → ("uniform", 0); ``"powerlaw:1.2"`` → ("powerlaw", 1.2); a path → ("file", 0).
-
-    Raises:
-        TruepeakError: a malformed power-law exponent, or a name that is neither a routing nor an existing file.
-    """
-    s = spec.strip()
-    if s == "uniform":
-        return "uniform", 0.0
-    m = re.fullmatch(r"powerlaw:([-+0-9.eE]+)", s)
-    if m:
-        try:
-            alpha = float(m.group(1))
-        except ValueError:
-            alpha = -1.0
-        if not (alpha > 0 and math.isfinite(alpha)):
-            raise TruepeakError(f"routing {spec!r}: the power-law exponent must be a positive finite number, "
-                                "e.g. powerlaw:1.2")
-        return "powerlaw", alpha
-    if Path(s).is_file():
-        return "file", 0.0
-    raise TruepeakError(f"unknown routing {spec!r}; expected uniform, powerlaw:ALPHA (e.g. powerlaw:1.2) or a file of "
-                        "top-k expert ids (one token per line, ids separated by spaces or commas)")
-
-
 def sample_routing(spec: str, T: int, E: int, k: int, seed: int = 0) -> Any:
-    """Top-k expert ids ``[T, k]`` (int64, CPU; distinct experts per token).
+    """Top-k expert ids ``[T, k]`` (int64, CPU; distinct experts per token) from routing ``spec``, in the planner's
+    routing grammar (:mod:`truepeak.moe.routing.grammar`, so a ``moe bench`` record and a ``moe plan`` of the same
+    routing mean the same distribution): :func:`truepeak.moe.routing.sample_routing_ids`.
 
     - ``uniform``: each token picks k distinct experts uniformly.
-    - ``powerlaw:ALPHA``: expert popularity p_e ∝ (rank_e)^-ALPHA over a random permutation of the experts (the
-      aiconfigurator power-law model, α = 1.2 "typical production": ai-dynamo/aiconfigurator
-      ``docs/POWER_LAW_DISTRIBUTION.md``); each token picks k distinct experts with probability ∝ p (sampling without
-      replacement).
-    - a file: rows of k ids, repeated/cut to T rows.
+    - ``powerlaw:ALPHA[:random|sorted|balanced]``: Zipf popularity by rank, (rank + 1)^-ALPHA, water-filled to
+      inclusion probabilities p_e (Σ p_e = k, each ≤ 1), ranks placed on expert ids at random (seeded) unless a
+      placement is named; each token picks exactly k distinct experts, expert e with probability p_e.
+    - a per-expert histogram file (E counts): the same, with p_e ∝ its counts.
+    - a ``topk_ids`` file (rows of k ids; text, .json or .npy): its rows, repeated and cut to T rows.
+
+    Raises:
+        TruepeakError: a spec the grammar refuses (unknown text, a malformed exponent, ids out of [0, E) or rows that
+            are not k wide), or k > E.
     """
     torch = require("torch", "sampling MoE routing")
-    kind, alpha = parse_routing(spec)
-    if k > E:
-        raise TruepeakError(f"top_k={k} exceeds the {E} experts")
-    g = torch.Generator().manual_seed(seed)
-    if kind == "file":
-        rows = [[int(v) for v in re.split(r"[,\s]+", line.strip()) if v]
-                for line in Path(spec).read_text().splitlines() if line.strip()]
-        if not rows or any(len(r) != k for r in rows):
-            raise TruepeakError(f"routing file {spec}: every line must hold top_k={k} expert ids")
-        ids = torch.tensor(rows, dtype=torch.int64)
-        if int(ids.min()) < 0 or int(ids.max()) >= E:
-            raise TruepeakError(f"routing file {spec}: expert ids must lie in [0, {E})")
-        return ids.repeat((T + len(rows) - 1) // len(rows), 1)[:T]
-    if kind == "uniform":
-        p = torch.ones(E)
-    else:
-        ranks = torch.randperm(E, generator=g).double() + 1
-        p = ranks.pow(-alpha)
-    return torch.multinomial(p.expand(T, E).float(), k, replacement=False, generator=g)
+    from truepeak.moe.routing import sample_routing_ids
+
+    return torch.from_numpy(sample_routing_ids(spec, T, k, E, seed=seed))
 
 
 def tokens_for(tpe: float, shape: ExpertShape) -> int:
@@ -516,9 +479,10 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     from truepeak.kernels.moe_blockscaled import default_blockscaled_activations
     from truepeak.kernels.moe_triton import default_activations
     from truepeak.bench.records import RecordWriter, environment, make_record
+    from truepeak.moe.routing import parse_routing
 
     shape = expert_shape(model, tp, ep)
-    parse_routing(routing)
+    parse_routing(routing, shape.E, shape.top_k)
     fp8_activations = str(fp8_activations).lower()
     if fp8_activations not in ("fp8", "fp16"):
         raise TruepeakError(f"--fp8-activations {fp8_activations!r}: expected fp8 (w8a8) or fp16 (w8a16)")

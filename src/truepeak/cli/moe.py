@@ -1,33 +1,23 @@
-"""`truepeak moe ...`: the MoE sub-app (``moe_app``), with ``truepeak moe plan`` (the decode planner).
+"""`truepeak moe plan`: the decode planner's command, registered on the ``truepeak moe`` sub-app
+(:data:`truepeak.cli.moe_app.moe_app`).
 
-Thin adapter: parse options → :func:`truepeak.moe.plan.plan` / :func:`truepeak.moe.plan.compare` (which validate) →
-render text or JSON. Other MoE commands (``bench``) register on :data:`moe_app` too.
-
-Warnings (``warning: ...`` on stderr, one line each; also the ``"warnings"`` list of ``--json``) are for input that is
-planned anyway but may not be what the user meant:
-
-- ``--context`` above the model's ``max_position_embeddings`` (:func:`truepeak.moe.plan.context_warning`).
-- a ``--compare`` layout whose GPU count differs from the plan's (``--gpus`` / ``--layout``): one line per such
-  layout. Decision: warn, do not refuse. ``--layout`` vs ``--gpus`` is refused because the one detailed plan must
-  have one GPU count; a what-if row on another GPU count is a legitimate question (is tp4 on 4 GPUs better per GPU
-  than tp8 on 8?), each row is planned on its own layout's GPUs, and the warning says that its tokens/s total is for
-  that many GPUs, so the rows are compared per GPU.
+Thin: parse the options (:mod:`truepeak.cli.options`), check what only the command line can get wrong (flag values,
+``--layout`` against ``--gpus``, stray arguments), call :func:`truepeak.moe.plan.plan_set`, render through
+:mod:`truepeak.report.plan`. Warnings (input planned anyway: :mod:`truepeak.moe.plan.plan_set`) go to stderr as
+``warning: ...``, one line each, and into the ``"warnings"`` list of ``--json``.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
 
-from truepeak.cli.app import app, fail
+from truepeak.cli.app import fail
+from truepeak.cli.moe_app import moe_app
+from truepeak.cli.options import comma_items, number_list
 from truepeak.errors import TruepeakError
-
-moe_app = typer.Typer(name="moe", no_args_is_help=True, add_completion=False, rich_markup_mode="rich",
-                      help="MoE decode: predict a step per layout and batch from a Hugging Face config (truepeak moe "
-                           "plan, no GPU needed); time one layer's routed experts on this GPU (truepeak moe bench).")
-app.add_typer(moe_app, name="moe")
+from truepeak.report.plan import render_compare, render_header, render_plan, render_tuned, table
 
 PLAN_HELP = "\n\n".join([
     "Predict one MoE decode step: per-op time, communication, tokens/s, the bottleneck, memory per GPU and a what-if "
@@ -50,67 +40,6 @@ PLAN_HELP = "\n\n".join([
 ])
 
 
-def comma_items(text: str, what: str, example: str) -> list[str]:
-    """The items of a comma list (``" tp8, ep8"`` → ``["tp8", "ep8"]``), stripped. The one list reader of ``moe plan``
-    and ``moe bench`` (``--batch``, ``--tokens-per-expert``, ``--weights``, ``--backends``; ``--compare`` layouts go
-    through :func:`truepeak.moe.layout.parse_layouts`, which applies the same rule).
-
-    Raises:
-        TruepeakError: no item at all (``"no --batch in ','; give e.g. 1,8,64,512"``), or an empty item between,
-            before or after the others (``"--batch '1,,2' has an empty item; give e.g. 1,8,64,512"``: a doubled or
-            stray comma is a typo, not a list of two); ``what`` names the option, ``example`` shows a good value.
-    """
-    parts = [p.strip() for p in str(text).split(",")]
-    if not any(parts):
-        raise TruepeakError(f"no {what} in {text!r}; give e.g. {example}")
-    if not all(parts):
-        raise TruepeakError(f"{what} {text!r} has an empty item; give e.g. {example}")
-    return parts
-
-
-def number_list(text: str, what: str, convert=int, example: str = "1,8,64,512") -> list:
-    """The comma-separated numbers of ``text`` (``"1, 8,64"`` → ``[1, 8, 64]``), each read by ``convert`` (``int``
-    or ``float``). Shared by ``moe plan --batch`` and ``moe bench --tokens-per-expert``.
-
-    Raises:
-        TruepeakError: an item ``convert`` cannot read (``"--batch '1.5' is not a whole number; give e.g. ..."``), an
-            empty item or no item at all (:func:`comma_items`); ``what`` names the option, ``example`` shows a good
-            value.
-    """
-    kind = "a whole number" if convert is int else "a number"
-    out = []
-    for part in comma_items(text, what, example):
-        try:
-            out.append(convert(part))
-        except ValueError:
-            raise TruepeakError(f"{what} {part!r} is not {kind}; give e.g. {example}") from None
-    return out
-
-
-def _default_layout(mdl, n: int, compare: bool):
-    """``tp<n>`` when the model divides by it; otherwise, with ``--compare``, the first default layout of ``n`` GPUs
-    that fits (the table is what was asked for), and without it an error naming the layouts that fit."""
-    from truepeak.moe.layout import check_layout, default_layouts, parse_layout
-
-    lay = parse_layout(f"tp{n}")
-    try:
-        check_layout(mdl, lay)
-        return lay
-    except TruepeakError as exc:
-        fits = []
-        for cand in default_layouts(n, mdl):
-            try:
-                check_layout(mdl, cand)
-                fits.append(cand)
-            except TruepeakError:
-                pass
-        if not fits:
-            raise
-        if compare:
-            return fits[0]
-        raise TruepeakError(f"{exc}; layouts of {n} GPUs that fit: {', '.join(l.name for l in fits)} (pass one with "
-                            "--layout, or --compare for all of them)") from None
-
 
 def _detect_gpu() -> str | None:
     """The name NVML reports for GPU 0, or None (no NVML / no GPU)."""
@@ -122,205 +51,6 @@ def _detect_gpu() -> str | None:
     except Exception:
         return None
 
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Rendering (text)
-# ----------------------------------------------------------------------------------------------------------------------
-
-def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None, *, width: int | None = None,
-          wrap: set[int] | None = None, drop: dict[int, int] | None = None, indent: str = "") -> list[str]:
-    """Plain aligned text table (a header, a row of dashes, the rows; columns two spaces apart), fitted into ``width``
-    terminal columns by :func:`truepeak.report.fit.fit_lines` (None: not a terminal, the natural width). Columns in
-    ``right`` are right-aligned numbers, never wrapped; columns in ``wrap`` wrap at spaces; ``drop`` maps the columns
-    a narrow terminal may leave out to their priority (lowest first)."""
-    from truepeak.report.fit import Column, fit_lines
-
-    right, wrap, drop = right or set(), wrap or set(), drop or {}
-    cols = [Column(h, numeric=i in right, wrap=i in wrap, drop=i in drop, priority=drop.get(i, 0))
-            for i, h in enumerate(headers)]
-    return fit_lines(cols, [[str(c) for c in r] for r in rows], width, indent=indent)
-
-
-def _rate(x: float) -> str:
-    """Tokens/s: whole numbers from 100 up (``17851``), four significant digits below (``36.84``)."""
-    return f"{x:.0f}" if x >= 100 else f"{x:.4g}"
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.4g}"
-
-
-def _pct(f: float) -> str:
-    return f"{100 * f:.1f} %"
-
-
-def _gb(b: float) -> str:
-    return f"{b / 1e9:.4g} GB"
-
-
-def render_plan(p, width: int | None = None) -> list[str]:
-    """The lines of one plan (one batch size); the ops table fitted into ``width`` terminal columns (None: the
-    natural width; :mod:`truepeak.report.fit`): where it must, it leaves out where each time came from, the op group
-    and the shape, in that order."""
-    from truepeak.moe.ops import GROUP_WORDS
-
-    lines = [f"batch {p.batch}, context {p.context} (layout {p.layout.name}: {p.layout.describe()})"]
-    row = "  {:<16}{}".format
-    lines.append(row("step", f"{p.step_s * 1e3:.4g} ms → {_rate(p.tokens_per_s)} tokens/s total, "
-                             f"{_rate(p.tokens_per_s_per_gpu)} tokens/s per GPU, {_rate(p.tokens_per_s_per_user)} "
-                             "tokens/s per sequence"))
-    b = p.time_by_bound()
-    parts = [f"{k} {_ms(v)} ms ({_pct(v / p.step_s)})" for k, v in b.items() if v > 0 or k != "pipeline_bubble"]
-    lines.append(row("time by bound", " · ".join(parts)))
-    g = p.time_by_group()
-    lines.append(row("time by op", " · ".join(f"{GROUP_WORDS[k]} {_ms(v)} ms ({_pct(v / p.step_s)})"
-                                             for k, v in sorted(g.items(), key=lambda kv: -kv[1]))))
-    lines.append(row("bottleneck", p.bottleneck()))
-    m = p.memory
-    cap = f" of {_gb(m.capacity)}" if m.capacity else ""
-    verdict = "fits" if m.fits else f"DOES NOT FIT: {_gb(m.over)} over"
-    lines.append(row("memory per GPU", f"{_gb(m.total)}{cap} (weights {_gb(m.weights)} + KV cache "
-                                       f"{_gb(m.kv_cache)} at {p.batch} x {p.context} tokens) — {verdict}"))
-    if p.routing:
-        r = p.routing
-        ep = (f"; busiest GPU (EP{r['ep']}) {r['busiest_gpu_pairs']:.4g} token-expert pairs vs {r['mean_gpu_pairs']:.4g}"
-              f" mean, {r['gpu_active_experts']:.4g} of {r['experts_per_gpu']} local experts active"
-              if r["ep"] > 1 else "")
-        lines.append(row("tokens/expert", f"mean {r['mean_tokens_per_expert']:.4g} (T·k/E = {r['tokens']}·{r['top_k']}"
-                                          f"/{r['num_experts']}), busiest expert {r['busiest_expert_tokens']:.3g}, "
-                                          f"{r['active_experts']:.4g} of {r['num_experts']} experts active; padded "
-                                          f"rows {_pct(r['expected_padding_16'])} at BLOCK_M 16, "
-                                          f"{_pct(r['expected_padding_64'])} at 64 (mean-based: "
-                                          f"{_pct(r['padding_16'])} / {_pct(r['padding_64'])}; docs/method.md, "
-                                          f"'Padding per expert'){ep} "
-                                          f"({r['routing']} routing)"))
-    lines.append("  conclusions:")
-    for c in p.conclusions():
-        lines.append(f"    - {c}")
-    lines.append("  ops on one GPU of the slowest stage, per step:")
-    rows = []
-    for op in p.ops:
-        ai = op.intensity
-        rows.append([op.name, op.group, str(op.calls), f"{op.time_s * 1e6:.4g}", _ms(op.total_s), op.bound,
-                     "-" if ai is None else f"{ai:.3g}", op.shape, "measured" if op.measured else
-                     ("α–β" if op.group == "communication" else "roofline")])
-    lines += table(["op", "group", "calls", "µs/call", "ms/step", "bound", "FLOP/B", "shape", "time from"], rows,
-                   right={2, 3, 4, 6}, wrap={0, 7}, drop={8: 0, 1: 1, 7: 2}, width=width, indent="    ")
-    if p.bubble_s > 0:
-        lines.append(f"    pipeline bubble: {_ms(p.bubble_s)} ms (fewer micro-batches than stages)")
-    return lines
-
-
-#: How a Formats scaling reads in the header.
-SCALING_WORDS = {"block128": "fp32 scale per 128x128 block", "row": "fp32 scale per output row",
-                 "tensor": "fp32 scale per tensor"}
-#: The same for activations (block128 = 1 x 128 groups; row = per token).
-ACT_SCALING_WORDS = {"block128": "fp32 scale per 1x128 group", "row": "fp32 scale per token",
-                     "tensor": "fp32 scale per tensor"}
-
-
-def _scaled(scaling: str | None, pre: str = " + ", post: str = "", words: dict = SCALING_WORDS) -> str:
-    return f"{pre}{words[scaling]}{post}" if scaling else ""
-
-
-def render_header(p, measured) -> list[str]:
-    """The lines above the plans: model, GPUs and interconnect; formats and peaks; where the weight format came from
-    (:attr:`truepeak.moe.plan.Plan.weights_origin`) and what one format does to weights the checkpoint keeps in bf16;
-    the formats' notes; the measured data used."""
-    f = p.formats
-    lines = [f"{p.model} on {p.layout.gpus} x {p.accelerator}; interconnect {p.interconnect} "
-             f"({p.interconnect_why})",
-             f"formats: weights {f.weights.name} ({f.weights.bytes_per_value:g} B/value{_scaled(f.weight_scaling)}), "
-             f"activations {f.activations.name}{_scaled(f.activation_scaling, ' (', ')', ACT_SCALING_WORDS)}, KV cache {f.kv_cache.name}; "
-             f"GEMM peak {f.gemm_peak / 1e12:.1f} TFLOPS dense "
-             f"{f.gemm_compute.name}, memory {p.bandwidth / 1e9:.0f} GB/s → ridge {p.ridge:.0f} FLOP/B"]
-    if p.weights_origin is not None:
-        lines.append(f"  weights: {p.weights_origin.describe()}")
-    if p.weights_note:
-        lines.append(f"  {p.weights_note}")
-    for n in (f.peak_note, *[x for x in f.notes if x != f.peak_note], f.scaling_note):
-        if not n:
-            continue
-        lines.append(f"  {n}")
-    if measured is not None:
-        used = sorted({n for n in p.measured_ops})
-        lines.append(f"measured: {measured.summary()}; ops timed from measurements: "
-                     f"{', '.join(used) if used else 'none matched (roofline / defaults used)'}")
-        lines += [f"  {w}" for w in _unmatched(p, measured)]
-    return lines
-
-
-def _unmatched(p, measured) -> list[str]:
-    """Why measured collectives / expert curves were not used by plan ``p`` (GPU count, experts, width)."""
-    out = []
-    comm = [op for op in p.ops if op.group == "communication"]
-    if comm and not any(op.measured for op in comm) and (measured.collectives or measured.fits):
-        have = sorted({k[1] for k in (*measured.collectives, *measured.fits)})
-        need = sorted({op.detail.get("ranks") for op in comm if op.detail.get("ranks")})
-        out.append(f"collectives were measured on {', '.join(map(str, have))} GPUs; this plan's run on "
-                   f"{', '.join(map(str, need))}: literature defaults used (measure with truepeak comm "
-                   f"--nproc-per-node {need[-1] if need else p.layout.gpus})")
-    experts = [op for op in p.ops if op.group == "routed_experts"]
-    if experts and not any(op.measured for op in experts) and measured.moe_experts:
-        have = sorted({(k.get("experts"), k.get("width"), k.get("format"), k.get("routing"))
-                       for k, *_ in measured.moe_experts}, key=str)
-        r = p.routing or {}
-        e_local = r.get("num_experts", 0) // max(1, p.layout.ep)
-        width = (experts[0].detail.get("k") if "down" in experts[0].name else
-                 (experts[0].detail.get("n") or 0) // 2)
-        shown = "; ".join(f"E={e} N={n} {f} {rt}" for e, n, f, rt in have[:4]) + (" ..." if len(have) > 4 else "")
-        out.append(f"expert curves measured for {shown}; this plan needs E={e_local} N={width} "
-                   f"{p.formats.weights.name} {r.get('routing')} (or above the largest measured tokens per "
-                   "expert): roofline used")
-    return out
-
-
-def render_tuned(p) -> list[str]:
-    t = p.tuned_configs
-    lines = [f"fused-MoE tuned-config files for this layout (E={t.experts_per_rank} experts per GPU, "
-             f"N={t.n_per_rank} = I_e / expert TP):",
-             f"  vLLM:   {t.vllm}   (vllm/model_executor/layers/fused_moe/configs/)",
-             f"  SGLang: {t.sglang}   (python/sglang/srt/layers/moe/fused_moe_triton/configs/triton_<version>/)"]
-    if t.note:
-        lines.append(f"  note: {t.note}")
-    return lines
-
-
-def render_compare(cells, layouts, batches, width: int | None = None) -> list[str]:
-    """The what-if table: one row per layout, one column per batch; cells tokens/s total; fitted into ``width``
-    terminal columns (None: the natural width; :mod:`truepeak.report.fit`)."""
-    by = {(c.layout, c.batch): c for c in cells}
-    rows = []
-    errors = []
-    for lay in layouts:
-        row = [lay.name, lay.describe()]
-        for b in batches:
-            c = by.get((lay.name, b))
-            if c is None or c.plan is None:
-                row.append("n/a")
-                if c is not None and c.error and c.error not in errors:
-                    errors.append(c.error)
-                continue
-            p = c.plan
-            mark = "" if p.memory.fits else "*"
-            comm = p.time_by_bound()["communication"] / p.step_s
-            mark += "!" if comm >= 0.5 else ""
-            row.append(f"{_rate(p.tokens_per_s)}{mark}")
-        rows.append(row)
-    lines = ["what-if: output tokens/s (all GPUs), layout x batch"]
-    lines += table(["layout", "parallelism", *[f"b={b}" for b in batches]], rows,
-                   right=set(range(2, 2 + len(batches))), wrap={1}, width=width, indent="  ")
-    legend = ["* does not fit in GPU memory at that batch and context", "! communication is over half the step"]
-    one_line = "  " + "   ".join(legend)
-    lines += [one_line] if width is None or len(one_line) <= width else ["  " + x for x in legend]
-    for e in errors:
-        lines.append(f"  n/a: {e}")
-    return lines
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# Command
-# ----------------------------------------------------------------------------------------------------------------------
 
 @moe_app.command("plan", help=PLAN_HELP, context_settings={"allow_extra_args": True})
 def plan_cmd(
@@ -355,90 +85,43 @@ def plan_cmd(
 
 def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing, compare, measured,
           interconnect, as_json, width: int | None = None) -> tuple[list[str], list[str]]:
-    """Validate, plan, render: the lines to print and the warnings (module docstring); tables fitted into ``width``
-    terminal columns (None: not a terminal)."""
-    from truepeak.hardware.lookup import get_accelerator
-    from truepeak.moe.config import load_model
+    """Parse and check the options, plan (:func:`truepeak.moe.plan.plan_set`), render: the lines to print and the
+    warnings; tables fitted into ``width`` terminal columns (None: not a terminal)."""
     from truepeak.moe.layout import parse_layout, parse_layouts
-    from truepeak.moe.measured import load_measured
-    from truepeak.moe.ops import resolve_formats
-    from truepeak.moe.plan import (DEFAULT_COMPARE_BATCHES, checkpoint_block_size, choose_weights,
-                                   compare as compare_fn, context_warning, default_compare_layouts, plan)
+    from truepeak.moe.plan import plan_set
+    from truepeak.report.plan import finding_text, render_json, render_text
 
     extra = list(ctx.args)
-    compare_list = None
-    if extra:
-        if not compare or len(extra) > 1 or extra[0].startswith("-"):
-            raise TruepeakError(f"unexpected argument(s) {' '.join(extra)!r}; layouts for the what-if table follow "
-                                "--compare, e.g. --compare tp8,ep8")
-        compare_list = extra[0]
-    batch_given = batch is not None
-    batches = number_list(batch, "--batch") if batch_given else [1]
+    if extra and (not compare or len(extra) > 1 or extra[0].startswith("-")):
+        raise TruepeakError(f"unexpected argument(s) {' '.join(extra)!r}; layouts for the what-if table follow "
+                            "--compare, e.g. --compare tp8,ep8")
+    batches = number_list(batch, "--batch") if batch is not None else [1]
     for b in batches:
         if b < 1:
             raise TruepeakError(f"--batch {b} must be at least 1 (sequences decoding together; a batch of 0 has no "
                                 "step to plan)")
     if context < 1:
         raise TruepeakError(f"--context {context} must be at least 1 token")
+    lay = parse_layout(layout) if layout else None
+    if lay is not None and gpus is not None and gpus != lay.gpus:
+        raise TruepeakError(f"--layout {lay.name} uses {lay.gpus} GPUs but --gpus is {gpus}")
+    if lay is None and gpus is not None and gpus < 1:
+        raise TruepeakError(f"--gpus {gpus} must be at least 1")
+    compare_layouts = parse_layouts(",".join(comma_items(extra[0], "--compare", "tp8,tp4pp2,ep8"))) if extra else None
     name = gpu or _detect_gpu()
     if not name:
         raise TruepeakError("no GPU detected; give --gpu NAME (e.g. --gpu h200, --gpu \"rtx pro 6000\"; "
                             "`truepeak specs` lists them)")
-    acc = get_accelerator(name)
-    mdl = load_model(model)
-    if layout:
-        lay = parse_layout(layout)
-        if gpus is not None and gpus != lay.gpus:
-            raise TruepeakError(f"--layout {lay.name} uses {lay.gpus} GPUs but --gpus is {gpus}")
-    else:
-        if gpus is not None and gpus < 1:
-            raise TruepeakError(f"--gpus {gpus} must be at least 1")
-        lay = _default_layout(mdl, gpus or 1, compare)
-    w = choose_weights(mdl, weights).format
-    fmts = resolve_formats(acc, w, activations, kv_cache, weight_block_size=checkpoint_block_size(mdl, w))
-    warnings = []
-    ctx_warn = context_warning(mdl, context)
-    if ctx_warn:
-        warnings.append(ctx_warn)
-    tables = load_measured(measured) if measured else None
-    kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, weights=weights,
-              formats=fmts, device_name=name if name in acc.device_names else None)
-    plans = [plan(mdl, acc, lay, b, **kw) for b in batches]
-    cells = layouts = cmp_batches = None
-    if compare:
-        layouts = (parse_layouts(",".join(comma_items(compare_list, "--compare", "tp8,tp4pp2,ep8")))
-                   if compare_list else default_compare_layouts(mdl, lay.gpus))
-        cmp_batches = batches if batch_given else list(DEFAULT_COMPARE_BATCHES)
-        warnings += [compare_gpus_warning(l, lay.gpus, gpus is not None) for l in layouts if l.gpus != lay.gpus]
-        cells = compare_fn(mdl, acc, layouts, cmp_batches, **kw)
+    result = plan_set(model, name, gpus=gpus, layout=lay, batches=batches, context=context, weights=weights,
+                      activations=activations, kv_cache=kv_cache, routing=routing, compare=compare,
+                      compare_layouts=compare_layouts, compare_batches=batches if batch is not None else None,
+                      measured=measured or None, interconnect=interconnect)
+    warnings = [finding_text(w) for w in result.warnings]
     if as_json:
-        doc = {"model": mdl.name, "family": mdl.family, "model_summary": mdl.summary(), "accelerator": acc.name,
-               "warnings": warnings, "plans": [p.to_dict() for p in plans]}
-        if cells is not None:
-            doc["compare"] = {"layouts": [l.to_dict() for l in layouts], "batches": cmp_batches,
-                              "cells": [c.to_dict() for c in cells]}
-        if tables is not None:
-            doc["measured"] = {"sources": tables.sources, "summary": tables.summary()}
-        return [json.dumps(doc, indent=2)], warnings
-    lines = [mdl.summary()] + render_header(plans[0], tables) + [""]
-    for p in plans:
-        lines += render_plan(p, width) + [""]
-    lines += render_tuned(plans[0])
-    if cells is not None:
-        lines += [""] + render_compare(cells, layouts, cmp_batches, width)
-    lines.append("")
-    lines.append("Roofline time per op = max(FLOP / dense peak, bytes / memory bandwidth); collectives α + S·factor / "
-                 "busbw (nccl-tests); no compute/communication overlap. GB = 1e9 B, GB/s = 1e9 B/s, TFLOPS = 1e12 "
-                 "FLOP/s (decimal); peaks are DENSE.")
-    return lines, warnings
+        return [render_json(result)], warnings
+    return render_text(result, width), warnings
 
 
-def compare_gpus_warning(layout, n_gpus: int, gpus_given: bool) -> str:
-    """The one-line warning for a ``--compare`` layout on another GPU count than the plan's (module docstring)."""
-    src = "--gpus" if gpus_given else "the plan above"
-    return (f"--compare layout {layout.name} uses {layout.gpus} GPUs, not the {n_gpus} of {src}: its row is planned "
-            f"on {layout.gpus} GPUs (tokens/s total for {layout.gpus} GPUs; compare rows per GPU)")
-
-
-__all__ = ["moe_app", "plan_cmd", "comma_items", "number_list", "render_plan", "render_compare", "render_tuned", "render_header",
-           "table"]
+#: Names kept importable from here for callers of the command's former helpers (their home is given).
+__all__ = ["moe_app", "plan_cmd", "comma_items", "number_list", "render_plan", "render_compare", "render_tuned",
+           "render_header", "table"]

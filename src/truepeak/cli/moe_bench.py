@@ -3,7 +3,7 @@
 Thin adapter: parse → :func:`truepeak.bench.moe.run_bench` (validates, measures, appends JSON Lines records to
 results.jsonl in the --out folder, ./truepeak-moe-bench-YYYYmmdd-HHMMSS by default, as ``truepeak run`` does) → a
 table (or ``--json``) and an optional plot beside the records. Registered on the ``truepeak moe`` sub-app
-(:mod:`truepeak.cli.moe`).
+(:mod:`truepeak.cli.moe_app`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import fail
-from truepeak.cli.moe import comma_items, moe_app, number_list
+from truepeak.cli.moe_app import moe_app
+from truepeak.cli.options import comma_items, number_list
 from truepeak.errors import TruepeakError
 
 HELP = "\n\n".join([
@@ -49,7 +50,7 @@ HELP = "\n\n".join([
 
 
 def _names(text: str, what: str, example: str) -> list[str]:
-    """The lower-case names of a comma list option (:func:`truepeak.cli.moe.comma_items`: no empty items)."""
+    """The lower-case names of a comma list option (:func:`truepeak.cli.options.comma_items`: no empty items)."""
     return [p.lower() for p in comma_items(text, what, example)]
 
 
@@ -161,6 +162,6 @@ def bench(
         typer.echo(f"plot: {plot_path}", err=True)
 
 
-moe_app.command("bench", help=HELP)(bench)    # the `truepeak moe` sub-app lives in cli/moe.py (the planner's)
+moe_app.command("bench", help=HELP)(bench)    # on the `truepeak moe` sub-app (cli/moe_app.py)
 
 __all__ = ["bench", "render", "row_cells", "progress_line", "COLUMNS", "HELP"]

@@ -29,6 +29,12 @@ from dataclasses import dataclass
 
 from truepeak.errors import TruepeakError
 
+class LayoutError(TruepeakError):
+    """A layout the model cannot be split into (:func:`check_layout`: heads, experts, widths or layers that the
+    layout's factors do not divide). Callers that try several layouts (a what-if table, the default layouts) catch
+    this type and keep going; any other error stops them."""
+
+
 #: The layout factors, in display order.
 FACTORS = ("tp", "dp", "ep", "pp")
 LAYOUT_FORM = "factors tpN, epN, dpN, ppN joined, e.g. tp8, tp4pp2, ep8, tp2ep4, dp8ep8"
@@ -151,7 +157,8 @@ def parse_layouts(text: str) -> list[Layout]:
 
 
 def check_layout(model, layout: Layout) -> None:
-    """Raise TruepeakError naming what ``layout`` fails to divide in ``model`` (a :class:`truepeak.moe.config.MoEModel`).
+    """Raise :class:`LayoutError` naming what ``layout`` fails to divide in ``model`` (a
+    :class:`truepeak.moe.config.MoEModel`).
 
     Rules: attention heads % attn_tp == 0; GQA KV heads and attn_tp divide one another (KV heads are replicated when
     TP exceeds them); routed experts % ep == 0; expert width I_e % moe_tp == 0 (and the shared-expert and dense-MLP
@@ -178,8 +185,8 @@ def check_layout(model, layout: Layout) -> None:
     if layout.pp > model.num_layers:
         problems.append(f"PP{layout.pp} exceeds the {model.num_layers} layers")
     if problems:
-        raise TruepeakError(f"layout {layout.name} ({layout.describe()}) does not fit {model.name}: "
-                            + "; ".join(problems))
+        raise LayoutError(f"layout {layout.name} ({layout.describe()}) does not fit {model.name}: "
+                          + "; ".join(problems))
 
 
 def layout_for_gpus(n: int) -> Layout:
@@ -216,7 +223,7 @@ def default_layouts(n: int, model=None, limit: int = 6) -> list[Layout]:
         if model is not None:
             try:
                 check_layout(model, lay)
-            except TruepeakError:
+            except LayoutError:
                 continue
         out.append(lay)
         if len(out) == limit:
@@ -229,5 +236,5 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-__all__ = ["FACTORS", "LAYOUT_FORM", "Layout", "format_layout", "parse_layout", "parse_layouts", "check_layout",
+__all__ = ["FACTORS", "LAYOUT_FORM", "Layout", "LayoutError", "format_layout", "parse_layout", "parse_layouts", "check_layout",
            "layout_for_gpus", "default_layouts", "ceil_div"]

@@ -21,10 +21,11 @@ with ``weight_block_size`` [128, 128] (DeepSeek-V3, Kimi-K2, Qwen3-FP8) stores o
 block, and its serving path (vLLM / SGLang block-fp8, DeepGEMM) quantises activations per 1 x 128 group with one fp32
 scale each (scaling ``"block128"``). fp8 / int8 weights without a block size are assumed per-channel: one fp32 scale
 per output row of each weight, with per-token activation scales (scaling ``"row"``, llm-compressor's FP8_DYNAMIC /
-W8A8 scheme); a per-tensor checkpoint stores 4 B per tensor instead (fewer bytes), and :attr:`Formats.scaling_note`
-says which was assumed. DeepSeek-V3, one layer's 256 routed experts in fp8 block128: 7,516,192,768 + 3,758,096,384 B
-of values + 256·(32·56 + 56·16)·4 = 2,752,512 B of scales. Collectives carry the bf16 hidden states (2 B per value, as vLLM and SGLang
-do; GLM-5: 6144 × 2 B = 12 KiB per token), whatever the GEMM activation format.
+W8A8 scheme); a per-tensor checkpoint stores 4 B per tensor instead (fewer bytes), and the plan says which was
+assumed (:attr:`Formats.weight_scaling`). DeepSeek-V3, one layer's 256 routed experts in fp8 block128:
+7,516,192,768 + 3,758,096,384 B of values + 256·(32·56 + 56·16)·4 = 2,752,512 B of scales. Collectives carry the bf16
+hidden states (2 B per value, as vLLM and SGLang do; GLM-5: 6144 × 2 B = 12 KiB per token), whatever the GEMM
+activation format.
 """
 
 from __future__ import annotations
@@ -33,13 +34,12 @@ from dataclasses import dataclass, field
 
 from truepeak.errors import TruepeakError
 from truepeak.formats import Format, get_format
+from truepeak.moe.findings import ActivationsFallback, Finding, WeightsDequantised
+from truepeak.units import fmt_number, fmt_size
 
 #: Op groups, in display order. "communication" ops have no FLOP; their time is a collective model's.
 GROUPS = ("attention", "kv_cache", "router", "routed_experts", "shared_experts", "dense_mlp", "lm_head",
           "communication")
-GROUP_WORDS = {"attention": "attention projections", "kv_cache": "attention over the KV cache", "router": "router",
-               "routed_experts": "routed experts", "shared_experts": "shared experts", "dense_mlp": "dense MLP layers",
-               "lm_head": "lm_head", "communication": "communication"}
 #: Bytes per value of the hidden states that collectives and the residual stream carry (bf16).
 HIDDEN_BYTES = 2
 BF16 = get_format("bf16")
@@ -56,14 +56,15 @@ class Formats:
         gemm_peak: that dense peak, FLOP/s.
         bf16_peak: the dense bf16 peak, FLOP/s (attention core, router, lm_head).
         dequantised: True when the device has no tensor-core path for the weight format.
-        peak_note: what the GEMM compute peak is on this device, in one sentence.
-        notes: what the user must know about the choice (dequantised weights, an activation format the device
-            lacks), or empty.
+        notes: what the user must know about the choice, as findings (:mod:`truepeak.moe.findings`): an activation
+            format the device lacks (:class:`~truepeak.moe.findings.ActivationsFallback`), dequantised weights
+            (:class:`~truepeak.moe.findings.WeightsDequantised`); empty when neither.
         weight_scaling: fp32 scale layout of ``weights`` for :meth:`truepeak.formats.Format.matrix_bytes`
-            (``"block128"``, ``"row"``) when they are fp8 / int8, else None (block-scaled formats carry their own).
+            (``"block128"``: one per 128 x 128 block, the checkpoint's ``weight_block_size``; ``"row"``: one per
+            output row, assumed when the checkpoint gives no block size) when they are fp8 / int8, else None
+            (block-scaled formats carry their own).
         activation_scaling: the same for ``activations`` (1 x 128 groups with ``"block128"``, per token with
             ``"row"``).
-        scaling_note: which scale granularity was taken and why, in one sentence, or "".
     """
 
     weights: Format
@@ -73,11 +74,9 @@ class Formats:
     gemm_peak: float
     bf16_peak: float
     dequantised: bool = False
-    peak_note: str = ""
-    notes: tuple[str, ...] = ()
+    notes: tuple[Finding, ...] = ()
     weight_scaling: str | None = None
     activation_scaling: str | None = None
-    scaling_note: str = ""
 
     def scaling_of(self, fmt: Format) -> str | None:
         """The scale layout of operand format ``fmt``: :attr:`weight_scaling` for the plan's weight format,
@@ -123,12 +122,18 @@ class Formats:
             return fmt.values_bytes(count)
         return count * fmt.matrix_bytes(128, k, scaling, weight=True) / (128 * k)
 
+    @property
+    def mixed(self) -> bool:
+        """The weight format is native but the GEMMs compute at the wider activation format's peak."""
+        return not self.dequantised and self.gemm_compute.name != self.weights.name
+
     def to_dict(self) -> dict:
+        """JSON-ready (FLOP/s); ``findings``: :attr:`notes` as :meth:`truepeak.moe.findings.Finding.to_dict`."""
         return {"weights": self.weights.name, "activations": self.activations.name, "kv_cache": self.kv_cache.name,
                 "gemm_compute": self.gemm_compute.name, "gemm_peak_flops": self.gemm_peak,
-                "bf16_peak_flops": self.bf16_peak, "dequantised": self.dequantised, "peak_note": self.peak_note,
-                "notes": list(self.notes), "weight_scaling": self.weight_scaling,
-                "activation_scaling": self.activation_scaling, "scaling_note": self.scaling_note}
+                "bf16_peak_flops": self.bf16_peak, "dequantised": self.dequantised,
+                "weight_scaling": self.weight_scaling, "activation_scaling": self.activation_scaling,
+                "findings": [n.to_dict() for n in self.notes]}
 
 
 def _native(acc, fmt: Format) -> bool:
@@ -156,7 +161,7 @@ def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache:
     """
     w = get_format(weights)
     kv = get_format(kv_cache) if kv_cache else BF16
-    notes: list[str] = []
+    notes: list[Finding] = []
     if not _native(acc, BF16):
         base = get_format("fp16")
         acc.peak(base)  # raises UnsupportedError with the device's peaks when there is no 16-bit path either
@@ -170,30 +175,22 @@ def resolve_formats(acc, weights: str, activations: str | None = None, kv_cache:
                                 "and 8-bit floats by 8-bit floats only; give int8 for both (W8A8 int8), bf16 "
                                 "activations (weight-only), or fp8 activations for float weights")
         if not _native(acc, a):
-            notes.append(f"{acc.name} has no {a.name} tensor-core path: activations run as {base.name}")
+            notes.append(ActivationsFallback(acc.name, a.name, base.name))
             a = base
     else:
         a = w if (_native(acc, w) and w.bits_per_value <= 8) else base
     if _native(acc, w):
         compute = w if w.bits_per_value >= a.bits_per_value else a
         dequant = False
-        if compute is not w:
-            peak_note = (f"{w.name} weights x {a.name} activations compute at the dense {a.name} peak of "
-                         f"{_tf(acc.dense_flops(a))} TFLOPS")
-        else:
-            peak_note = f"GEMMs compute at the dense {w.name} peak of {_tf(acc.dense_flops(w))} TFLOPS"
     else:
         compute, dequant = a, True
-        why = ("has no fp4 tensor cores" if w.rate == "fp4" else
-               f"has no {w.rate} tensor-core path" if not w.is_block_scaled or acc.architecture.block_scaled
-               else "has no hardware block scaling")
-        peak_note = (f"{acc.name} ({acc.architecture.key}) {why}: {w.name} weights are dequantised inside the GEMM "
-                     f"(Marlin-style W{w.element_bits}A{a.element_bits}) and compute at the dense {a.name} peak of "
-                     f"{_tf(acc.dense_flops(a))} TFLOPS; weight bytes stay {w.bytes_per_value:g} B per value")
-        notes.append(peak_note)
+        why = ("no_fp4" if w.rate == "fp4" else
+               "no_rate" if not w.is_block_scaled or acc.architecture.block_scaled else "no_block_scaling")
+        notes.append(WeightsDequantised(acc.name, acc.architecture.key, why, w.rate, w.name, w.element_bits, a.name,
+                                        a.element_bits, acc.dense_flops(a), w.bytes_per_value))
     peak = acc.dense_flops(compute)
-    ws, as_, snote = scalings(w, a, weight_block_size)
-    return Formats(w, a, kv, compute, peak, bf16_peak, dequant, peak_note, tuple(notes), ws, as_, snote)
+    ws, as_ = scalings(w, a, weight_block_size)
+    return Formats(w, a, kv, compute, peak, bf16_peak, dequant, tuple(notes), ws, as_)
 
 
 def _takes_scales(fmt: Format) -> bool:
@@ -201,11 +198,11 @@ def _takes_scales(fmt: Format) -> bool:
     return fmt.element_bits == 8 and not fmt.is_block_scaled and fmt.rate in ("fp8", "int8")
 
 
-def scalings(weights: Format, activations: Format, weight_block_size=None) -> tuple[str | None, str | None, str]:
-    """``(weight_scaling, activation_scaling, note)``: the fp32 scale layouts of fp8 / int8 operands (module
-    docstring). ``weight_block_size`` (128, 128) → ``"block128"`` (128 x 128 weight blocks, 1 x 128 activation
-    groups); any other block size is not modelled and raises; None → per-channel weights (``"row"``) and per-token
-    activations, said in the note. Formats without fp32 scales get None.
+def scalings(weights: Format, activations: Format, weight_block_size=None) -> tuple[str | None, str | None]:
+    """``(weight_scaling, activation_scaling)``: the fp32 scale layouts of fp8 / int8 operands (module docstring).
+    ``weight_block_size`` (128, 128) → ``"block128"`` (128 x 128 weight blocks, 1 x 128 activation groups); any other
+    block size is not modelled and raises; None → per-channel weights (``"row"``, an assumption the plan states) and
+    per-token activations. Formats without fp32 scales get None.
 
     Raises:
         TruepeakError: a ``weight_block_size`` other than [128, 128] with fp8 / int8 weights.
@@ -213,28 +210,14 @@ def scalings(weights: Format, activations: Format, weight_block_size=None) -> tu
     w_s = _takes_scales(weights)
     a_s = _takes_scales(activations)
     if not (w_s or a_s):
-        return None, None, ""
+        return None, None
     block = tuple(weight_block_size) if weight_block_size else None
     if block is not None and w_s:
         if block != (128, 128):
             raise TruepeakError(f"weight_block_size {list(block)} is not modelled; fp8 / int8 block scales are "
                                 "counted for [128, 128] blocks only (DeepSeek-V3 style)")
-        note = (f"{weights.name} weights with one fp32 scale per 128 x 128 block (checkpoint weight_block_size "
-                "[128, 128])" + (f", {activations.name} activations with one fp32 scale per 1 x 128 group "
-                                 "(block-fp8 serving path)" if a_s else "") + ": scale bytes counted")
-        return "block128", ("block128" if a_s else None), note
-    parts = []
-    if w_s:
-        parts.append(f"{weights.name} weights assumed per-channel: one fp32 scale per output row (the checkpoint "
-                     "gives no weight_block_size; a per-tensor checkpoint stores 4 B per tensor instead)")
-    if a_s:
-        parts.append(f"{activations.name} activations per-token: one fp32 scale per row")
-    return ("row" if w_s else None), ("row" if a_s else None), "; ".join(parts) + ": scale bytes counted"
-
-
-def _tf(flops: float) -> str:
-    x = flops / 1e12
-    return f"{x:.1f}" if x >= 100 else f"{x:.4g}"
+        return "block128", ("block128" if a_s else None)
+    return ("row" if w_s else None), ("row" if a_s else None)
 
 
 @dataclass(frozen=True)
@@ -316,13 +299,9 @@ def gemm_cost(name: str, group: str, calls: int, m: int, n: int, k: int, weights
     else:
         wb = weights.values_bytes(n * k * batch)
         nbytes = wb + activations.values_bytes(m * k * batch) + out.values_bytes(m * n * batch)
-    shape = f"M={_num(m)} N={n} K={k}" + (f" x {batch}" if batch > 1 else "")
+    shape = f"M={fmt_number(m, 3)} N={n} K={k}" + (f" x {batch}" if batch > 1 else "")
     return roofline_op(name, group, calls, 2.0 * m * n * k * batch, nbytes, wb, peak, bandwidth, shape,
                        m=m, n=n, k=k, batch=batch, **detail)
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:.3g}"
 
 
 def with_time(op: OpCost, time_s: float, source: str, **detail) -> OpCost:
@@ -338,15 +317,8 @@ def with_time(op: OpCost, time_s: float, source: str, **detail) -> OpCost:
 def comm_op(name: str, calls: int, nbytes: float, time_s: float, source: str, **detail) -> OpCost:
     """A collective: ``nbytes`` is its nccl-tests total size S, ``time_s`` the model's or measurement's seconds."""
     return OpCost(name, "communication", calls, 0.0, float(nbytes), 0.0, float(time_s), "communication", source,
-                  f"S={_bytes(nbytes)}", dict(detail))
+                  f"S={fmt_size(nbytes)}", dict(detail))
 
 
-def _bytes(n: float) -> str:
-    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.4g} {unit}"
-    return f"{n:.0f} B"
-
-
-__all__ = ["GROUPS", "GROUP_WORDS", "HIDDEN_BYTES", "Formats", "resolve_formats", "scalings", "OpCost", "roofline_op", "gemm_cost",
+__all__ = ["GROUPS", "HIDDEN_BYTES", "Formats", "resolve_formats", "scalings", "OpCost", "roofline_op", "gemm_cost",
            "with_time", "comm_op"]

@@ -1,4 +1,5 @@
-"""Where a plan's weight format comes from (truepeak.moe.plan.choose_weights, WeightsChoice.describe) and the
+"""Where a plan's weight format comes from (truepeak.moe.plan.choose_weights, its words:
+truepeak.report.plan.weights_origin_text) and the
 ``weights:`` line of ``truepeak moe plan``: --weights, else the checkpoint's quantization_config, else bf16."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from truepeak.cli.app import app
 from truepeak.errors import UnknownNameError
 from truepeak.moe.config import load_model, parse_config
 from truepeak.moe.plan import choose_weights
+from truepeak.report.plan import finding_text, weights_origin_text
 
 
 def _json(name: str) -> dict:
@@ -62,7 +64,7 @@ def test_a_scheme_without_a_truepeak_format_falls_back_to_bf16_and_says_why():
     cfg = _json("qwen3-30b-a3b") | {"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}
     c = choose_weights(parse_config(cfg, "q"))
     assert (c.format, c.origin, c.quant_method) == ("bf16", "default", "awq")
-    assert c.describe() == ("bf16, the --weights default (quantization_config quant_method 'awq' has no truepeak "
+    assert weights_origin_text(c) == ("bf16, the --weights default (quantization_config quant_method 'awq' has no truepeak "
                             "format; --weights picks one)")
 
 
@@ -99,8 +101,11 @@ def test_note_when_one_format_covers_weights_the_checkpoint_leaves_unquantised(t
     p = plan(m, get_accelerator("h100-sxm"), "tp1", 1)
     assert p.formats.weights.name == "mxfp4" and p.weights_origin.quantised_groups == ("routed_experts",)
     assert p.memory.weight_parts["attention"] == pytest.approx(24 * 26_550_144 * 0.53125)
-    assert p.weights_note == (
+    note = p.weights_note
+    assert (note.format, note.groups, note.quantised_groups) == ("mxfp4", ("attention",), ("routed_experts",))
+    assert note.plan_bytes == pytest.approx(338_514_336) and note.bf16_bytes == pytest.approx(1_274_406_912)
+    assert finding_text(note) == (
         "one weight format per plan: attention projections are planned in mxfp4 like the routed experts, though the "
         "checkpoint leaves them unquantised (0.3385 GB of weights per GPU here, 1.274 GB in bf16: their bytes and time "
         "are below the checkpoint's); router, embedding and lm_head are bf16 in every plan, as in the checkpoint")
-    assert plan(m, get_accelerator("h100-sxm"), "tp1", 1, weights="nvfp4").weights_note == ""   # not its format
+    assert plan(m, get_accelerator("h100-sxm"), "tp1", 1, weights="nvfp4").weights_note is None   # not its format

@@ -1,5 +1,6 @@
-"""The decode step model (truepeak.moe.plan): layouts, formats, communication (C19, C20), routing facts (C17),
-memory fit and bad input. Expected values are computed by hand in each test from the case or data file named."""
+"""The decode step (truepeak.moe.plan.step): collectives (C19, C20), routing facts per GPU (C17), measured
+times, attention kinds and the pipeline. Expected values are computed by hand in each test from the case or data file
+named."""
 
 from __future__ import annotations
 
@@ -8,35 +9,13 @@ from importlib import resources
 
 import pytest
 
-from truepeak.errors import TruepeakError, UnknownNameError
+from truepeak.errors import TruepeakError
 from truepeak.hardware.lookup import get_accelerator
 from truepeak.moe.config import load_model
-from truepeak.moe.layout import check_layout, default_layouts, parse_layout, parse_layouts
+from truepeak.moe.findings import PcieCommunicationBound
 from truepeak.moe.measured import interpolate, load_measured
-from truepeak.moe.ops import resolve_formats
-from truepeak.moe.plan import compare, interconnect_of, plan
-
-WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
-
-
-@pytest.fixture(scope="module")
-def glm5():
-    return load_model("glm-5")
-
-
-@pytest.fixture(scope="module")
-def dsv3():
-    return load_model("deepseek-v3")
-
-
-@pytest.fixture(scope="module")
-def ws():
-    return get_accelerator(WS)
-
-
-@pytest.fixture(scope="module")
-def h200():
-    return get_accelerator("h200")
+from truepeak.moe.plan import plan
+from truepeak.report.plan import finding_text
 
 
 def _preset(name: str) -> dict:
@@ -48,74 +27,7 @@ def _jsonl(path, records):
     return str(path)
 
 
-# -- layouts -----------------------------------------------------------------------------------------------------------
-
-@pytest.mark.parametrize("text, gpus, attn_tp, moe_tp, ep, pp", [
-    ("tp8", 8, 8, 8, 1, 1),
-    ("tp4pp2", 8, 4, 4, 1, 2),
-    ("ep8", 8, 8, 1, 8, 1),
-    ("tp2ep4", 8, 8, 2, 4, 1),
-    ("dp8ep8", 8, 1, 1, 8, 1),
-    ("dp8", 8, 1, 8, 1, 1),
-    ("DP4-EP4-PP2", 8, 1, 1, 4, 2),
-])
-def test_parse_layout(text, gpus, attn_tp, moe_tp, ep, pp):
-    lay = parse_layout(text)
-    assert (lay.gpus, lay.attn_tp, lay.moe_tp, lay.ep, lay.pp) == (gpus, attn_tp, moe_tp, ep, pp)
-
-
-@pytest.mark.parametrize("text, words", [
-    ("tp0", "must be at least 1"), ("tp8tp2", "twice"), ("xp8", "cannot read"), ("", "empty"),
-    ("dp4ep8", "must be equal"), ("tp8,", "cannot read"),
-])
-def test_parse_layout_rejects(text, words):
-    with pytest.raises(TruepeakError, match=words):
-        parse_layout(text)
-
-
-def test_layout_that_does_not_divide_says_which(glm5):
-    with pytest.raises(TruepeakError) as e:
-        check_layout(glm5, parse_layout("ep3"))
-    msg = str(e.value)
-    assert "256 routed experts are not divisible by EP3" in msg
-    assert "64 attention heads are not divisible by attention TP3" in msg
-    with pytest.raises(TruepeakError, match="80 layers|exceeds the 78 layers"):
-        check_layout(glm5, parse_layout("pp80"))
-
-
-def test_default_layouts_are_six_valid_ones(dsv3):
-    lays = default_layouts(8, dsv3)
-    assert [l.name for l in lays] == ["tp8", "ep8", "dp8ep8", "tp4pp2", "tp2pp4", "tp2ep4"]
-    assert all(l.gpus == 8 for l in lays)
-    assert [l.name for l in parse_layouts("tp8, ep8,tp8")] == ["tp8", "ep8"]
-
-
-# -- formats -----------------------------------------------------------------------------------------------------------
-
-def test_nvfp4_on_hopper_is_dequantised(h200):
-    f = resolve_formats(h200, "nvfp4")
-    assert f.dequantised and f.activations.name == "bf16" and f.gemm_compute.name == "bf16"
-    assert f.gemm_peak == h200.dense_flops("bf16")
-    assert f.weights.bytes_per_value == 0.5625
-    assert "no fp4 tensor cores" in f.peak_note and "dequantised" in f.peak_note
-
-
-def test_nvfp4_on_blackwell_workstation_runs_fp4(ws):
-    f = resolve_formats(ws, "nvfp4")
-    assert not f.dequantised and f.activations.name == "nvfp4"
-    assert f.gemm_peak == pytest.approx(2015.2e12)
-    w4a16 = resolve_formats(ws, "nvfp4", "bf16")
-    assert w4a16.gemm_compute.name == "bf16" and w4a16.gemm_peak == pytest.approx(503.8e12)
-
-
-# -- interconnect and communication ------------------------------------------------------------------------------------
-
-def test_interconnect_rule(ws, h200):
-    assert interconnect_of(ws, 8)[0] == "pcie"
-    assert interconnect_of(h200, 8)[0] == "nvlink"
-    assert interconnect_of(get_accelerator("NVIDIA H100 PCIe"), 2)[0] == "nvlink"     # NVLink bridge: 2 GPUs
-    assert interconnect_of(get_accelerator("NVIDIA H100 PCIe"), 4)[0] == "pcie"
-    assert interconnect_of(h200, 8, "pcie") == ("pcie", "given")
+# -- communication -----------------------------------------------------------------------------------------------------
 
 
 def test_c19_collective_time_uses_algbw(tmp_path):
@@ -174,16 +86,14 @@ def test_c20_hundred_allreduces_cost_1_94_ms(tmp_path):
     assert sum(op.calls for op in layer_ar) == 100
     assert all(op.time_s == pytest.approx(19.4e-6) and op.measured for op in layer_ar)
     assert sum(op.total_s for op in layer_ar) == pytest.approx(1.94e-3)
-    assert any("communication-bound: TP4 over PCIe only" in n for n in p.notes)
-
-
-def test_c20_flag_only_for_tp_above_two_on_pcie(glm5, ws, h200, dsv3):
-    assert any("communication-bound" in n for n in plan(glm5, ws, "tp8", 1, weights="nvfp4").notes)
-    assert not any("communication-bound" in n for n in plan(glm5, ws, "tp2pp4", 1, weights="nvfp4").notes)
-    assert not any("communication-bound" in n for n in plan(dsv3, h200, "tp8", 1, weights="fp8").notes)
+    flag = next(n for n in p.notes if isinstance(n, PcieCommunicationBound))
+    assert (flag.tp_group, flag.batch, flag.small_batch) == (4, 1, True)
+    assert flag.time_s == pytest.approx(sum(op.total_s for op in p.ops if op.group == "communication"))
+    assert finding_text(flag).startswith("communication-bound: TP4 over PCIe only — collectives take ")
 
 
 # -- routing (C17) -----------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("batch, rows, pad64, pad16", [
     (96, 1.875, 0.971, 0.883), (512, 10, 0.844, 0.375), (768, 15, 0.766, 0.0625)])
@@ -191,46 +101,23 @@ def test_c17_rows_per_expert_not_per_batch(batch, rows, pad64, pad16, h200):
     # C17: E = 512, top-10 (Qwen3-Next): rows per expert = M * 10 / 512, padded share with 64- and 16-row tiles
     model = load_model("qwen3-next-80b-a3b")
     r = plan(model, h200, "tp1", batch, context=1024).routing
-    assert r["mean_tokens_per_expert"] == pytest.approx(rows)
-    assert r["padding_64"] == pytest.approx(pad64, abs=1e-3)
-    assert r["padding_16"] == pytest.approx(pad16, abs=1e-3)
+    assert r.mean_tokens_per_expert == pytest.approx(rows)
+    assert r.padding_64 == pytest.approx(pad64, abs=1e-3)
+    assert r.padding_16 == pytest.approx(pad16, abs=1e-3)
 
 
 def test_ep_uses_busiest_gpu(glm5, ws):
     p = plan(glm5, ws, "ep8", 512, weights="nvfp4")
     r = p.routing
-    assert r["experts_per_gpu"] == 32
-    assert r["gpu_pairs"] == r["busiest_gpu_pairs"] > 512 * 8 / 8        # the max over GPUs exceeds the mean
+    assert r.experts_per_gpu == 32
+    assert r.gpu_pairs == r.busiest_gpu_pairs > 512 * 8 / 8        # the max over GPUs exceeds the mean
     gu = p.expert_op("gate+up")
-    assert gu.flop == pytest.approx(2 * r["busiest_gpu_pairs"] * 2 * 2048 * 6144)   # full width I_e per expert
-    assert gu.weight_bytes == pytest.approx(r["gpu_active_experts"] * 2 * 2048 * 6144 * 0.5625)
+    assert gu.flop == pytest.approx(2 * r.busiest_gpu_pairs * 2 * 2048 * 6144)   # full width I_e per expert
+    assert gu.weight_bytes == pytest.approx(r.gpu_active_experts * 2 * 2048 * 6144 * 0.5625)
 
 
-# -- memory ------------------------------------------------------------------------------------------------------------
+# -- measured times ----------------------------------------------------------------------------------------------------
 
-def test_model_that_does_not_fit_says_by_how_much(dsv3, h200):
-    p = plan(dsv3, h200, "tp1", 1, weights="bf16", context=4096)
-    pc = dsv3.params_total()
-    moe_layers = dsv3.num_moe_layers
-    # bf16 everywhere; the router's weight E x H counted, its bias and the RMSNorm weights not
-    weights = 2 * (pc.attention + pc.dense_mlp + pc.routed_experts + pc.shared_experts + pc.embedding + pc.lm_head
-                   + moe_layers * 256 * 7168)
-    kv = 4096 * 61 * (512 + 64) * 2                                      # MLA latent + rope key per token, bf16
-    assert p.memory.weights == pytest.approx(weights)
-    assert p.memory.kv_cache == kv == 287_834_112
-    assert not p.memory.fits
-    assert p.memory.over == pytest.approx(weights + kv - 141e9)
-    assert any("does not fit" in c and "by " in c for c in p.conclusions())
-
-
-def test_mla_latent_cache_is_replicated_over_attention_tp(glm5, ws):
-    tp = plan(glm5, ws, "tp8", 8, weights="nvfp4", context=1000).memory.kv_cache
-    dp = plan(glm5, ws, "dp8ep8", 8, weights="nvfp4", context=1000).memory.kv_cache
-    per_seq = 1000 * 78 * (512 + 64 + 128) * 2                          # latent + rope + DSA index key, bf16
-    assert tp == 8 * per_seq and dp == 1 * per_seq
-
-
-# -- measured GEMMs ----------------------------------------------------------------------------------------------------
 
 def test_interpolate():
     pts = [(1.0, 10.0), (3.0, 30.0)]
@@ -273,58 +160,8 @@ def test_measured_file_without_usable_records(tmp_path):
         load_measured(str(tmp_path / "missing.jsonl"))
 
 
-# -- bad input ---------------------------------------------------------------------------------------------------------
+# -- attention kinds and pipeline --------------------------------------------------------------------------------------
 
-def test_batch_zero_is_refused(glm5, ws):
-    with pytest.raises(TruepeakError, match="batch 0 must be a whole number >= 1"):
-        plan(glm5, ws, "tp8", 0)
-
-
-def test_unsupported_family_names_the_supported_ones(tmp_path):
-    p = tmp_path / "config.json"
-    p.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096}))
-    with pytest.raises(TruepeakError) as e:
-        load_model(str(p))
-    assert "deepseek_v3" in str(e.value) and "qwen3_moe" in str(e.value)
-
-
-def test_missing_keys_are_named(tmp_path):
-    cfg = _preset("glm-5")
-    del cfg["n_routed_experts"], cfg["moe_intermediate_size"]
-    p = tmp_path / "config.json"
-    p.write_text(json.dumps(cfg))
-    with pytest.raises(TruepeakError) as e:
-        load_model(str(p))
-    assert "n_routed_experts" in str(e.value) and "moe_intermediate_size" in str(e.value)
-
-
-def test_unknown_format(glm5, ws):
-    with pytest.raises(UnknownNameError):
-        plan(glm5, ws, "tp8", 1, weights="fp5")
-
-
-def test_compare_keeps_going_past_a_bad_layout(glm5, ws):
-    cells = compare(glm5, ws, ["tp8", "ep3"], [1, 8], weights="nvfp4")
-    assert [c.layout for c in cells] == ["tp8", "tp8", "ep3", "ep3"]
-    assert cells[0].plan is not None and cells[2].plan is None and "EP3" in cells[2].error
-
-
-# -- tuned-config file names (vLLM get_config_file_name, SGLang's; moe_models.md §3) -------------------------------------
-
-def test_tuned_config_names_deepseek_fp8_block(dsv3, h200):
-    t = plan(dsv3, h200, "tp8", 1, weights="fp8").tuned_configs
-    assert t.vllm == "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
-    assert t.sglang == "E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
-
-
-def test_tuned_config_names_ep8(glm5, ws):
-    t = plan(glm5, ws, "ep8", 1, weights="bf16").tuned_configs     # moe_models.md §3: EP8 -> E=32, N=2048
-    assert t.vllm.startswith("E=32,N=2048,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Workstation_Edition")
-    assert (t.experts_per_rank, t.n_per_rank) == (32, 2048)
-
-
-
-# -- attention kinds and pipeline -------------------------------------------------------------------------------------
 
 def test_gqa_sliding_and_full_kv_reads(h200):
     # gpt-oss-120b: 36 layers alternating sliding (window 128) / full, 8 KV heads x 64, bf16 KV cache
@@ -357,13 +194,3 @@ def test_pipeline_bubble_when_fewer_microbatches_than_stages(glm5, ws):
     assert p.bubble_s == pytest.approx(p.step_s - busy)
     full = plan(glm5, ws, "tp2pp4", 8, weights="nvfp4")             # 4 micro-batches of 2: the pipeline is full
     assert full.step_s == pytest.approx(sum(op.total_s for op in full.ops)) and full.bubble_s == 0
-
-
-def test_planner_imports_without_torch_or_numpy():
-    import subprocess
-    import sys
-
-    code = ("import sys, truepeak.moe.plan, truepeak.moe.measured, truepeak.cli.moe; "
-            "print('torch' in sys.modules, 'numpy' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["False", "False"]                               # DESIGN.md: the moe core is pure Python
