@@ -31,18 +31,18 @@ def op(p, name):
 
 def test_routing_by_hand(ep8):
     r = ep8.routing
-    assert r["mean_tokens_per_expert"] == B * K / E == 2.0
+    assert r.mean_tokens_per_expert == B * K / E == 2.0
     active = E * (1 - (1 - K / E) ** B)                  # 256 · [1 − (248/256)^64] = 222.44
-    assert r["active_experts"] == pytest.approx(active, rel=1e-12) and round(active, 1) == 222.4
-    assert r["mean_gpu_pairs"] == B * K / 8 == 64
-    assert round(r["busiest_gpu_pairs"], 2) == 75.44 and round(r["busiest_gpu_active_experts"], 1) == 30.3
+    assert r.active_experts == pytest.approx(active, rel=1e-12) and round(active, 1) == 222.4
+    assert r.mean_gpu_pairs == B * K / 8 == 64
+    assert round(r.busiest_gpu_pairs, 2) == 75.44 and round(r.busiest_gpu_active_experts, 1) == 30.3
     assert "**2 tokens per expert**" in DOC and "**222.4 of 256 experts active**" in DOC
     assert "**75.44** (token, expert) pairs against a mean of 64" in DOC and "**30.3** active experts" in DOC
 
 
 def test_routed_expert_gate_up_by_hand(ep8):
     r, gu = ep8.routing, op(ep8, "routed experts gate+up")
-    pairs, active = r["busiest_gpu_pairs"], r["busiest_gpu_active_experts"]
+    pairs, active = r.busiest_gpu_pairs, r.busiest_gpu_active_experts
     n = 2 * I_E                                           # gate and up rows, experts not split (EP)
     per_expert = n * H + (n // 128) * (H // 128) * 4      # fp8 values + one fp32 scale per 128 x 128 block
     assert per_expert == 29_367_296
