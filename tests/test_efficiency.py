@@ -86,13 +86,13 @@ def test_S1_per_expert_gemm_roofline(ws):
     assert e.bound == "memory"                                 # 56 << 1125
     # ceiling = 1.792e12 B/s x 805,306,368 / 14,389,248 FLOP/B = 100.29 TFLOPS (A, B and C bytes counted);
     # the case's "~102 TFLOPS" is the weights-only count, 1.792e12 x 512/9 = 101.94 TFLOPS.
-    assert e.attainable_flops == pytest.approx(1.792e12 * 805_306_368 / 14_389_248)
-    assert e.attainable_flops / 1e12 == pytest.approx(100.29, abs=0.01)
+    assert e.attainable_flop_per_s == pytest.approx(1.792e12 * 805_306_368 / 14_389_248)
+    assert e.attainable_flop_per_s / 1e12 == pytest.approx(100.29, abs=0.01)
     assert 1.792e12 * e.flop / e.b_bytes / 1e12 == pytest.approx(101.94, abs=0.01)
     # time = 0.805e9 FLOP / 0.8e12 FLOP/s = 1.0066 ms; bytes / time = 14.29 GB/s = 0.80 % of 1792 GB/s
     assert e.time_s == pytest.approx(805_306_368 / 0.8e12)
     assert e.achieved_bandwidth == pytest.approx(14_389_248 / e.time_s)
-    assert e.pct_bandwidth == pytest.approx(0.8e12 / e.attainable_flops)   # memory-bound: bandwidth % = roofline %
+    assert e.pct_bandwidth == pytest.approx(0.8e12 / e.attainable_flop_per_s)   # memory-bound: bandwidth % = roofline %
     assert e.pct_roofline == pytest.approx(e.pct_bandwidth)
     assert e.time_floor_s == pytest.approx(14_389_248 / 1.792e12)          # 8.03 us
     assert e.notes == ()
@@ -257,7 +257,7 @@ def test_counts_come_from_the_gemm(ws):
 def test_no_bandwidth_no_roofline():
     acc = make_acc(peaks=[Peak("bf16", "fp32", 100e12, None, "t")])
     e = analyze(acc, "bf16", shape="64x64x64", tflops=1)
-    assert e.bound is None and e.attainable_flops is None and e.flop == 2 * 64**3
+    assert e.bound is None and e.attainable_flop_per_s is None and e.flop == 2 * 64**3
     assert "no memory bandwidth" in e.notes[0]
 
 
@@ -396,7 +396,7 @@ def test_S1_shape_alone_gives_the_bounds(ws):
     e = analyze(ws, "nvfp4", shape="16x6144x4096")
     assert e.achieved_flops is None and e.pct_dense is None and e.pct_roofline is None and e.time_s is None
     assert e.bound == "memory" and e.ridge == pytest.approx(2015.2 / 1.792)
-    assert e.attainable_flops / 1e12 == pytest.approx(100.29, abs=0.01)
+    assert e.attainable_flop_per_s / 1e12 == pytest.approx(100.29, abs=0.01)
     assert e.time_floor_s == pytest.approx(14_389_248 / 1.792e12)
     assert e.flop == 805_306_368 and e.min_bytes == 14_389_248
 

@@ -69,7 +69,7 @@ class Efficiency:
             ``a_bytes``, ``b_bytes``, ``c_bytes`` and ``intensity`` (FLOP/B) are read from it (None without it).
         time_s: measured (or implied) seconds per GEMM; None without a shape.
         ridge: dense peak / bandwidth (FLOP/B); ``bandwidth``: spec memory bandwidth (B/s).
-        attainable_flops: the roofline ceiling at this shape (FLOP/s); ``pct_roofline``: achieved / it.
+        attainable_flop_per_s: the roofline ceiling at this shape (FLOP/s); ``pct_roofline``: achieved / it.
         bound: ``"memory"`` or ``"compute"``; ``time_floor_s``: max(FLOP / peak, bytes / bandwidth).
         achieved_bandwidth, pct_bandwidth: min_bytes / time (B/s) and its fraction of the spec bandwidth; set for
             memory-bound shapes, where it is the percentage that matters.
@@ -100,7 +100,7 @@ class Efficiency:
     time_s: float | None = None
     bandwidth: float | None = None
     ridge: float | None = None
-    attainable_flops: float | None = None
+    attainable_flop_per_s: float | None = None
     pct_roofline: float | None = None
     bound: str | None = None
     time_floor_s: float | None = None
@@ -339,7 +339,7 @@ def _roofline_fields(acc: Accelerator, gemm: Gemm, dense: float, achieved: float
     roof = Roofline(dense, float(bw))
     ceiling = roof.attainable(gemm.intensity)
     bound = roof.bound(gemm.intensity)
-    out: dict[str, Any] = dict(bandwidth=float(bw), ridge=roof.ridge, attainable_flops=ceiling, bound=bound,
+    out: dict[str, Any] = dict(bandwidth=float(bw), ridge=roof.ridge, attainable_flop_per_s=ceiling, bound=bound,
                                time_floor_s=roof.time_floor(gemm.flop, gemm.min_bytes))
     if achieved is None:
         return out
