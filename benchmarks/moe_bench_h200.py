@@ -15,7 +15,7 @@ import sys
 import time
 
 from truepeak.bench import moe
-from truepeak.bench.records import environment
+from truepeak.bench.environment import environment
 
 out = sys.argv[1]
 quick = "--quick" in sys.argv
@@ -53,6 +53,7 @@ budget = float(os.environ.get("MOE_BUDGET_S", "0.08"))
 
 
 def show(r):
+    r = r.to_dict()
     w = r["workload"]
     if r["status"] == "ok":
         d = r["derived"]
@@ -61,7 +62,7 @@ def show(r):
         print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s}{acts} "
               f"tpe {w['tokens_per_expert']:>5g} "
               f"{r['backend']:10s} {d['time_s'] * 1e6:9.1f} us {d['bytes_per_s'] / 1e12:6.3f} TB/s "
-              f"{100 * d['pct_read_bandwidth']:5.1f} %bw {d['flop_per_s'] / 1e12:7.1f} TFLOPS "
+              f"{100 * d['read_bandwidth_fraction']:5.1f} %bw {d['flop_per_s'] / 1e12:7.1f} TFLOPS "
               f"err {r['correctness']['max_rel_error']:.2e}", flush=True)
     else:
         print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s} "
@@ -80,8 +81,8 @@ for model, ep, routing in cases:
                              fp4_activations=fp4_acts, fp4_kernel=fp4_kernel, fp8_activations=fp8_acts)
     print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
 for e_local, name in ((256, "moe_pct_read_bw.png"), (32, "moe_pct_read_bw_ep8.png")):
-    sel = [r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == e_local
-           and r["workload"]["routing"] == "uniform"]
+    sel = [r for r in records if r.workload.model == "deepseek-v3" and r.workload.E_local == e_local
+           and r.workload.routing == "uniform"]
     if sel:
         try:
             moe.plot_records(sel, os.path.join(out, name))
