@@ -322,7 +322,7 @@ def test_derived_metrics_ignores_unusable_clock(h200):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Above the spec-clock peak but below the peak at the highest clock: accepted, with a note (fresh-user bug 1)
+# Above the spec-clock peak but below the peak at the highest clock: accepted, with a note
 
 ABOVE_SPEC = ("above the spec-clock dense peak: the GPU ran above its 1830 MHz spec clock; pass --clock-mhz (or use "
               "truepeak run, which samples it) to compare against the peak at the clock it ran")
@@ -368,7 +368,7 @@ def test_derived_metrics_ignores_a_clock_far_above_the_maximum(h200):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Instruction kind: block-scaled MXFP8 on the RTX 5090 (fresh-user bug 2)
+# Instruction kind: block-scaled MXFP8 on the RTX 5090
 
 
 def test_5090_mxfp8_660_at_2750_mhz_is_accepted():
@@ -389,7 +389,7 @@ def test_5090_fp8_e4m3_660_is_rejected(clock_hz):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Shape alone, scaling validation, units (fresh-user bugs 4 and 5)
+# Shape alone, scaling validation, units
 
 
 def test_S1_shape_alone_gives_the_bounds(ws):

@@ -1,4 +1,4 @@
-"""Measured times in a plan (truepeak.moe.measured): regression tests for the bugs found by the new-user review.
+"""Measured times in a plan (truepeak.moe.measured): which measured curve times which op, and how it is read.
 
 Every expected value is computed by hand in the test from the numbers in its records (the 2x H200 values are those of
 docs/results/h200x2/results.jsonl and docs/results/h200/moe/moe_experts.jsonl, rounded)."""
