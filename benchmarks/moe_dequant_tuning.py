@@ -10,7 +10,7 @@ import sys
 import time
 
 from truepeak.bench import moe
-from truepeak.bench.records import environment
+from truepeak.bench.environment import environment
 
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
@@ -33,9 +33,9 @@ for fmt, variants in VARIANTS.items():
         recs = moe.run_bench("deepseek-v3", ep=8, tokens_per_expert=(8,), weights=(fmt,), backends=("triton",),
                              out_path=os.path.join(out, "tune.jsonl"), budget_s=0.05, warmup_s=0.02, read_bw=bw,
                              env=env, triton_tune={fmt: v})
-        r = recs[0]
+        r = recs[0].to_dict()
         if r["status"] == "ok":
-            pct = 100 * r["derived"]["pct_read_bandwidth"]
+            pct = 100 * r["derived"]["read_bandwidth_fraction"]
             print(f"tune {fmt:6s} {str(v):75s} {r['derived']['time_s'] * 1e6:8.1f} us {pct:5.1f} %bw", flush=True)
             if best is None or r["derived"]["time_s"] < best[0]:
                 best = (r["derived"]["time_s"], v)
@@ -46,11 +46,12 @@ print("chosen:", chosen, f"at {time.time() - t0:.0f} s", flush=True)
 
 
 def show(r):
+    r = r.to_dict()
     w = r["workload"]
     if r["status"] == "ok":
         d = r["derived"]
         print(f"{w['model']:12s} E{w['E_local']:<4d} {w['weights_format']:6s} tpe {w['tokens_per_expert']:>5g} "
-              f"{d['time_s'] * 1e6:9.1f} us {100 * d['pct_read_bandwidth']:5.1f} %bw err "
+              f"{d['time_s'] * 1e6:9.1f} us {100 * d['read_bandwidth_fraction']:5.1f} %bw err "
               f"{r['correctness']['max_rel_error']:.1e}", flush=True)
     else:
         print(w["model"], w["E_local"], w["weights_format"], w["tokens_per_expert"], r["status"], r["reason"][:150])

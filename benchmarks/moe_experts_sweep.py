@@ -20,7 +20,7 @@ import os
 import time
 
 from truepeak.bench import moe
-from truepeak.bench.records import environment
+from truepeak.bench.environment import environment
 
 TOKENS_PER_EXPERT = (1, 4, 8, 16, 32, 64, 256)
 FORMATS = ("bf16", "fp8", "nvfp4", "mxfp4")
@@ -47,6 +47,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def show(r):
+    r = r.to_dict()
     w = r["workload"]
     if r["status"] == "ok":
         d = r["derived"]
@@ -55,7 +56,7 @@ def show(r):
         print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s}{acts} "
               f"tpe {w['tokens_per_expert']:>5g} "
               f"{r['backend']:10s} {d['time_s'] * 1e6:9.1f} us {d['bytes_per_s'] / 1e12:6.3f} TB/s "
-              f"{100 * d['pct_read_bandwidth']:5.1f} %bw {d['flop_per_s'] / 1e12:7.1f} TFLOPS "
+              f"{100 * d['read_bandwidth_fraction']:5.1f} %bw {d['flop_per_s'] / 1e12:7.1f} TFLOPS "
               f"err {r['correctness']['max_rel_error']:.2e}", flush=True)
     else:
         print(f"{w['model']:12s} E{w['E_local']:<4d} {w['routing']:13s} {w['weights_format']:6s} "
@@ -93,8 +94,8 @@ def main(argv=None) -> None:
                                  fp8_activations=args.fp8_activations)
         print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
     for e_local, name in ((256, "moe_pct_read_bw.png"), (32, "moe_pct_read_bw_ep8.png")):
-        sel = [r for r in records if r["workload"]["model"] == "deepseek-v3" and r["workload"]["E_local"] == e_local
-               and r["workload"]["routing"] == "uniform"]
+        sel = [r for r in records if r.workload.model == "deepseek-v3" and r.workload.E_local == e_local
+               and r.workload.routing == "uniform"]
         if sel:
             try:
                 moe.plot_records(sel, os.path.join(args.out, name))

@@ -12,8 +12,6 @@ later one shown.
 Usage: python3 benchmarks/moe_experts_tables.py RECORDS.jsonl[.gz] [MORE.jsonl ...]   (records of several files are
 read in order, as one stream)
 """
-import gzip
-import json
 import sys
 from collections import defaultdict
 
@@ -34,13 +32,10 @@ def label(r: dict) -> str:
 
 
 def read_records(paths: list[str]) -> list[dict]:
-    """The records of ``paths`` in order; a name ending in ``.gz`` is read through gzip."""
-    recs = []
-    for path in paths:
-        opener = gzip.open if str(path).endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            recs += [json.loads(line) for line in f if line.strip()]
-    return recs
+    """The records of ``paths`` in order (any schema truepeak reads, plain or gzip-compressed), as schema-3 dicts."""
+    from truepeak import records
+
+    return [r.to_dict() for path in paths for r in records.read_records(path)]
 
 
 def main(paths: list[str]) -> None:
@@ -57,7 +52,7 @@ def main(paths: list[str]) -> None:
         by[group][key] = r
 
     def pct(r):
-        return 100 * r["derived"]["pct_read_bandwidth"]
+        return 100 * r["derived"]["read_bandwidth_fraction"]
 
     def us(r):
         return r["derived"]["time_s"] * 1e6

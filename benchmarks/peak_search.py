@@ -25,7 +25,8 @@ from pathlib import Path
 from truepeak.bench import gemm as G
 from truepeak.bench import peak as P
 from truepeak.bench import run as R
-from truepeak.bench.records import RecordWriter, environment
+from truepeak.bench.environment import environment
+from truepeak.records import RecordWriter
 
 SHORT = (16, 4096, 7168)  # ~10 us bf16: the decode GEMM timed against ncu
 
@@ -58,10 +59,10 @@ class Measurer:
         case = R.Case("gemm", fmt, m, n, k, large=True, origin=f"benchmark {tag}", mode=mode,
                       scaling=G.default_scaling(fmt), warmup_s=warmup_s, budget_s=budget_s)
         rec = R._run_gemm(case, R.case_key(case, self.dev) + f"|bench:{tag}:{self.n}", self.sweep)
-        rec["search"] = {"phase": tag, "round": 0, "step": None, "eval": self.n}
+        rec = rec.replace(search={"phase": tag, "round": 0, "step": None, "eval": self.n})
         self.n += 1
         self.writer.write(rec)
-        return rec
+        return rec.to_dict()
 
 
 def _value(rec):
@@ -98,8 +99,7 @@ def search(out: Path) -> dict:
     res["peaks"] = [_brief(p) for p in run.peaks]
     res["search_s"] = time.perf_counter() - t_start
     best = {(p.format, p.mode): p for p in run.peaks if p.status == "ok"}
-    env = environment(["benchmarks/peak_search.py", "search"], device=dev.index or 0)
-    env["device"] = dev.to_dict()
+    env = environment(["benchmarks/peak_search.py", "search"], device=dev.index or 0).replace(device=dev.to_dict())
     import torch
 
     with RecordWriter(out / "checks.jsonl") as writer:
@@ -110,7 +110,7 @@ def search(out: Path) -> dict:
             p = best.get((fmt, "sustained"))
             if p is None:
                 continue
-            w = p.best_record["workload"]
+            w = p.best_record.to_dict()["workload"]
             shape = (w["m"], w["n"], w["k"])
             R.settle_gpu(torch, dev, 3.0)
             vals = [_value(mz.measure(fmt, shape, "sustained", 3.0, 2.0, "stability")) for _ in range(3)]
@@ -128,7 +128,7 @@ def search(out: Path) -> dict:
         p = best.get(("bf16", "burst"))
         deadline = t_start + float(sys.argv[3]) if len(sys.argv) > 3 else t_start + 330
         if p is not None:
-            w = p.best_record["workload"]
+            w = p.best_record.to_dict()["workload"]
             c = [max(1024, min(16384, round(x / 1024) * 1024)) for x in (w["m"], w["n"], w["k"])]
             axis = [sorted({max(1024, min(16384, v + d * 1024)) for d in (-2, -1, 0, 1, 2)}) for v in c]
             shapes = sorted(((a, b, d) for a in axis[0] for b in axis[1] for d in axis[2]),
@@ -160,8 +160,7 @@ def variants(out: Path) -> dict:
     """The short GEMM on the CUDA-graph timer (for ncu in the same session) and every fp8 scale layout at 8192^3."""
     dev = R.detect("cuda")
     t0 = time.perf_counter()
-    env = environment(["benchmarks/peak_search.py", "variants"], device=dev.index or 0)
-    env["device"] = dev.to_dict()
+    env = environment(["benchmarks/peak_search.py", "variants"], device=dev.index or 0).replace(device=dev.to_dict())
     res: dict = {"short_kernel": [], "fp8_variants": []}
     with RecordWriter(out / "variants.jsonl") as writer:
         mz = Measurer(dev, writer, env)
@@ -176,9 +175,10 @@ def variants(out: Path) -> dict:
                 case = R.Case("gemm", fmt, 8192, 8192, 8192, large=True, origin="benchmark fp8 variants", mode=mode,
                               scaling=scaling, warmup_s=1.0, budget_s=1.0)
                 rec = R._run_gemm(case, R.case_key(case, dev) + f"|bench:fp8:{mz.n}", mz.sweep)
-                rec["search"] = {"phase": "fp8-variants", "round": 0, "step": None, "eval": mz.n}
+                rec = rec.replace(search={"phase": "fp8-variants", "round": 0, "step": None, "eval": mz.n})
                 mz.n += 1
                 writer.write(rec)
+                rec = rec.to_dict()
                 tel = ((rec.get("measurement") or {}).get("telemetry")) or {}
                 res["fp8_variants"].append({"format": fmt, "scaling": scaling, "mode": mode, "status": rec["status"],
                                             "reason": rec["reason"][:200], "tflops": _tflops(_value(rec)),

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from truepeak.efficiency import DERIVED_KEYS, analyze, derived_metrics
+from truepeak.efficiency import analyze, derived_metrics
+from truepeak.records import CopyMetrics, GemmMetrics
 from truepeak.errors import MeasurementError, TruepeakError, UnknownNameError, UnsupportedError
 from truepeak.hardware.catalog import Accelerator, Architecture, Peak, Sourced, load_catalog
 from truepeak.roofline import Copy, Gemm
@@ -86,13 +87,13 @@ def test_S1_per_expert_gemm_roofline(ws):
     assert e.bound == "memory"                                 # 56 << 1125
     # ceiling = 1.792e12 B/s x 805,306,368 / 14,389,248 FLOP/B = 100.29 TFLOPS (A, B and C bytes counted);
     # the case's "~102 TFLOPS" is the weights-only count, 1.792e12 x 512/9 = 101.94 TFLOPS.
-    assert e.attainable_flops == pytest.approx(1.792e12 * 805_306_368 / 14_389_248)
-    assert e.attainable_flops / 1e12 == pytest.approx(100.29, abs=0.01)
+    assert e.attainable_flop_per_s == pytest.approx(1.792e12 * 805_306_368 / 14_389_248)
+    assert e.attainable_flop_per_s / 1e12 == pytest.approx(100.29, abs=0.01)
     assert 1.792e12 * e.flop / e.b_bytes / 1e12 == pytest.approx(101.94, abs=0.01)
     # time = 0.805e9 FLOP / 0.8e12 FLOP/s = 1.0066 ms; bytes / time = 14.29 GB/s = 0.80 % of 1792 GB/s
     assert e.time_s == pytest.approx(805_306_368 / 0.8e12)
     assert e.achieved_bandwidth == pytest.approx(14_389_248 / e.time_s)
-    assert e.pct_bandwidth == pytest.approx(0.8e12 / e.attainable_flops)   # memory-bound: bandwidth % = roofline %
+    assert e.pct_bandwidth == pytest.approx(0.8e12 / e.attainable_flop_per_s)   # memory-bound: bandwidth % = roofline %
     assert e.pct_roofline == pytest.approx(e.pct_bandwidth)
     assert e.time_floor_s == pytest.approx(14_389_248 / 1.792e12)          # 8.03 us
     assert e.notes == ()
@@ -257,52 +258,51 @@ def test_counts_come_from_the_gemm(ws):
 def test_no_bandwidth_no_roofline():
     acc = make_acc(peaks=[Peak("bf16", "fp32", 100e12, None, "t")])
     e = analyze(acc, "bf16", shape="64x64x64", tflops=1)
-    assert e.bound is None and e.attainable_flops is None and e.flop == 2 * 64**3
+    assert e.bound is None and e.attainable_flop_per_s is None and e.flop == 2 * 64**3
     assert "no memory bandwidth" in e.notes[0]
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # derived_metrics (used by `truepeak run` for every record): SI values, fractions
 
-KEYS = set(DERIVED_KEYS)
-PLACEMENT = {"sm_clock_hz", "dense_peak_flop_per_s", "peak_source", "peak_estimated", "bandwidth_bytes_per_s",
-             "bandwidth_source"}
+def _set(m) -> set[str]:
+    """The metrics that hold a value."""
+    return set(m.to_dict())
 
 
 def test_derived_metrics_gemm(h200):
     g = Gemm(8192, 8192, 8192, "bf16")
     m = derived_metrics(h200, g, 1.5e-3, clock_hz=1.5e9)
-    assert set(m) == KEYS
-    assert m["flop_per_s"] == pytest.approx(1_099_511_627_776 / 1.5e-3)             # 733.0 TFLOPS
-    assert m["bytes_per_s"] == pytest.approx(3 * 134_217_728 / 1.5e-3)              # 268.4 GB/s
-    assert m["pct_dense"] == pytest.approx(0.740861, abs=1e-6)                      # 733.007 / 989.4
-    assert m["bound"] == "compute" and m["attainable_flop_per_s"] == pytest.approx(989.4e12)
-    assert m["pct_roofline"] == pytest.approx(0.740861, abs=1e-6)
-    assert m["pct_at_clock"] == pytest.approx(0.903823, abs=1e-6)                   # 733.007 / 811.008 at 1.5 GHz
-    assert m["pct_bandwidth"] == pytest.approx(0.0559241, abs=1e-7)                 # 268.4 / 4800
+    assert isinstance(m, GemmMetrics) and m.memory_note is None
+    assert m.flop_per_s == pytest.approx(1_099_511_627_776 / 1.5e-3)             # 733.0 TFLOPS
+    assert m.bytes_per_s == pytest.approx(3 * 134_217_728 / 1.5e-3)              # 268.4 GB/s
+    assert m.dense_fraction == pytest.approx(0.740861, abs=1e-6)                      # 733.007 / 989.4
+    assert m.bound == "compute" and m.attainable_flop_per_s == pytest.approx(989.4e12)
+    assert m.roofline_fraction == pytest.approx(0.740861, abs=1e-6)
+    assert m.at_clock_fraction == pytest.approx(0.903823, abs=1e-6)                   # 733.007 / 811.008 at 1.5 GHz
+    assert m.bandwidth_fraction == pytest.approx(0.0559241, abs=1e-7)                 # 268.4 / 4800
     # what the percentages are against, so a record explains itself
-    assert m["sm_clock_hz"] == 1.5e9 and m["dense_peak_flop_per_s"] == 989.4e12 and m["peak_estimated"] is False
-    assert m["bandwidth_bytes_per_s"] == 4.8e12 and m["peak_source"] and m["bandwidth_source"]
+    assert m.sm_clock_hz == 1.5e9 and m.dense_peak_flop_per_s == 989.4e12 and m.peak_estimated is False
+    assert m.bandwidth_bytes_per_s == 4.8e12 and m.peak_source and m.bandwidth_source
 
 
 def test_derived_metrics_copy(h200):
     m = derived_metrics(h200, Copy(2**30), 0.5e-3)
-    assert set(m) == KEYS
-    assert m["bytes_per_s"] == pytest.approx(2 * 2**30 / 0.5e-3)     # 4295 GB/s, read + write
-    assert m["pct_bandwidth"] == pytest.approx(0.894785, abs=1e-6)   # 4295 / 4800 = 89.5 %
-    assert m["bandwidth_bytes_per_s"] == 4.8e12
-    assert all(m[k] is None for k in KEYS - {"bytes_per_s", "pct_bandwidth", "bandwidth_bytes_per_s",
-                                             "bandwidth_source"})
+    assert isinstance(m, CopyMetrics)
+    assert m.bytes_per_s == pytest.approx(2 * 2**30 / 0.5e-3)     # 4295 GB/s, read + write
+    assert m.bandwidth_fraction == pytest.approx(0.894785, abs=1e-6)   # 4295 / 4800 = 89.5 %
+    assert m.bandwidth_bytes_per_s == 4.8e12
+    assert _set(m) == {"bytes_per_s", "bandwidth_fraction", "bandwidth_bytes_per_s", "bandwidth_source"}
 
 
 def test_derived_metrics_cpu_accelerator():
     cpu = make_acc(key="cpu", name="CPU")
     m = derived_metrics(cpu, Gemm(256, 256, 256, "fp32"), 1e-3, clock_hz=3e9)
-    assert m["flop_per_s"] == pytest.approx(2 * 256**3 / 1e-3)       # 33.55 GFLOP/s
-    assert m["sm_clock_hz"] == 3e9
-    assert all(m[k] is None for k in KEYS - {"flop_per_s", "bytes_per_s", "sm_clock_hz"})
+    assert m.flop_per_s == pytest.approx(2 * 256**3 / 1e-3)       # 33.55 GFLOP/s
+    assert m.sm_clock_hz == 3e9
+    assert _set(m) == {"flop_per_s", "bytes_per_s", "sm_clock_hz"}
     c = derived_metrics(cpu, Copy(1000), 1e-6)
-    assert c["bytes_per_s"] == pytest.approx(2e9) and c["pct_bandwidth"] is None
+    assert c.bytes_per_s == pytest.approx(2e9) and c.bandwidth_fraction is None
 
 
 def test_derived_metrics_rejects(h200):
@@ -313,16 +313,16 @@ def test_derived_metrics_rejects(h200):
         derived_metrics(h200, g, 0.278e-3)  # C07: 3955 TFLOPS
     # a measured clock above the spec basis raises the applicable limit: 1000 TFLOPS at 1.98 GHz is possible
     m = derived_metrics(h200, g, g.flop / 1000e12, clock_hz=1.98e9)
-    assert m["pct_dense"] > 1 and m["pct_at_clock"] < 1
+    assert m.dense_fraction > 1 and m.at_clock_fraction < 1
 
 
 def test_derived_metrics_ignores_unusable_clock(h200):
     m = derived_metrics(h200, Gemm(1024, 1024, 1024, "bf16"), 1e-3, clock_hz=math.nan)
-    assert m["pct_at_clock"] is None and m["sm_clock_hz"] is None and m["pct_dense"] is not None
+    assert m.at_clock_fraction is None and m.sm_clock_hz is None and m.dense_fraction is not None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Above the spec-clock peak but below the peak at the highest clock: accepted, with a note (fresh-user bug 1)
+# Above the spec-clock peak but below the peak at the highest clock: accepted, with a note
 
 ABOVE_SPEC = ("above the spec-clock dense peak: the GPU ran above its 1830 MHz spec clock; pass --clock-mhz (or use "
               "truepeak run, which samples it) to compare against the peak at the clock it ran")
@@ -364,11 +364,11 @@ def test_clock_above_the_catalog_maximum_cannot_lift_the_ceiling(h200):
 
 def test_derived_metrics_ignores_a_clock_far_above_the_maximum(h200):
     m = derived_metrics(h200, Gemm(1024, 1024, 1024, "bf16"), 1e-3, clock_hz=5e9)
-    assert m["pct_at_clock"] is None and m["pct_dense"] is not None
+    assert m.at_clock_fraction is None and m.dense_fraction is not None
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Instruction kind: block-scaled MXFP8 on the RTX 5090 (fresh-user bug 2)
+# Instruction kind: block-scaled MXFP8 on the RTX 5090
 
 
 def test_5090_mxfp8_660_at_2750_mhz_is_accepted():
@@ -389,14 +389,14 @@ def test_5090_fp8_e4m3_660_is_rejected(clock_hz):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Shape alone, scaling validation, units (fresh-user bugs 4 and 5)
+# Shape alone, scaling validation, units
 
 
 def test_S1_shape_alone_gives_the_bounds(ws):
     e = analyze(ws, "nvfp4", shape="16x6144x4096")
     assert e.achieved_flops is None and e.pct_dense is None and e.pct_roofline is None and e.time_s is None
     assert e.bound == "memory" and e.ridge == pytest.approx(2015.2 / 1.792)
-    assert e.attainable_flops / 1e12 == pytest.approx(100.29, abs=0.01)
+    assert e.attainable_flop_per_s / 1e12 == pytest.approx(100.29, abs=0.01)
     assert e.time_floor_s == pytest.approx(14_389_248 / 1.792e12)
     assert e.flop == 805_306_368 and e.min_bytes == 14_389_248
 
@@ -469,8 +469,8 @@ def test_memory_side_plausible_time_is_fine(h200):
     e = analyze("h200", "bf16", shape="1x4096x7168", time_s=30e-6)
     assert e.notes == () and e.pct_bandwidth == pytest.approx(58_742_784 / 30e-6 / 4.8e12)
     d = derived_metrics(h200, Gemm(1, 4096, 7168, "bf16"), 30e-6)
-    assert d["memory_note"] is None and d["pct_bandwidth"] == pytest.approx(0.40794, rel=1e-4)
-    assert derived_metrics(h200, Copy(2**30), 0.5e-3)["memory_note"] is None
+    assert d.memory_note is None and d.bandwidth_fraction == pytest.approx(0.40794, rel=1e-4)
+    assert derived_metrics(h200, Copy(2**30), 0.5e-3).memory_note is None
     assert analyze(h200, "bf16", shape="1x16384x16384").time_floor_s > 0  # a shape alone: bounds, nothing to check
 
 
@@ -479,7 +479,7 @@ def test_memory_side_note_when_the_cache_can_explain_it(h200):
     e = analyze(h200, "bf16", shape="16x4096x4096", time_s=5e-6)
     assert len(e.notes) == 1 and "fits in the 62.91 MB L2" in e.notes[0] and "6763 GB/s" in e.notes[0]
     d = derived_metrics(h200, Gemm(16, 4096, 4096, "bf16"), 5e-6)
-    assert d["memory_note"] == e.notes[0]
+    assert d.memory_note == e.notes[0]
 
 
 def test_memory_side_is_not_checked_against_a_measured_bandwidth():
@@ -490,7 +490,7 @@ def test_memory_side_is_not_checked_against_a_measured_bandwidth():
     acc = make_acc(peaks=[Peak("fp32", "fp32", 100e9, None, "test")], l2=1 << 20)
     measured = replace(acc, memory_bandwidth=Sourced(1e9, "measured: copy", derived=True))
     d = derived_metrics(measured, Gemm(1, 4096, 7168, "fp32"), 1e-3)  # 117 MB in 1 ms = 117 GB/s vs 1 GB/s
-    assert d["pct_roofline"] > 100 and d["memory_note"] is None
+    assert d.roofline_fraction > 100 and d.memory_note is None
     spec = replace(acc, memory_bandwidth=Sourced(1e9, "datasheet"))
     with pytest.raises(MeasurementError, match="cannot be a real measurement"):
         derived_metrics(spec, Gemm(1, 4096, 7168, "fp32"), 1e-3)

@@ -2,8 +2,8 @@
 example: GLM-5 on RTX PRO 6000').
 
 Pure Python (no torch). Units inside are SI (FLOP, bytes, seconds, FLOP/s, B/s, Hz); fractions are fractions
-(0.645, rendered "64.5 %" by :mod:`truepeak.units` only when shown). :func:`derived_metrics` returns SI values too; the
-report converts them.
+(0.645, rendered "64.5 %" by :mod:`truepeak.units` only when shown). :func:`derived_metrics` returns the typed metrics a
+record stores (:class:`truepeak.records.GemmMetrics`), in SI too; the report converts them.
 
 Formulas (sources in :mod:`truepeak.roofline`): FLOP = 2 M N K; minimum bytes = A + B + C in their formats; intensity =
 FLOP / bytes; attainable = min(dense peak, bandwidth x intensity) (Williams et al. 2009); efficiency = achieved / dense
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError
 from truepeak.formats import Format, check_scaling, get_format
+from truepeak.records import CopyMetrics, GemmMetrics
 from truepeak.roofline import (
     MIN_TIME_S,
     TERA,
@@ -69,7 +70,7 @@ class Efficiency:
             ``a_bytes``, ``b_bytes``, ``c_bytes`` and ``intensity`` (FLOP/B) are read from it (None without it).
         time_s: measured (or implied) seconds per GEMM; None without a shape.
         ridge: dense peak / bandwidth (FLOP/B); ``bandwidth``: spec memory bandwidth (B/s).
-        attainable_flops: the roofline ceiling at this shape (FLOP/s); ``pct_roofline``: achieved / it.
+        attainable_flop_per_s: the roofline ceiling at this shape (FLOP/s); ``pct_roofline``: achieved / it.
         bound: ``"memory"`` or ``"compute"``; ``time_floor_s``: max(FLOP / peak, bytes / bandwidth).
         achieved_bandwidth, pct_bandwidth: min_bytes / time (B/s) and its fraction of the spec bandwidth; set for
             memory-bound shapes, where it is the percentage that matters.
@@ -100,7 +101,7 @@ class Efficiency:
     time_s: float | None = None
     bandwidth: float | None = None
     ridge: float | None = None
-    attainable_flops: float | None = None
+    attainable_flop_per_s: float | None = None
     pct_roofline: float | None = None
     bound: str | None = None
     time_floor_s: float | None = None
@@ -339,7 +340,7 @@ def _roofline_fields(acc: Accelerator, gemm: Gemm, dense: float, achieved: float
     roof = Roofline(dense, float(bw))
     ceiling = roof.attainable(gemm.intensity)
     bound = roof.bound(gemm.intensity)
-    out: dict[str, Any] = dict(bandwidth=float(bw), ridge=roof.ridge, attainable_flops=ceiling, bound=bound,
+    out: dict[str, Any] = dict(bandwidth=float(bw), ridge=roof.ridge, attainable_flop_per_s=ceiling, bound=bound,
                                time_floor_s=roof.time_floor(gemm.flop, gemm.min_bytes))
     if achieved is None:
         return out
@@ -373,19 +374,11 @@ def _above_memory_roof(acc: Accelerator, gemm: Gemm, achieved_bw: float, bw: flo
             "when measuring)")
 
 
-#: The keys of :func:`derived_metrics` (SI units; ``pct_*`` are fractions).
-DERIVED_KEYS: tuple[str, ...] = (
-    "flop_per_s", "bytes_per_s", "pct_dense", "pct_roofline", "bound", "attainable_flop_per_s", "pct_at_clock",
-    "pct_bandwidth", "sm_clock_hz", "dense_peak_flop_per_s", "peak_source", "peak_estimated",
-    "bandwidth_bytes_per_s", "bandwidth_source", "memory_note",
-)
-
-
 def derived_metrics(acc: str | Accelerator, work: Gemm | Copy, time_s: float, fmt: str | Format | None = None,
                     clock_hz: float | None = None, sm_count: int | None = None, *,
-                    accumulate: str | None = None) -> dict[str, Any]:
+                    accumulate: str | None = None) -> GemmMetrics | CopyMetrics:
     """Metrics of one measurement, stored as ``derived`` in every record ``truepeak run`` writes; each record names the
-    peak, clock and bandwidth it was placed against, so its percentages explain themselves.
+    peak, clock and bandwidth it was placed against, so its fractions explain themselves.
 
     Args:
         acc: the accelerator, or a name :func:`truepeak.hardware.get_accelerator` resolves (``"h200"``); may be one
@@ -393,24 +386,26 @@ def derived_metrics(acc: str | Accelerator, work: Gemm | Copy, time_s: float, fm
         work: a :class:`Gemm` or :class:`Copy`.
         time_s: median seconds per call.
         fmt: format whose peak applies; default the GEMM's input format.
-        clock_hz: median sampled SM clock (Hz) for ``pct_at_clock`` (None, 0, non-finite or far above the maximum:
-            left out).
+        clock_hz: median sampled SM clock (Hz) for ``at_clock_fraction`` (None, 0, non-finite or far above the
+            maximum: left out).
         sm_count: device-reported SM count (default the catalog's).
         accumulate: accumulator for the peak (default the format's).
 
     Returns:
-        dict with the keys of :data:`DERIVED_KEYS`, SI units, fractions, None where undefined:
+        For a GEMM, :class:`truepeak.records.GemmMetrics` (SI units, fractions, None where undefined):
 
-        - ``flop_per_s`` = FLOP / time; ``bytes_per_s`` = minimum bytes / time (read + write for a copy);
-        - ``pct_dense`` = flop_per_s / ``dense_peak_flop_per_s`` (with ``peak_source``, ``peak_estimated``);
-        - ``attainable_flop_per_s`` = min(dense peak, bandwidth x intensity), ``pct_roofline`` = flop_per_s / it,
-          ``bound`` (``"compute"``/``"memory"``);
-        - ``pct_at_clock`` = flop_per_s / (FLOP/clk/SM x SMs x ``sm_clock_hz``), the clock used (None if unusable);
-        - ``pct_bandwidth`` = bytes_per_s / ``bandwidth_bytes_per_s`` (with ``bandwidth_source``);
+        - ``flop_per_s`` = FLOP / time; ``bytes_per_s`` = minimum bytes / time;
+        - ``dense_fraction`` = flop_per_s / ``dense_peak_flop_per_s`` (with ``peak_source``, ``peak_estimated``);
+        - ``attainable_flop_per_s`` = min(dense peak, bandwidth x intensity) (Williams et al. 2009),
+          ``roofline_fraction`` = flop_per_s / it, ``bound`` (``"compute"``/``"memory"``);
+        - ``at_clock_fraction`` = flop_per_s / (FLOP/clk/SM x SMs x ``sm_clock_hz``), the clock used (None if
+          unusable);
+        - ``bandwidth_fraction`` = bytes_per_s / ``bandwidth_bytes_per_s`` (with ``bandwidth_source``);
         - ``memory_note``: above the spec memory bandwidth, why that is possible at all (the working set fits in, or
           was partly held by, the cache), from :func:`truepeak.roofline.check_memory_plausible`; None otherwise.
 
-        A Copy has only the bytes, bandwidth and memory-note fields set.
+        For a Copy (or a GEMM of no FLOP), :class:`truepeak.records.CopyMetrics`: the bytes, bandwidth and memory-note
+        fields.
 
     Raises:
         MeasurementError: a zero, negative or non-finite time; a GEMM throughput above the plausibility ceiling
@@ -423,16 +418,14 @@ def derived_metrics(acc: str | Accelerator, work: Gemm | Copy, time_s: float, fm
     """
     acc = _accelerator(acc)
     t = check_time(time_s)
-    out: dict[str, Any] = dict.fromkeys(DERIVED_KEYS)
-    out["bytes_per_s"] = work.min_bytes / t
+    out: dict[str, Any] = {"bytes_per_s": work.min_bytes / t}
     bw_spec = acc.memory_bandwidth
     bw = bw_spec.value if bw_spec else None
     if bw:
-        out.update(pct_bandwidth=work.min_bytes / t / bw, bandwidth_bytes_per_s=float(bw),
+        out.update(bandwidth_fraction=work.min_bytes / t / bw, bandwidth_bytes_per_s=float(bw),
                    bandwidth_source=bw_spec.source)
     if isinstance(work, Copy) or work.flop == 0:
-        out["memory_note"] = _memory_check(acc, work, t)
-        return out
+        return CopyMetrics(**out, memory_note=_memory_check(acc, work, t))
     f = get_format(fmt if fmt is not None else work.format)
     achieved = work.flop / t
     out["flop_per_s"] = achieved
@@ -443,24 +436,24 @@ def derived_metrics(acc: str | Accelerator, work: Gemm | Copy, time_s: float, fm
     if clock_hz is not None:
         try:
             clock_hz = check_clock(acc, clock_hz)
-        except MeasurementError:  # an unusable clock sample (nan, 0, far above the maximum): no pct_at_clock
+        except MeasurementError:  # an unusable clock sample (nan, 0, far above the maximum): no at_clock_fraction
             clock_hz = None
     out["sm_clock_hz"] = clock_hz
     if peak is not None:
         check_plausible(achieved, plausibility_limit(acc, f, peak.accumulate, clock_hz, sm_count))
-        out.update(pct_dense=achieved / peak.dense, dense_peak_flop_per_s=float(peak.dense),
+        out.update(dense_fraction=achieved / peak.dense, dense_peak_flop_per_s=float(peak.dense),
                    peak_source=peak.source, peak_estimated=bool(peak.derived))
         if bw:
             roof = Roofline(float(peak.dense), float(bw))
             ceiling = roof.attainable(work.intensity)
-            out.update(attainable_flop_per_s=ceiling, pct_roofline=achieved / ceiling,
+            out.update(attainable_flop_per_s=ceiling, roofline_fraction=achieved / ceiling,
                        bound=roof.bound(work.intensity))
     if clock_hz is not None:
         at_clock = acc.peak_at_clock(f, clock_hz, sm_count, accumulate=accumulate)
         if at_clock:
-            out["pct_at_clock"] = achieved / at_clock
+            out["at_clock_fraction"] = achieved / at_clock
     out["memory_note"] = _memory_check(acc, work, t, f, accumulate, clock_hz, sm_count)
-    return out
+    return GemmMetrics(**out)
 
 
 def _memory_check(acc: Accelerator, work: Gemm | Copy, t: float, f: Format | None = None,

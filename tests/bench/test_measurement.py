@@ -145,7 +145,8 @@ def test_list_samples_become_a_tuple_and_repr_shows_warnings():
 
 
 def test_imports_without_torch():
-    code = ("import sys, truepeak.bench.measurement, truepeak.bench.records, truepeak.bench.telemetry, "
+    code = ("import sys, truepeak.bench.measurement, truepeak.bench.environment, truepeak.records, "
+            "truepeak.bench.telemetry, "
             "truepeak.bench.timing, truepeak.bench.cuda_timer; "
             "assert 'torch' not in sys.modules and 'pynvml' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -177,7 +178,7 @@ def test_merge_drops_the_second_replicates_warmup_outlier():
 
 def test_merge_keeps_the_first_telemetry_and_says_so():
     tel = _throttled_telemetry()
-    m = Measurement(samples_s=(1.0,), telemetry=tel).merge(Measurement(samples_s=(1.0,), telemetry=Telemetry(3)))
+    m = Measurement(samples_s=(1.0,), telemetry=tel).merge(Measurement(samples_s=(1.0,), telemetry=Telemetry(n_samples=3)))
     assert m.telemetry == tel and any("telemetry is the first replicate's" in n for n in m.notes)
 
 

@@ -191,11 +191,11 @@ def test_gpu_sweep_writes_records_and_survives_a_failure(tmp_path, monkeypatch):
     monkeypatch.setattr(moe, "build_backend", flaky)
     recs = moe.run_bench("qwen3-235b-a22b", ep=16, tokens_per_expert=[2], weights=["bf16", "nvfp4"],
                          out_path=str(tmp_path / "r.jsonl"), budget_s=0.02, warmup_s=0.01, read_bw=4.5e12)
-    status = {(r["format"], r["backend"]): r["status"] for r in recs}
+    status = {(r.format, r.backend): r.status for r in recs}
     assert status[("bf16", "bmm")] == "failed" and status[("bf16", "triton")] == "ok"
     assert status[("nvfp4", "per_expert")] == "skipped" and status[("nvfp4", "triton")] == "ok"
-    ok = [r for r in recs if r["status"] == "ok"]
-    assert all(r["kind"] == "moe_experts" and 0 < r["derived"]["pct_read_bandwidth"] for r in ok)
+    ok = [r for r in recs if r.ok]
+    assert all(r.kind == "moe_experts" and 0 < r.derived.read_bandwidth_fraction for r in ok)
 
 
 def test_w4a8_weights_need_their_layouts_tiles():

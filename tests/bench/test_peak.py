@@ -156,9 +156,9 @@ def test_the_last_remeasurement_marks_the_search_finished():
     res, _ = run_search(landscape())
     last = res.trials[-1]
     assert last.phase == "remeasure" and last.stopped == res.stopped == "converged"
-    assert last.search_info == {"phase": "remeasure", "round": last.round, "step": None, "eval": res.evaluations - 1,
-                                "final": True, "stopped": "converged"}
-    assert all(t.stopped is None and set(t.search_info) == {"phase", "round", "step", "eval"}
+    assert last.search_info.to_dict() == {"phase": "remeasure", "round": last.round, "eval": res.evaluations - 1,
+                                          "final": True, "stopped": "converged"}
+    assert all(t.stopped is None and t.search_info.final is None and t.search_info.stopped is None
                for t in res.trials[:-1])
 
 
@@ -216,7 +216,7 @@ torch = pytest.importorskip("torch")
 
 from truepeak.bench import run as R  # noqa: E402
 from truepeak.bench.measurement import Measurement  # noqa: E402
-from truepeak.bench.records import read_records  # noqa: E402
+from truepeak.records import read_records  # noqa: E402
 from truepeak.hardware.detect import detect_cpu  # noqa: E402
 
 
@@ -258,11 +258,11 @@ def test_cpu_search_finds_the_best_shape_and_records_every_trial(tmp_path, cpu, 
     assert s["flop_per_s"] == pytest.approx(_cpu_landscape((768, 1024, 640)))
     recs = read_records(run.records_path)
     assert len(recs) == fp.result.evaluations == len(stub_landscape)
-    assert all(r["kind"] == "gemm" and r["mode"] == "cpu" and r["status"] == "ok" for r in recs)
-    assert [r["search"]["eval"] for r in recs] == list(range(len(recs)))
-    assert {r["search"]["phase"] for r in recs} == {"coarse", "refine", "remeasure"}
-    assert len({r["key"] for r in recs}) == len(recs)  # a re-measured shape gets its own record
-    assert all(r["correctness"]["passed"] for r in recs)  # checked against float64 before timing
+    assert all(r.kind == "gemm" and r.mode == "cpu" and r.status == "ok" for r in recs)
+    assert [r.search.eval for r in recs] == list(range(len(recs)))
+    assert {r.search.phase for r in recs} == {"coarse", "refine", "remeasure"}
+    assert len({r.key for r in recs}) == len(recs)  # a re-measured shape gets its own record
+    assert all(r.correctness.passed for r in recs)  # checked against float64 before timing
     # the re-measurements get the longer budgets
     finals = [c for c in stub_landscape if c.origin.endswith("(remeasure)")]
     assert finals and all(c.budget_s == P.CPU_PEAK_BUDGETS.final_budget_s for c in finals)
@@ -274,8 +274,8 @@ def test_cpu_search_finds_the_best_shape_and_records_every_trial(tmp_path, cpu, 
 def test_C10_every_search_record_rotates_inputs_over_2x_the_cache(tmp_path, cpu, stub_landscape):
     run = P.run_peak(tmp_path / "pk", device=cpu, budget_s=3, plan=SMALL_CPU_PLAN)
     for r in read_records(run.records_path):
-        rot = r["rotation"]
-        assert rot["total_bytes"] >= 2 * rot["l2_bytes"] and rot["cold"] is True
+        rot = r.rotation
+        assert rot.total_bytes >= 2 * rot.l2_bytes and rot.cold is True
 
 
 def test_cpu_says_what_it_cannot_do(tmp_path, cpu, stub_landscape):
@@ -284,8 +284,8 @@ def test_cpu_says_what_it_cannot_do(tmp_path, cpu, stub_landscape):
     assert [(p.format, p.status) for p in run.peaks] == [("fp32", "ok"), ("fp8_e4m3", "skipped")]
     assert run.peaks[1].reason == "fp8_e4m3 GEMM needs a CUDA GPU; this device is a CPU"
     assert any("--mode burst has no meaning on a CPU" in n for n in run.notes)
-    skipped = [r for r in read_records(run.records_path) if r["status"] == "skipped"]
-    assert skipped[0]["search"]["phase"] == "skipped" and skipped[0]["format"] == "fp8_e4m3"
+    skipped = [r for r in read_records(run.records_path) if r.status == "skipped"]
+    assert skipped[0].search.phase == "skipped" and skipped[0].format == "fp8_e4m3"
 
 
 def test_an_out_of_memory_shape_is_a_failed_record_and_the_search_goes_on(tmp_path, cpu, stub_landscape, monkeypatch):
@@ -299,11 +299,11 @@ def test_an_out_of_memory_shape_is_a_failed_record_and_the_search_goes_on(tmp_pa
     monkeypatch.setattr(R.G.TorchGemm, "__post_init__", oom_for_big)
     run = P.run_peak(tmp_path / "pk", device=cpu, plan=SMALL_CPU_PLAN, budget_s=120)
     recs = read_records(run.records_path)
-    failed = [r for r in recs if r["status"] == "failed"]
-    assert failed and all(r["reason"].startswith("out of memory:") for r in failed)
+    failed = [r for r in recs if r.status == "failed"]
+    assert failed and all(r.reason.startswith("out of memory:") for r in failed)
     assert run.peaks[0].status == "ok"
-    w = run.peaks[0].best_record["workload"]
-    assert w["m"] * w["n"] * w["k"] <= 512 * 1024 * 768
+    w = run.peaks[0].best_record.workload
+    assert w.m * w.n * w.k <= 512 * 1024 * 768
 
 
 def test_unknown_format_lists_the_accepted_ones(tmp_path, cpu):
@@ -334,9 +334,9 @@ def test_gpu_search_smoke_both_modes_labelled(tmp_path):
     assert [(p.mode, p.status) for p in run.peaks] == [("sustained", "ok"), ("burst", "ok")]
     for p in run.peaks:
         rec = p.best_record
-        assert rec["mode"] == p.mode and rec["measurement"]["mode"] == p.mode
-        if rec["measurement"]["telemetry"] is not None:
-            assert rec["derived"]["sm_clock_hz"] and rec["derived"]["peak_at_clock_flop_per_s"]
+        assert rec.mode == p.mode and rec.measurement.mode == p.mode
+        if rec.measurement.telemetry is not None:
+            assert rec.derived.sm_clock_hz and rec.derived.peak_at_clock_flop_per_s
 
 
 def test_an_existing_results_file_is_not_appended_to(tmp_path, cpu):
@@ -386,7 +386,7 @@ def test_ctrl_c_writes_peak_json_with_the_best_so_far_and_resume_finishes(tmp_pa
     assert answer["interrupted"] is False and answer["not_searched"] == []
     recs = read_records(out / "results.jsonl")
     assert len(recs) == 2 + len(resumed.records)  # the interrupted attempt's records stay, the new ones follow
-    assert recs[2]["search"]["eval"] == 0 and recs[-1]["search"]["phase"] == "skipped"
+    assert recs[2].search.eval == 0 and recs[-1].search.phase == "skipped"
 
     timed = len(stub_landscape)
     again = P.run_peak(out, device=cpu, formats="fp32,fp8", plan=SMALL_CPU_PLAN, budget_s=120, resume=True)

@@ -20,7 +20,7 @@ import truepeak  # noqa: E402
 from truepeak.bench import membw  # noqa: E402
 from truepeak.bench import run as R  # noqa: E402
 from truepeak.bench.measurement import Measurement  # noqa: E402
-from truepeak.bench.records import read_records  # noqa: E402
+from truepeak.records import read_records  # noqa: E402
 from truepeak.efficiency import derived_metrics  # noqa: E402
 from truepeak.errors import TruepeakError, UnknownNameError  # noqa: E402
 from truepeak.hardware.catalog import Peak, Sourced  # noqa: E402
@@ -114,8 +114,8 @@ def test_default_budgets():
 def test_fp8_workloads_count_their_per_tensor_scales():
     w = R.Case("gemm", "fp8_e4m3", 16, 64, 32).workload()
     # A 16x32 + B 64x32 in 1 byte, C 16x64 in bf16, two fp32 scales
-    assert w["scaling"] == "tensor" and w["min_bytes"] == 16 * 32 + 64 * 32 + 2 * 16 * 64 + 8
-    assert R.Case("gemm", "bf16", 16, 64, 32).workload()["scaling"] is None
+    assert w.scaling == "tensor" and w.min_bytes == 16 * 32 + 64 * 32 + 2 * 16 * 64 + 8
+    assert R.Case("gemm", "bf16", 16, 64, 32).workload().scaling is None
 
 
 def test_parse_formats():
@@ -181,7 +181,7 @@ def test_gpu_rotation_is_capped_by_free_memory(monkeypatch):
     assert (plan.n_sets, plan.wanted_sets, plan.capped) == (1, 2, True)
     assert "160,000,000 B free GPU memory holds 1 sets" in plan.note
     record = R._rotation_record(plan)
-    assert record["capped"] is True and record["cold"] is False and record["total_bytes"] == 100_663_296
+    assert record.capped is True and record.cold is False and record.total_bytes == 100_663_296
 
 
 # -- a stubbed quick run -------------------------------------------------------------------------------------------------
@@ -194,57 +194,57 @@ def test_quick_run_writes_one_record_per_case(quick_run):
     assert on_disk == res.records
     assert not (res.out_dir / "summary.md").exists()  # rendering is the caller's (truepeak.report)
     for rec in on_disk:
-        assert RECORD_FIELDS <= set(rec)
-        assert rec["schema_version"] == truepeak.SCHEMA_VERSION == 2
-        assert rec["status"] == "ok", rec["reason"]
-        assert rec["mode"] == "cpu"
+        assert RECORD_FIELDS <= set(rec.to_dict())
+        assert rec.source_schema == rec.to_dict()["schema_version"] == truepeak.SCHEMA_VERSION == 3
+        assert rec.status == "ok", rec.reason
+        assert rec.mode == "cpu"
 
 
 def test_quick_copy_record(quick_run):
     copy = quick_run.records[0]
-    assert copy["workload"] == {"label": "copy 32 MiB", "nbytes": 32 * 2**20, "bytes_moved": 64 * 2**20, "flop": 0,
-                                "counting": "read + write"}
-    assert copy["time_s"] == COPY_S
-    assert copy["derived"]["bytes_per_s"] == pytest.approx(6_710_886_400)  # 2 x 32 MiB / 10 ms = 6.711 GB/s
-    assert copy["derived"]["pct_bandwidth"] is None  # a CPU has no catalog bandwidth
-    assert copy["backend"] == "torch Tensor.copy_ (CPU)"
+    assert copy.workload.to_dict() == {"label": "copy 32 MiB", "nbytes": 32 * 2**20, "bytes_moved": 64 * 2**20,
+                                       "counting": "read + write"}
+    assert copy.time_s == COPY_S
+    assert copy.derived.bytes_per_s == pytest.approx(6_710_886_400)  # 2 x 32 MiB / 10 ms = 6.711 GB/s
+    assert copy.derived.bandwidth_fraction is None  # a CPU has no catalog bandwidth
+    assert copy.backend == "torch Tensor.copy_ (CPU)"
 
 
 def test_quick_gemm_derived_values_by_hand(quick_run):
     # 1x1024x2048 fp32: 2 x 1 x 1024 x 2048 = 4,194,304 FLOP; A 8192 B + B 8,388,608 B + C 4096 B = 8,400,896 B
     rec = quick_run.records[1]
-    w, d = rec["workload"], rec["derived"]
-    assert (w["flop"], w["min_bytes"]) == (4_194_304, 8_400_896)
-    assert d["flop_per_s"] == pytest.approx(41_943_040)       # 4,194,304 FLOP / 0.1 s
-    assert d["bytes_per_s"] == pytest.approx(84_008_960)      # 8,400,896 B / 0.1 s
-    assert d["pct_dense"] == pytest.approx(41_943_040 / 100e9)
-    assert d["dense_peak_flop_per_s"] == 100e9 and d["peak_source"] == "test" and d["peak_estimated"] is False
+    w, d = rec.workload, rec.derived
+    assert (w.flop, w.min_bytes) == (4_194_304, 8_400_896)
+    assert d.flop_per_s == pytest.approx(41_943_040)       # 4,194,304 FLOP / 0.1 s
+    assert d.bytes_per_s == pytest.approx(84_008_960)      # 8,400,896 B / 0.1 s
+    assert d.dense_fraction == pytest.approx(41_943_040 / 100e9)
+    assert d.dense_peak_flop_per_s == 100e9 and d.peak_source == "test" and d.peak_estimated is False
     # the roofline's memory ceiling is the measured copy, 6.711e9 B/s; intensity 0.4993 FLOP/B: memory-bound
-    assert d["bandwidth_bytes_per_s"] == pytest.approx(6_710_886_400)
-    assert d["bandwidth_source"].startswith("measured: truepeak run copy bandwidth, copy 32 MiB")
-    assert d["bound"] == "memory"
-    assert d["attainable_flop_per_s"] == pytest.approx(6_710_886_400 * 4_194_304 / 8_400_896)  # 3.351e9
-    assert d["pct_roofline"] == pytest.approx(84_008_960 / 6_710_886_400)  # memory-bound: bytes/s over bandwidth
-    assert d["pct_at_clock"] is None and d["sm_clock_hz"] is None
+    assert d.bandwidth_bytes_per_s == pytest.approx(6_710_886_400)
+    assert d.bandwidth_source.startswith("measured: truepeak run copy bandwidth, copy 32 MiB")
+    assert d.bound == "memory"
+    assert d.attainable_flop_per_s == pytest.approx(6_710_886_400 * 4_194_304 / 8_400_896)  # 3.351e9
+    assert d.roofline_fraction == pytest.approx(84_008_960 / 6_710_886_400)  # memory-bound: bytes/s over bandwidth
+    assert d.at_clock_fraction is None and d.sm_clock_hz is None
     # 256^3: intensity 2 x 256^3 / (3 x 4 x 256^2) = 42.7 FLOP/B > ridge 100e9 / 6.711e9 = 14.9: compute-bound
-    sq = quick_run.records[3]["derived"]
-    assert sq["bound"] == "compute" and sq["pct_roofline"] == pytest.approx(2 * 256**3 / 0.1 / 100e9)
-    assert "tflops" not in d and "gbps" not in d  # schema 2: SI only
+    sq = quick_run.records[3].derived
+    assert sq.bound == "compute" and sq.roofline_fraction == pytest.approx(2 * 256**3 / 0.1 / 100e9)
+    assert not hasattr(d, "tflops") and not hasattr(d, "gbps")  # SI only
 
 
 def test_quick_gemm_correctness_and_rotation(quick_run):
     rec = quick_run.records[1]
-    c = rec["correctness"]
-    assert c["passed"] is True and c["tolerance"] == 1e-5 and 0 <= c["rel_error"] <= 1e-5 and c["rows_checked"] == 1
+    c = rec.correctness
+    assert c.passed is True and c.tolerance == 1e-5 and 0 <= c.rel_error <= 1e-5 and c.rows_checked == 1
     # ceil(2 x 16 MiB / 8,400,896 B) = 4 sets cover 2x the cache
-    assert rec["rotation"] == {"n_sets": 4, "wanted_sets": 4, "bytes_per_set": 8_400_896, "l2_bytes": 16 * 2**20,
+    assert rec.rotation.to_dict() == {"n_sets": 4, "wanted_sets": 4, "bytes_per_set": 8_400_896, "l2_bytes": 16 * 2**20,
                                "capped": False, "note": "", "total_bytes": 33_603_584, "cold": True}
-    assert rec["measurement"]["input_kind"] == "random"
+    assert rec.measurement.input_kind == "random"
 
 
 def test_records_carry_the_run_config(quick_run):
     for rec in read_records(quick_run.records_path):
-        cfg = rec["run_config"]
+        cfg = rec.run_config
         assert {k: cfg[k] for k in R.RESUME_MUST_MATCH} == {"quick": True, "device": "cpu",
                                                              "device_name": quick_run.device.name, "budgets": "quick",
                                                              "formats": ["fp32"], "modes": ["cpu"]}
@@ -274,13 +274,13 @@ def test_a_failing_case_is_a_failed_record_and_the_sweep_goes_on(tmp_path, cpu, 
 
     monkeypatch.setattr(R.G.TorchGemm, "check", flaky)
     res = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
-    statuses = [r["status"] for r in res.records]
+    statuses = [r.status for r in res.records]
     assert statuses == ["ok", "failed", "ok", "ok"]
-    assert res.records[1]["reason"] == "out of memory: CUDA out of memory. Tried to allocate 2.00 GiB"
+    assert res.records[1].reason == "out of memory: CUDA out of memory. Tried to allocate 2.00 GiB"
     # failed cases are retried by --resume
     monkeypatch.setattr(R.G.TorchGemm, "check", real_check)
     again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
-    assert [r["status"] for r in R.latest_records(again.records)] == ["ok"] * 4
+    assert [r.status for r in R.latest_records(again.records)] == ["ok"] * 4
     assert len(again.resumed_keys) == 3
 
 
@@ -288,8 +288,8 @@ def test_a_wrong_result_fails_its_check(tmp_path, cpu, monkeypatch, fake_timing)
     monkeypatch.setattr(R.G.TorchGemm, "check", lambda self, rows=None: 0.5)
     res = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
     gemm = res.records[1]
-    assert gemm["status"] == "failed" and gemm["measurement"] is None
-    assert gemm["reason"] == "correctness check failed: relative error 0.5 > tolerance 1e-05 for fp32"
+    assert gemm.status == "failed" and gemm.measurement is None
+    assert gemm.reason == "correctness check failed: relative error 0.5 > tolerance 1e-05 for fp32"
 
 
 def test_a_result_above_the_peak_is_rejected_not_recorded(tmp_path, cpu, fake_timing):
@@ -297,18 +297,18 @@ def test_a_result_above_the_peak_is_rejected_not_recorded(tmp_path, cpu, fake_ti
     tiny = Peak("fp32", "fp32", 1e6, None, "test")  # a 1 MFLOP/s "peak": 41.9 MFLOP/s in 0.1 s beats it
     dev = dataclasses.replace(cpu, accelerator=dataclasses.replace(cpu.accelerator, peaks=(tiny,)))
     res = R.run_main_job(tmp_path, device=dev, quick=True, progress=False)
-    gemms = [r for r in res.records if r["kind"] == "gemm"]
-    assert gemms and all(r["status"] == "failed" for r in gemms)
-    assert all("cannot be a real measurement" in r["reason"] for r in gemms)
-    assert all(r["derived"] is None and r["measurement"] is not None for r in gemms)
+    gemms = [r for r in res.records if r.kind == "gemm"]
+    assert gemms and all(r.status == "failed" for r in gemms)
+    assert all("cannot be a real measurement" in r.reason for r in gemms)
+    assert all(r.derived is None and r.measurement is not None for r in gemms)
 
 
 def test_unsupported_format_is_skipped_with_reason(tmp_path, cpu, fake_timing):
     res = R.run_main_job(tmp_path, device=cpu, formats="fp32,nvfp4", quick=True, progress=False)
-    skipped = [r for r in res.records if r["status"] == "skipped"]
-    assert [r["format"] for r in skipped] == ["nvfp4"]
-    assert skipped[0]["reason"] == "nvfp4 GEMM needs a CUDA GPU; this device is a CPU"
-    assert skipped[0]["workload"]["origin"] == "format probe"
+    skipped = [r for r in res.records if r.status == "skipped"]
+    assert [r.format for r in skipped] == ["nvfp4"]
+    assert skipped[0].reason == "nvfp4 GEMM needs a CUDA GPU; this device is a CPU"
+    assert skipped[0].workload.origin == "format probe"
 
 
 def test_cpu_bf16_probe_returns_a_reason_when_slow():
@@ -318,9 +318,17 @@ def test_cpu_bf16_probe_returns_a_reason_when_slow():
 
 
 def test_latest_records_keeps_the_last_per_key():
-    recs = [{"key": "a", "status": "failed"}, {"key": "b", "status": "ok"}, {"key": "a", "status": "ok"}]
-    assert R.latest_records(recs) == [{"key": "a", "status": "ok"}, {"key": "b", "status": "ok"}]
-    assert json.dumps(R.latest_records([]))
+    from truepeak.records import Correctness, GemmWorkload, MeasurementSummary, Record
+
+    def rec(key, status):
+        ok = status == "ok"
+        return Record(status=status, reason="" if ok else "r", key=key, workload=GemmWorkload(m=1, n=1, k=1),
+                      measurement=MeasurementSummary(mode="cpu", median_s=1.0) if ok else None,
+                      correctness=Correctness(passed=True) if ok else None)
+
+    recs = [rec("a", "failed"), rec("b", "ok"), rec("a", "ok")]
+    assert R.latest_records(recs) == [recs[2], recs[1]]  # a's last record, in a's first place
+    assert R.latest_records([]) == []
 
 
 # -- output folder, resume, interrupts ----------------------------------------------------------------------------------
@@ -347,7 +355,7 @@ def test_out_that_is_a_file_is_an_error_before_measuring(tmp_path, cpu, monkeypa
 
 
 def test_an_oserror_writing_records_names_the_file(tmp_path):
-    from truepeak.bench.records import RecordWriter
+    from truepeak.records import RecordWriter
 
     (tmp_path / "results.jsonl").mkdir()  # a folder where the file should be
     with pytest.raises(TruepeakError, match=r"cannot write records to .*results\.jsonl: Is a directory"):
@@ -365,7 +373,7 @@ def test_resume_skips_finished_cases(tmp_path, cpu, monkeypatch, fake_timing):
     monkeypatch.setattr(R, "_run_copy", boom)
     again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
     assert len(read_records(again.records_path)) == lines
-    assert again.records == first.records and again.resumed_keys == {r["key"] for r in first.records}
+    assert again.records == first.records and again.resumed_keys == {r.key for r in first.records}
 
 
 def test_resume_caps_the_warnings_about_many_bad_lines(tmp_path, cpu, fake_timing):
@@ -406,9 +414,9 @@ def test_resume_warns_about_bad_lines_and_continues_on_a_fresh_line(tmp_path, cp
     ]
     recs = read_records(path, strict=False)
     assert recs.bad_lines == [n, n + 1]  # the bad lines stay, nothing else is lost
-    assert [r["key"] for r in recs] == [r["key"] for r in first.records]  # the missing case ran again, on its own line
+    assert [r.key for r in recs] == [r.key for r in first.records]  # the missing case ran again, on its own line
     assert len(again.resumed_keys) == n - 1
-    assert again.records[-1]["key"] not in again.resumed_keys
+    assert again.records[-1].key not in again.resumed_keys
 
 
 def test_resume_refuses_records_made_with_other_settings(tmp_path, cpu, monkeypatch, fake_timing):
@@ -425,8 +433,22 @@ def test_resume_refuses_records_made_with_other_settings(tmp_path, cpu, monkeypa
 def test_resume_refuses_records_of_another_schema(tmp_path, cpu, monkeypatch):
     _no_measuring(monkeypatch)
     (tmp_path / "results.jsonl").write_text(json.dumps({"schema_version": 1, "key": "k", "status": "ok"}) + "\n")
-    with pytest.raises(TruepeakError, match=r"cannot --resume .*schema version 1, and this truepeak writes version 2 "
+    with pytest.raises(TruepeakError, match=r"cannot --resume .*schema version 1, and this truepeak writes version 3 "
                                             r"only; choose another --out"):
+        R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
+
+
+def test_resume_refuses_a_file_of_the_previous_schema_that_reading_migrates(tmp_path, cpu, monkeypatch, fake_timing):
+    """A schema-2 file reads (it is migrated), but --resume would append schema-3 lines to it: refused."""
+    first = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
+    lines = first.records_path.read_text().splitlines()
+    old = json.loads(lines[0])
+    old.update(schema_version=2, correctness={"check": old["correctness"]["reference"], "passed": True})
+    first.records_path.write_text("\n".join([json.dumps(old), *lines[1:]]) + "\n")
+    assert read_records(first.records_path).migrated == [(1, 2)]
+    _no_measuring(monkeypatch)
+    with pytest.raises(TruepeakError, match=r"cannot --resume .*: line 1 has schema version 2, and this truepeak "
+                                            r"writes version 3 only; choose another --out"):
         R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
 
 
@@ -450,7 +472,7 @@ def test_resume_refuses_a_file_with_a_record_of_another_schema_on_any_line(tmp_p
     _no_measuring(monkeypatch)
     n = len(first.records) + 1
     with pytest.raises(TruepeakError, match=rf"cannot --resume .*: line {n} has schema version 9, and this truepeak "
-                                            r"writes version 2 only; choose another --out"):
+                                            r"writes version 3 only; choose another --out"):
         R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
 
 
@@ -463,7 +485,7 @@ def test_interrupt_keeps_the_records_and_returns_them(tmp_path, cpu, monkeypatch
     assert stop.n_records == 2 and stop.records_path == tmp_path / "results.jsonl" and stop.out_dir == tmp_path
     assert stop.result.interrupted and read_records(stop.records_path) == stop.result.records
     assert stop.result.n_cases == 4  # 2 of 4 cases finished
-    assert [r["kind"] for r in stop.result.records] == ["membw", "gemm"]
+    assert [r.kind for r in stop.result.records] == ["membw", "gemm"]
     assert not (tmp_path / "summary.md").exists()  # the CLI renders it (bench never imports report)
 
 
@@ -500,11 +522,11 @@ def test_a_cache_resident_copy_is_never_the_roofline_ceiling(tmp_path, cpu, monk
     dev = dataclasses.replace(cpu, l2_bytes=64 * 2**20)  # quick copy 32 MiB: working set 64 MiB < 2 x 64 MiB
     res = R.run_main_job(tmp_path, device=dev, quick=True, progress=False)
     copy, gemms = res.records[0], res.records[1:]
-    assert copy["status"] == "ok" and copy["derived"]["bytes_per_s"] == pytest.approx(6_710_886_400)
+    assert copy.status == "ok" and copy.derived.bytes_per_s == pytest.approx(6_710_886_400)
     for rec in gemms:
-        d = rec["derived"]
-        assert d["bandwidth_bytes_per_s"] is None and d["pct_roofline"] is None
-        assert "under 2x the 64 MiB cache" in d["bandwidth_source"]
+        d = rec.derived
+        assert d.bandwidth_bytes_per_s is None and d.roofline_fraction is None
+        assert "under 2x the 64 MiB cache" in d.bandwidth_source
     assert any("no roofline memory ceiling" in n for n in res.notes)
 
 
@@ -520,13 +542,13 @@ def test_resume_without_formats_continues_with_the_recorded_ones(tmp_path, cpu, 
         with pytest.raises(R.RunInterrupted):
             R.run_main_job(tmp_path, device=cpu, formats="bf16", quick=True, progress=False)
     first = read_records(tmp_path / "results.jsonl")
-    assert [r["format"] for r in first] == [None, "bf16"]
-    assert first[1]["run_config"]["formats"] == ["bf16"] and first[1]["run_config"]["formats_given"] is True
+    assert [r.format for r in first] == [None, "bf16"]
+    assert first[1].run_config["formats"] == ["bf16"] and first[1].run_config["formats_given"] is True
     again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
-    assert [r["format"] for r in again.records] == [None, "bf16", "bf16", "bf16"]
-    assert {r["format"] for r in read_records(again.records_path)} == {None, "bf16"}
+    assert [r.format for r in again.records] == [None, "bf16", "bf16", "bf16"]
+    assert {r.format for r in read_records(again.records_path)} == {None, "bf16"}
     assert len(again.resumed_keys) == 2
-    assert all(r["run_config"]["formats"] == ["bf16"] for r in read_records(again.records_path))
+    assert all(r.run_config["formats"] == ["bf16"] for r in read_records(again.records_path))
 
 
 def test_resume_with_other_formats_is_refused_naming_both(tmp_path, cpu, monkeypatch, fake_timing):
@@ -543,7 +565,7 @@ def test_resume_with_the_same_formats_in_another_order_continues(tmp_path, cpu, 
     first = R.run_main_job(tmp_path, device=cpu, formats="fp32,bf16", quick=True, progress=False)
     monkeypatch.setattr(R, "_run_gemm", lambda *a, **k: pytest.fail("a finished case ran again"))
     again = R.run_main_job(tmp_path, device=cpu, formats="bf16,fp32", quick=True, resume=True, progress=False)
-    assert again.resumed_keys == {r["key"] for r in first.records}
+    assert again.resumed_keys == {r.key for r in first.records}
 
 
 def test_resume_of_records_without_recorded_formats_uses_the_defaults(tmp_path, cpu, monkeypatch, fake_timing):
@@ -552,13 +574,13 @@ def test_resume_of_records_without_recorded_formats_uses_the_defaults(tmp_path, 
     path = first.records_path
     old = []
     for rec in read_records(path):
-        cfg = {k: v for k, v in rec["run_config"].items() if k not in ("formats", "formats_given")}
-        old.append(json.dumps({**rec, "run_config": cfg}))
+        cfg = {k: v for k, v in rec.run_config.items() if k not in ("formats", "formats_given")}
+        old.append(json.dumps({**rec.to_dict(), "run_config": cfg}))
     path.write_text("\n".join(old) + "\n")
     assert R.recorded_formats(read_records(path)) is None
     monkeypatch.setattr(R, "_run_gemm", lambda *a, **k: pytest.fail("a finished case ran again"))
     again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
-    assert again.resumed_keys == {r["key"] for r in first.records}
+    assert again.resumed_keys == {r.key for r in first.records}
 
 
 def test_empty_out_is_refused_before_anything_is_written(tmp_path, cpu, monkeypatch):
@@ -584,23 +606,29 @@ def test_a_gemm_above_its_roofline_gets_a_record_warning(tmp_path, cpu, monkeypa
     monkeypatch.setattr(membw, "measure_copy", slow_copy)
     res = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
     for rec in res.records[1:]:
-        d = rec["derived"]
-        assert d["pct_roofline"] > 1 and d["bound"] == "memory"
-        [warning] = rec["warnings"]
-        assert warning.startswith(f"{100 * d['pct_roofline']:.1f} % of the roofline: this GEMM moved its minimum bytes")
+        d = rec.derived
+        assert d.roofline_fraction > 1 and d.bound == "memory"
+        [warning] = rec.warnings
+        assert warning.startswith(f"{100 * d.roofline_fraction:.1f} % of the roofline: this GEMM moved its minimum bytes")
         assert "above the 0.00671 GB/s memory ceiling (measured: truepeak run copy bandwidth, copy 32 MiB)" in warning
         assert "the measured memory ceiling is too low (a noisy copy measurement) or the GEMM reused" in warning
 
 
+def _metrics(**values):
+    from truepeak.records import GemmMetrics
+
+    return GemmMetrics(**{"flop_per_s": 1e12, "bytes_per_s": 1e9, **values})
+
+
 def test_roofline_warnings_by_hand():
-    under = {"pct_roofline": 0.98, "bound": "memory"}
-    assert R.roofline_warnings(under) == [] and R.roofline_warnings({"pct_roofline": None}) == []
-    gpu = {"pct_roofline": 1.2, "bound": "memory", "bytes_per_s": 5.76e12, "bandwidth_bytes_per_s": 4.8e12,
-           "bandwidth_source": "NVIDIA H200 datasheet"}
+    under = _metrics(roofline_fraction=0.98, bound="memory")
+    assert R.roofline_warnings(under) == [] and R.roofline_warnings(_metrics(roofline_fraction=None)) == []
+    gpu = _metrics(roofline_fraction=1.2, bound="memory", bytes_per_s=5.76e12, bandwidth_bytes_per_s=4.8e12,
+                   bandwidth_source="NVIDIA H200 datasheet")
     assert R.roofline_warnings(gpu) == [
         "120.0 % of the roofline: this GEMM moved its minimum bytes at 5760 GB/s, above the 4800 GB/s memory ceiling "
         "(NVIDIA H200 datasheet): the operands were served from cache, not memory"]
-    compute = {"pct_roofline": 1.02, "bound": "compute", "dense_peak_flop_per_s": 989.4e12}
+    compute = _metrics(roofline_fraction=1.02, bound="compute", dense_peak_flop_per_s=989.4e12)
     assert R.roofline_warnings(compute) == [
         "102.0 % of the roofline: above the 989.4 TFLOPS dense peak (a clock above the one the peak assumes, or an "
         "estimated peak that is too low)"]
@@ -634,15 +662,15 @@ def test_a_very_noisy_copy_ceiling_is_measured_again_with_a_longer_budget(tmp_pa
     f = R.COPY_REMEASURE_FACTOR
     assert calls == [(b.copy_warmup_s, b.copy_budget_s), (f * b.copy_warmup_s, f * b.copy_budget_s)]
     copy = res.records[0]
-    assert copy["status"] == "ok" and copy["time_s"] == pytest.approx(0.004)  # the second measurement
-    assert copy["warnings"] == []
-    assert copy["reason"].startswith("the first copy measurement was very noisy (IQR ")
+    assert copy.status == "ok" and copy.time_s == pytest.approx(0.004)  # the second measurement
+    assert copy.warnings == ()
+    assert copy.reason.startswith("the first copy measurement was very noisy (IQR ")
     assert (f"over {b.copy_budget_s:g} s); measured again over {f * b.copy_budget_s:g} s "
             f"({f * b.copy_warmup_s:g} s warm-up) before using it as the roofline's memory ceiling: 16.8 GB/s"
-            ) in copy["reason"]
+            ) in copy.reason
     ceiling = 2 * 32 * 2**20 / 0.004
     for rec in res.records[1:]:
-        assert rec["derived"]["bandwidth_bytes_per_s"] == pytest.approx(ceiling)
+        assert rec.derived.bandwidth_bytes_per_s == pytest.approx(ceiling)
 
 
 def test_a_noisy_copy_is_measured_once_when_it_is_no_ceiling(tmp_path, cpu, monkeypatch, fake_timing):
@@ -653,7 +681,7 @@ def test_a_noisy_copy_is_measured_once_when_it_is_no_ceiling(tmp_path, cpu, monk
     assert len(calls) == 1
     calls = _copy_sequence(monkeypatch, [CLEAN, CLEAN])
     res = R.run_main_job(tmp_path / "b", device=cpu, quick=True, progress=False)
-    assert len(calls) == 1 and res.records[0]["reason"] == ""
+    assert len(calls) == 1 and res.records[0].reason == ""
 
 
 def test_a_time_the_memory_cannot_deliver_is_a_failed_record(tmp_path, cpu, fake_timing):
@@ -663,24 +691,24 @@ def test_a_time_the_memory_cannot_deliver_is_a_failed_record(tmp_path, cpu, fake
     acc = dataclasses.replace(cpu.accelerator, memory_bandwidth=Sourced(5e6, "test spec"),
                               l2_bytes=Sourced(2**20, "test"))
     res = R.run_main_job(tmp_path, device=dataclasses.replace(cpu, accelerator=acc), quick=True, progress=False)
-    by_label = {r["workload"]["label"]: r for r in res.records}
+    by_label = {r.workload.label: r for r in res.records}
     copy = res.records[0]
-    assert copy["status"] == "failed" and copy["reason"].startswith("MeasurementError: 10 ms for copy 33554432 B")
+    assert copy.status == "failed" and copy.reason.startswith("MeasurementError: 10 ms for copy 33554432 B")
     for label in ("1x1024x2048", "32x1024x2048"):
         rec = by_label[label]
-        assert rec["status"] == "failed", label
-        assert rec["reason"].startswith(f"MeasurementError: 100 ms for {label} fp32 moves ")
-        assert rec["reason"].endswith("an eliminated op, or a time in the wrong unit)")  # the whole message
+        assert rec.status == "failed", label
+        assert rec.reason.startswith(f"MeasurementError: 100 ms for {label} fp32 moves ")
+        assert rec.reason.endswith("an eliminated op, or a time in the wrong unit)")  # the whole message
     square = by_label["256x256x256"]
-    assert square["status"] == "ok"
-    [warning] = square["warnings"]
-    assert square["derived"]["pct_roofline"] == pytest.approx(3 * 256 * 256 * 4 / 0.1 / 5e6)
+    assert square.status == "ok"
+    [warning] = square.warnings
+    assert square.derived.roofline_fraction == pytest.approx(3 * 256 * 256 * 4 / 0.1 / 5e6)
     assert warning.startswith("157.3 % of the roofline: 0.00786 GB/s of minimum traffic is above the 0.005 GB/s")
     assert "fits in the 1.049 MB L2" in warning
 
 
 def test_roofline_warning_names_tops_for_int8():
-    [warning] = R.roofline_warnings({"pct_roofline": 1.05, "bound": "compute", "dense_peak_flop_per_s": 1979e12},
+    [warning] = R.roofline_warnings(_metrics(roofline_fraction=1.05, bound="compute", dense_peak_flop_per_s=1979e12),
                                     fmt="int8")
     assert "above the 1979.0 TOPS dense peak" in warning
 
@@ -712,7 +740,7 @@ def _tel(median_mhz, limit_mhz=1980.0, reasons=None):
 
 
 def test_a_clock_above_the_catalog_maximum_is_a_visible_warning():
-    """The known gap: derived_metrics drops a sampled clock > 2 % above the catalog maximum (no pct_at_clock); the
+    """The known gap: derived_metrics drops a sampled clock > 2 % above the catalog maximum (no at_clock_fraction); the
     record must say so instead of leaving it out silently."""
     acc = _h200().accelerator
     top = acc.max_clock_hz.value / 1e6
@@ -720,7 +748,7 @@ def test_a_clock_above_the_catalog_maximum_is_a_visible_warning():
     (w,) = R.clock_warnings(acc, _tel(top * 1.05, limit_mhz=top * 1.05))
     assert "above the" in w and "catalog maximum" in w and "% of peak at measured clock is left out" in w
     d = derived_metrics(acc, R.G.gemm_workload("bf16", 8192, 8192, 8192), 1.6e-3, clock_hz=top * 1.05e6)
-    assert d["pct_at_clock"] is None and d["sm_clock_hz"] is None  # what the warning explains
+    assert d.at_clock_fraction is None and d.sm_clock_hz is None  # what the warning explains
 
 
 def test_C11_a_throttled_clock_is_named_with_its_reason_and_recorded():
@@ -744,8 +772,8 @@ def test_C11_peak_at_measured_clock_is_stored_with_both_efficiencies():
     d = derived_metrics(acc, work, t, clock_hz=1455e6, sm_count=132)
     at_clock = R._peak_at_clock(acc, "bf16", d, 132)
     assert at_clock == pytest.approx(132 * 4096 * 1455e6)  # FLOP/clk/SM x SMs x clock = 786.7 TFLOPS
-    assert d["pct_at_clock"] == pytest.approx(677e12 / at_clock)  # 86.1 %
-    assert d["pct_dense"] == pytest.approx(677e12 / 989.4e12, rel=1e-3)  # 68.4 %
+    assert d.at_clock_fraction == pytest.approx(677e12 / at_clock)  # 86.1 %
+    assert d.dense_fraction == pytest.approx(677e12 / 989.4e12, rel=1e-3)  # 68.4 %
 
 
 def test_C09_a_zero_input_case_is_labelled_and_keyed_apart(tmp_path, cpu, monkeypatch):
@@ -759,8 +787,8 @@ def test_C09_a_zero_input_case_is_labelled_and_keyed_apart(tmp_path, cpu, monkey
     sweep = R._Sweep(cpu, R.QUICK_BUDGETS, True, {}, {}, acc=cpu.accelerator, settled=True)
     rand = R.Case("gemm", "fp32", 64, 128, 256)
     zero = dataclasses.replace(rand, inputs="zeros")
-    assert R.case_key(rand, cpu) != R.case_key(zero, cpu) and "inputs" not in rand.workload()
+    assert R.case_key(rand, cpu) != R.case_key(zero, cpu) and rand.workload().inputs is None
     rec = R._run_gemm(zero, R.case_key(zero, cpu), sweep)
-    assert seen == ["zeros"] and rec["workload"]["inputs"] == "zeros"
-    assert rec["measurement"]["input_kind"] == "zeros" and "inputs_not_random" in rec["measurement"]["warning_codes"]
-    assert any("not a peak" in w for w in rec["warnings"])
+    assert seen == ["zeros"] and rec.workload.inputs == "zeros"
+    assert rec.measurement.input_kind == "zeros" and "inputs_not_random" in rec.measurement.warning_codes
+    assert any("not a peak" in w for w in rec.warnings)

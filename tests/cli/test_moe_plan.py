@@ -110,9 +110,16 @@ def test_unknown_model_via_main(capsys):
     assert len(err) == 1 and err[0].startswith("error: unknown model 'glm-9'")
 
 
+def _collective(nbytes, t, n, mode=None):
+    """A collective record (schema 3): all_reduce of ``nbytes`` on ``n`` GPUs in ``t`` seconds."""
+    return {"schema_version": 3, "kind": "collective", "status": "ok", "mode": mode,
+            "workload": {"op": "all_reduce", "bytes": nbytes, "count": nbytes // 2, "dtype": "bf16", "n_ranks": n},
+            "measurement": {"mode": mode or "eager", "median_s": t},
+            "correctness": {"wrong": 0, "checked": nbytes // 2, "passed": True}}
+
+
 def test_measured_says_which_ops_used_measurements(tmp_path):
-    recs = [{"kind": "collective", "status": "ok", "time_s": t,
-             "workload": {"op": "all_reduce", "bytes": b, "n_ranks": 8}} for b, t in ((1024, 20e-6), (65536, 40e-6))]
+    recs = [_collective(b, t, 8) for b, t in ((1024, 20e-6), (65536, 40e-6))]
     path = tmp_path / "comm.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in recs))
     r = run(*S1, "--measured", str(path))
@@ -150,10 +157,11 @@ def test_measured_that_does_not_match_says_why(tmp_path):
     # Measured data that matches no op says why, not only "ops timed from measurements: none matched": a 2-GPU comm
     # run given to an 8-GPU plan, expert curves of the full expert width (N = I_e = 2048) given to a TP8 plan
     # (N = 2048 / 8 = 256).
-    recs = [{"kind": "collective", "status": "ok", "mode": "graph", "time_s": 9.8e-6,
-             "workload": {"op": "all_reduce", "bytes": b, "n_ranks": 2}} for b in (8192, 16384)]
-    recs += [{"kind": "moe_experts", "status": "ok", "format": "fp8", "time_s": t, "backend": "triton",
-              "workload": {"tokens_per_expert": tpe, "E_local": 256, "H": 7168, "I": 2048, "routing": "uniform"}}
+    recs = [_collective(b, 9.8e-6, 2, "graph") for b in (8192, 16384)]
+    recs += [{"schema_version": 3, "kind": "moe_experts", "status": "ok", "format": "fp8", "backend": "triton",
+              "workload": {"model": "deepseek-v3", "layout": "single", "routing": "uniform", "tokens_per_expert": tpe,
+                           "E_local": 256, "H": 7168, "I": 2048, "top_k": 8, "T": tpe * 32, "weights_format": "fp8"},
+              "measurement": {"mode": "sustained", "steady_median_s": t}, "correctness": {"passed": True}}
              for tpe, t in ((1, 300e-6), (16, 600e-6))]
     f = tmp_path / "m.jsonl"
     f.write_text("\n".join(json.dumps(r) for r in recs) + "\n")

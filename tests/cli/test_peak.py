@@ -13,7 +13,7 @@ import truepeak.cli.peak  # noqa: E402,F401  (registers the command)
 from truepeak.bench import peak as P  # noqa: E402
 from truepeak.bench import run as R  # noqa: E402
 from truepeak.bench.measurement import Measurement  # noqa: E402
-from truepeak.bench.records import read_records  # noqa: E402
+from truepeak.records import read_records  # noqa: E402
 from truepeak.cli.app import main  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def test_cpu_search_json(capsys, tmp_path, small_cpu_search):
     assert p["flop_per_s"] == pytest.approx(20e9)
     assert "--mode both has no meaning on a CPU" in err and "no burst/sustained distinction" in err
     recs = read_records(tmp_path / "pk" / "results.jsonl")
-    assert len(recs) == p["evaluations"] and all("search" in r for r in recs)
+    assert len(recs) == p["evaluations"] and all(r.search is not None for r in recs)
     assert json.loads((tmp_path / "pk" / "peak.json").read_text())["peaks"][0]["shape"] == [768, 512, 384]
 
 
@@ -227,7 +227,7 @@ def test_ctrl_c_of_a_real_cpu_search(tmp_path):
                                        f"{out / 'peak.json'}; continue with: truepeak peak --resume --out {out} "
                                        "--device cpu --budget 15")
     (p,) = json.loads((out / "peak.json").read_text())["peaks"]
-    best = max((r for r in recs if r["status"] == "ok"), key=lambda r: r["derived"]["flop_per_s"])
-    assert p["status"] == "interrupted" and p["flop_per_s"] == best["derived"]["flop_per_s"]
-    assert p["shape"] == [best["workload"][d] for d in "mnk"] and p["evaluations"] == len(recs)
+    best = max((r for r in recs if r.ok), key=lambda r: r.derived.flop_per_s)
+    assert p["status"] == "interrupted" and p["flop_per_s"] == best.derived.flop_per_s
+    assert p["shape"] == [best.workload.m, best.workload.n, best.workload.k] and p["evaluations"] == len(recs)
     assert stdout.splitlines()[-1].startswith("Interrupted after 0 of 1 searches; continue with: truepeak peak")

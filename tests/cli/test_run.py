@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 pytest.importorskip("torch")
 
 import truepeak.cli.run  # noqa: E402,F401  (registers the command)
-from truepeak.bench.records import read_records  # noqa: E402
+from truepeak.records import read_records  # noqa: E402
 from truepeak.cli.app import app, main  # noqa: E402
 from truepeak.units import UNITS_FOOTER  # noqa: E402
 
@@ -53,19 +53,19 @@ def test_quick_run_end_to_end_on_this_cpu(tmp_path):
     result = CliRunner().invoke(app, ["run", "--quick", "--device", "cpu", "--out", str(out), "--no-progress"])
     assert result.exit_code == 0, result.output
     records = read_records(out / "results.jsonl")
-    assert [r["kind"] for r in records] == ["membw", "gemm", "gemm", "gemm"]
+    assert [r.kind for r in records] == ["membw", "gemm", "gemm", "gemm"]
     for rec in records:
-        assert FIELDS <= set(rec)
-        assert rec["status"] == "ok", rec["reason"]  # a failure here: check this CPU's peak estimate
-        assert rec["schema_version"] == 2 and rec["mode"] == "cpu"
-        assert rec["env"]["command_line"].startswith("truepeak run")
-        assert rec["measurement"]["n_samples"] >= 5
-        assert len(rec["measurement"]["samples_s"]) == rec["measurement"]["n_samples"]
+        assert FIELDS <= set(rec.to_dict())
+        assert rec.status == "ok", rec.reason  # a failure here: check this CPU's peak estimate
+        assert rec.to_dict()["schema_version"] == 3 and rec.mode == "cpu"
+        assert rec.env.command_line.startswith("truepeak run")
+        assert rec.measurement.n_samples >= 5
+        assert len(rec.measurement.samples_s) == rec.measurement.n_samples
     for rec in records[1:]:
-        w, d = rec["workload"], rec["derived"]
-        assert rec["format"] == "fp32" and rec["correctness"]["passed"] is True
-        assert d["flop_per_s"] == pytest.approx(2 * w["m"] * w["n"] * w["k"] / rec["time_s"], rel=1e-12)
-        assert 0 < d["pct_dense"] < 1.5
+        w, d = rec.workload, rec.derived
+        assert rec.format == "fp32" and rec.correctness.passed is True
+        assert d.flop_per_s == pytest.approx(2 * w.m * w.n * w.k / rec.time_s, rel=1e-12)
+        assert 0 < d.dense_fraction < 1.5
     summary = (out / "summary.md").read_text()
     assert "## All results" in summary and "| fp32 |" in summary
     assert FOOTER in result.stdout and "256x256x256" in result.stdout
@@ -90,7 +90,7 @@ def test_quick_run_table(quick):
         assert header in text
     assert FOOTER in text
     records = read_records(out / "results.jsonl")
-    for label in (records[0]["workload"]["label"], "1x1024x2048", "32x1024x2048", "256x256x256"):
+    for label in (records[0].workload.label, "1x1024x2048", "32x1024x2048", "256x256x256"):
         assert label in text
     # 256^3: 33,554,432 FLOP in 0.1 s = 0.0003355 TFLOPS; 3 x 256 KiB in 0.1 s = 7.86 MB/s = 0.00786 GB/s
     row = next(line for line in text.splitlines() if "256x256x256" in line)
@@ -103,7 +103,7 @@ def test_json_output_and_resume(quick):
                                       "--no-progress"])
     assert result.exit_code == 0, result.output
     records = json.loads(result.stdout)
-    assert [r["key"] for r in records] == [r["key"] for r in read_records(out / "results.jsonl")]  # nothing re-ran
+    assert [r["key"] for r in records] == [r.key for r in read_records(out / "results.jsonl")]  # nothing re-ran
     assert "4 ok (4 resumed, 0 new), 0 skipped, 0 failed" in result.stderr
 
 
@@ -167,7 +167,7 @@ def test_records_keep_the_command_line_as_typed(capsys, tmp_path, fake_timing):
     code, _, err = run_main(capsys, *args)
     assert code == 0, err
     for rec in read_records(tmp_path / "r" / "results.jsonl"):
-        assert rec["env"]["argv"] == ["truepeak", "run", *args]
+        assert rec.env.argv == ("truepeak", "run", *args)
     code, _, err = run_main(capsys, *args, "--resume")
     assert code == 0, err
     assert "4 ok (4 resumed, 0 new), 0 skipped, 0 failed in" in err
@@ -240,7 +240,7 @@ def test_ctrl_c_with_json_prints_the_partial_records_as_json(capsys, tmp_path, m
     code, stdout, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress", "--json")
     assert code == 130 and "continue with: truepeak run --resume" in err
     records = json.loads(stdout)  # the same shape as a finished run's: a list of records
-    assert isinstance(records, list) and records == read_records(out / "results.jsonl")
+    assert isinstance(records, list) and records == [r.to_dict() for r in read_records(out / "results.jsonl")]
     assert [r["kind"] for r in records] == ["membw", "gemm"] and FIELDS <= set(records[1])
 
 
@@ -276,7 +276,7 @@ def test_ctrl_c_hint_repeats_the_formats_and_following_it_measures_only_them(cap
     code, _, err = run_main(capsys, *shlex.split(hint)[2:], "--no-progress")
     assert code == 0, err
     assert "4 ok (2 resumed, 2 new), 0 skipped, 0 failed" in err
-    assert {r["format"] for r in read_records(out / "results.jsonl")} == {None, "bf16"}
+    assert {r.format for r in read_records(out / "results.jsonl")} == {None, "bf16"}
 
 
 @pytest.mark.parametrize("empty", ["", " "])
@@ -315,6 +315,6 @@ def test_mode_on_a_cpu_is_noted_not_silently_dropped(capsys, tmp_path, fake_timi
     assert code == 0, err
     assert ("note: --mode sustained/burst: burst and sustained have no meaning on a CPU; measured with the host timer "
             "(mode cpu)") in err
-    assert {r["mode"] for r in read_records(tmp_path / "r" / "results.jsonl")} == {"cpu"}
+    assert {r.mode for r in read_records(tmp_path / "r" / "results.jsonl")} == {"cpu"}
     code, out, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(tmp_path / "s"), "--no-progress")
     assert code == 0 and "no meaning" not in err  # the default mode: nothing to say

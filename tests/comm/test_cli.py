@@ -9,7 +9,7 @@ import socket
 import pytest
 
 import truepeak.cli  # noqa: F401  (registers every command)
-from truepeak.bench.records import read_records
+from truepeak.records import read_records
 from truepeak.cli.app import main
 from truepeak.comm.launch import CommConfig, parse_nccl_algos, algos_by_case, run_comm, torchrun_args
 from truepeak.comm.model import models_from_records
@@ -32,29 +32,29 @@ def test_gloo_two_ranks_through_torchrun_correct_and_recorded(capsys, tmp_path):
                                 "--iters", "3", "--warmup", "1", "--out", str(out), "--no-progress")
     assert code == 0, stderr
     recs = read_records(out / "results.jsonl")
-    cases = [r for r in recs if r["kind"] == "collective"]
+    cases = [r for r in recs if r.kind == "collective"]
     # 4 ops x 3 sizes (1K, 8K, 64K), eager only (CUDA graphs need CUDA).
     assert len(cases) == 12
-    assert {r["workload"]["op"] for r in cases} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+    assert {r.workload.op for r in cases} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
     for r in cases:
-        assert r["status"] == "ok" and r["mode"] == "eager" and r["backend"] == "gloo"
-        assert r["correctness"]["wrong"] == 0 and r["correctness"]["passed"] is True
-        w, d = r["workload"], r["derived"]
-        assert w["n_ranks"] == 2 and w["dtype"] == "bf16" and w["bytes"] in (1024, 8192, 65536)
+        assert r.status == "ok" and r.mode == "eager" and r.backend == "gloo"
+        assert r.correctness.wrong == 0 and r.correctness.passed is True
+        w, d = r.workload, r.derived
+        assert w.n_ranks == 2 and w.dtype == "bf16" and w.bytes in (1024, 8192, 65536)
         # nccl-tests S: all_reduce count * 2 B; the others count * n * 2 B.
-        assert w["bytes"] == w["count"] * 2 * (1 if w["op"] == "all_reduce" else 2)
-        assert d["algbw_B_per_s"] == pytest.approx(w["bytes"] / r["time_s"])
-        factor = 1.0 if w["op"] == "all_reduce" else 0.5  # 2(n-1)/n and (n-1)/n at n = 2
-        assert d["busbw_B_per_s"] == pytest.approx(d["algbw_B_per_s"] * factor)
-        assert r["time_s"] == max(r["measurement"]["per_rank_median_s"])
-        assert r["run_config"]["api"] == "torch" and r["run_config"]["iters"] == 3
-    fits = [r for r in recs if r["kind"] == "collective_fit"]
-    assert {r["workload"]["op"] for r in fits} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
+        assert w.bytes == w.count * 2 * (1 if w.op == "all_reduce" else 2)
+        assert d.algbw_bytes_per_s == pytest.approx(w.bytes / r.time_s)
+        factor = 1.0 if w.op == "all_reduce" else 0.5  # 2(n-1)/n and (n-1)/n at n = 2
+        assert d.busbw_bytes_per_s == pytest.approx(d.algbw_bytes_per_s * factor)
+        assert r.time_s == max(r.measurement.per_rank_median_s)
+        assert r.run_config["api"] == "torch" and r.run_config["iters"] == 3
+    fits = [r for r in recs if r.kind == "collective_fit"]
+    assert {r.workload.op for r in fits} == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}
     for f in fits:
-        assert f["status"] in ("ok", "skipped")
-        assert f["workload"]["min_bytes"] == 1024 and f["workload"]["max_bytes"] == 65536
-        if f["status"] == "ok":
-            assert f["derived"]["alpha_s"] >= 0 and f["derived"]["busbw_B_per_s"] > 0
+        assert f.status in ("ok", "skipped")
+        assert f.workload.min_bytes == 1024 and f.workload.max_bytes == 65536
+        if f.status == "ok":
+            assert f.derived.alpha_s >= 0 and f.derived.busbw_bytes_per_s > 0
     assert all(k[1] == 2 for k in models_from_records(recs))
     assert "all_reduce" in stdout and "#wrong" in stdout
     assert (out / "summary.md").read_text(encoding="utf-8").startswith("# truepeak comm")
@@ -131,9 +131,9 @@ def test_nccl_two_gpus_eager_and_graph(capsys, tmp_path):
     code, _, err = call(capsys, "comm", "--nproc-per-node", "2", "--sizes", "1K:1M:32", "--iters", "3", "--warmup", "2",
                         "--out", str(tmp_path), "--no-progress")
     assert code == 0, err
-    recs = [r for r in read_records(tmp_path / "results.jsonl") if r["kind"] == "collective"]
-    assert len(recs) == 4 * 3 * 2 and all(r["correctness"]["wrong"] == 0 for r in recs)
-    assert {r["mode"] for r in recs} == {"eager", "graph"} and recs[0]["run_config"]["api"] == "nccl"
+    recs = [r for r in read_records(tmp_path / "results.jsonl") if r.kind == "collective"]
+    assert len(recs) == 4 * 3 * 2 and all(r.correctness.wrong == 0 for r in recs)
+    assert {r.mode for r in recs} == {"eager", "graph"} and recs[0].run_config["api"] == "nccl"
 
 
 def _fake_gpus(monkeypatch, count):
@@ -227,7 +227,7 @@ def test_ctrl_c_of_a_real_gloo_run_says_what_happened_last_and_keeps_the_records
     assert proc.returncode == 130, stderr
     records = read_records(folder / "results.jsonl", strict=False)
     done = len(records)
-    assert 1 <= done < 12 and all(r["kind"] == "collective" and r["status"] == "ok" for r in records)
+    assert 1 <= done < 12 and all(r.kind == "collective" and r.status == "ok" for r in records)
     command = shlex.join([*argv, "--out", folder.name])
     line = f"Interrupted after {done} of 12 cases; run again with: {command}"
     assert stderr.splitlines()[-2:] == [
@@ -249,7 +249,7 @@ def test_interrupt_inside_torchrun_reports_the_finished_records(capsys, tmp_path
     from torch.distributed import run as torchrun
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
-    from truepeak.bench.records import RecordWriter, make_record
+    from truepeak.records import CollectiveWorkload, RecordWriter, make_record
     from truepeak.comm.launch import CommInterrupted, planned_cases
 
     out = tmp_path / "c"
@@ -257,8 +257,8 @@ def test_interrupt_inside_torchrun_reports_the_finished_records(capsys, tmp_path
     def stopped(args):
         with RecordWriter(out / "results.jsonl") as w:
             for b in (1024, 2048):
-                w.write(make_record(kind="collective", workload={"op": "all_reduce", "bytes": b, "count": b // 2,
-                                                                 "n_ranks": 2, "dtype": "bf16"},
+                w.write(make_record(workload=CollectiveWorkload(op="all_reduce", bytes=b, count=b // 2, n_ranks=2,
+                                                                dtype="bf16"),
                                     backend="gloo", format="bf16", measurement=None, status="failed",
                                     reason="stand-in", mode="eager"))
         with open(out / "results.jsonl", "a", encoding="utf-8") as f:

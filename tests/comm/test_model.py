@@ -175,14 +175,18 @@ def test_fit_bad_input():
 
 
 def test_models_from_collective_fit_records():
-    recs = [
-        {"kind": "collective", "status": "ok"},
-        {"kind": "collective_fit", "status": "ok", "mode": "eager", "timestamp": "t",
-         "workload": {"op": "all_reduce", "n_ranks": 2, "min_bytes": 1024, "max_bytes": 2**30, "dtype": "bf16"},
-         "derived": {"alpha_s": 17e-6, "busbw_B_per_s": 320e9}},
-        {"kind": "collective_fit", "status": "skipped", "reason": "x", "mode": "graph",
-         "workload": {"op": "all_reduce", "n_ranks": 2}, "derived": None},
-    ]
+    from truepeak.records import Record
+
+    fit = {"op": "all_reduce", "n_ranks": 2, "min_bytes": 1024, "max_bytes": 2**30, "dtype": "bf16"}
+    recs = [Record.from_dict(r) for r in (
+        {"schema_version": 3, "kind": "collective", "status": "skipped", "reason": "x",
+         "workload": {"op": "all_reduce", "bytes": 1024, "count": 512, "dtype": "bf16", "n_ranks": 2}},
+        {"schema_version": 3, "kind": "collective_fit", "status": "ok", "mode": "eager", "timestamp": "t",
+         "workload": fit, "measurement": {"mode": "eager", "points": [[1024, 17e-6]]},
+         "derived": {"alpha_s": 17e-6, "busbw_bytes_per_s": 320e9}},
+        {"schema_version": 3, "kind": "collective_fit", "status": "skipped", "reason": "x", "mode": "graph",
+         "workload": fit},
+    )]
     fits = cm.models_from_records(recs)
     assert list(fits) == [("all_reduce", 2, "eager")]
     assert fits[("all_reduce", 2, "eager")].busbw_B_per_s == 320e9

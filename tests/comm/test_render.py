@@ -20,11 +20,14 @@ def test_units_line_is_not_a_wrapped_table_title():
     # The units were the title of each table and wrapped into two broken lines at the table's width.
     from rich.console import Console
 
-    rec = {"kind": "collective", "status": "ok", "mode": "eager", "backend": "gloo", "format": "bf16",
-           "time_s": 7e-4, "workload": {"op": "all_reduce", "bytes": 1024, "count": 512, "dtype": "bf16",
-                                        "n_ranks": 2},
-           "derived": {"algbw_B_per_s": 1024 / 7e-4, "busbw_B_per_s": 1024 / 7e-4},
-           "correctness": {"wrong": 0, "checked": 512, "passed": True}, "run_config": {"iters": 2, "warmup": 0}}
+    from truepeak.records import Record
+
+    rec = Record.from_dict({
+        "schema_version": 3, "kind": "collective", "status": "ok", "mode": "eager", "backend": "gloo",
+        "format": "bf16", "measurement": {"mode": "eager", "median_s": 7e-4},
+        "workload": {"op": "all_reduce", "bytes": 1024, "count": 512, "dtype": "bf16", "n_ranks": 2},
+        "derived": {"algbw_bytes_per_s": 1024 / 7e-4, "busbw_bytes_per_s": 1024 / 7e-4},
+        "correctness": {"wrong": 0, "checked": 512, "passed": True}, "run_config": {"iters": 2, "warmup": 0}})
     buf = io.StringIO()
     render_tables([rec], console=Console(file=buf, width=60))
     lines = buf.getvalue().splitlines()

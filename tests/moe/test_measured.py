@@ -21,8 +21,13 @@ def _jsonl(path, records):
 
 
 def _coll(mode, nbytes, t, op="all_reduce", n=2):
-    return {"kind": "collective", "status": "ok", "mode": mode, "time_s": t,
-            "workload": {"op": op, "bytes": nbytes, "n_ranks": n}}
+    """A collective record (schema 3) of ``nbytes`` in ``t`` seconds."""
+    return {"schema_version": 3, "kind": "collective", "status": "ok", "mode": mode, "backend": "nccl",
+            "format": "bf16", "workload": {"op": op, "bytes": nbytes, "count": nbytes // 2, "dtype": "bf16",
+                                           "n_ranks": n},
+            "measurement": {"mode": mode, "median_s": t},
+            "correctness": {"wrong": 0, "checked": nbytes // 2, "passed": True},
+            "derived": {"algbw_bytes_per_s": nbytes / t, "busbw_bytes_per_s": nbytes / t}}
 
 
 # 2x H200 all_reduce (docs/results/h200x2/results.jsonl): eager ~24.5 µs, CUDA graph ~9.8 µs at 8-16 KiB.
@@ -52,10 +57,15 @@ def test_measured_collectives_in_a_plan_are_graph_times(tmp_path):
 
 
 def _moe(tpe, t, active=None, routing="uniform", e_local=32):
-    w = {"tokens_per_expert": tpe, "E_local": e_local, "H": 7168, "I": 2048, "routing": routing}
+    """A moe_experts record (schema 3) of DeepSeek-V3's experts, ``tpe`` tokens per expert in ``t`` seconds."""
+    w = {"model": "deepseek-v3", "layout": "ep8", "routing": routing, "tokens_per_expert": tpe, "E_local": e_local,
+         "H": 7168, "I": 2048, "top_k": 8, "T": max(1, round(tpe * 256 / 8)), "weights_format": "bf16"}
     if active is not None:
         w["active_experts"] = active
-    return {"kind": "moe_experts", "status": "ok", "format": "bf16", "backend": "triton", "time_s": t, "workload": w}
+    return {"schema_version": 3, "kind": "moe_experts", "status": "ok", "format": "bf16", "backend": "triton",
+            "mode": "sustained", "workload": w, "measurement": {"mode": "sustained", "steady_median_s": t},
+            "correctness": {"max_rel_error": 0.004, "passed": True},
+            "derived": {"flop_per_s": 1e12, "bytes_per_s": 1e12}}
 
 
 def test_moe_below_the_smallest_point_scales_by_active_experts(tmp_path):

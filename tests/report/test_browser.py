@@ -154,8 +154,8 @@ def test_format_labels_stay_on_one_line(tmp_path):
     The re-measured records of the committed H200 peak search, laid out 500 px wide: every format cell is one line;
     the same page without the nowrap rule wraps the fp8 label (so the check can fail)."""
     peak = load_results([ROOT / "docs" / "results" / "h200" / "peak" / "results.jsonl"])
-    recs = [r for r in peak.records if (r.get("search") or {}).get("phase") == "remeasure"]
-    assert {r["format"] for r in recs} == {"bf16", "fp8_e4m3"} and len(recs) == 12
+    recs = [r for r in peak.records if r.search is not None and r.search.phase == "remeasure"]
+    assert {r.format for r in recs} == {"bf16", "fp8_e4m3"} and len(recs) == 12
     page = html_report(recs)
     cells = format_cell_lines(page, tmp_path / "page.html", tmp_path / "profile")
     assert ("fp8_e4m3 (per-tensor)", 1) in cells and ("bf16", 1) in cells

@@ -11,6 +11,7 @@ import pytest
 import truepeak.cli  # noqa: F401  (registers every command)
 from truepeak.cli.app import main
 from truepeak.errors import TruepeakError
+from truepeak.records import Record
 from truepeak.report.compare import compare, compare_text, noise, verdict
 from truepeak.report.load import Results
 
@@ -22,14 +23,17 @@ def call(capsys, *args: str) -> tuple[int, str, str]:
     return info.value.code, captured.out, captured.err
 
 
-def timed(rec: dict, time_s: float, rel_iqr: float | None) -> dict:
-    out = json.loads(json.dumps(rec))
-    out["time_s"] = time_s
-    out["measurement"] = {**out["measurement"], "steady_median_s": time_s, "steady_rel_iqr": rel_iqr}
-    return out
+def timed(rec: Record, time_s: float, rel_iqr: float | None, **changes) -> Record:
+    """``rec`` timed at ``time_s`` with IQR / median ``rel_iqr`` (and other top-level ``changes``)."""
+    out = rec.to_dict()
+    out["measurement"].update(steady_median_s=time_s, steady_rel_iqr=rel_iqr)
+    if "mode" in changes:
+        out["measurement"]["mode"] = changes["mode"]
+    out.update(changes)
+    return Record.from_dict(out)
 
 
-def res(*records: dict, name: str = "x.jsonl") -> Results:
+def res(*records: Record, name: str = "x.jsonl") -> Results:
     return Results(records=list(records), sources=[name] * len(records), files=[name])
 
 
@@ -48,10 +52,9 @@ def test_verdict_by_hand(ta, tb, na, nb, want, threshold):
     assert change == pytest.approx((tb - ta) / ta)
 
 
-def test_noise_is_iqr_over_median(three):
+def test_noise_is_iqr_over_median(three, edit):
     assert noise(timed(three[1], 40e-6, 0.05)) == 0.05
-    rec = json.loads(json.dumps(three[1]))
-    rec["measurement"] = {"iqr_s": 2e-6}
+    rec = edit(three[1], measurement={"mode": "sustained", "steady_median_s": 40e-6, "iqr_s": 2e-6})
     assert noise(rec) == pytest.approx(2e-6 / 40e-6)
     assert noise(three[2]) is None  # skipped: no measurement
 
@@ -74,7 +77,7 @@ def test_matching_and_ratios(three, four):
 
 def test_loose_match_across_backend_and_mode(three):
     a = res(timed(three[1], 40e-6, 0.02))
-    other = {**timed(three[1], 80e-6, 0.02), "backend": "cpu blas", "mode": "cpu"}
+    other = timed(three[1], 80e-6, 0.02, backend="cpu blas", mode="cpu")
     c = compare(a, res(other))
     [row] = c.rows
     assert row.verdict == "slower" and row.ratio == pytest.approx(0.5)
@@ -82,7 +85,7 @@ def test_loose_match_across_backend_and_mode(three):
 
 
 def test_different_devices_warn_first(three):
-    cpu = {**timed(three[1], 80e-6, 0.02), "env": {"cpu": "AMD EPYC"}}
+    cpu = timed(three[1], 80e-6, 0.02, env={"cpu": "AMD EPYC"})
     c = compare(res(timed(three[1], 40e-6, 0.02)), res(cpu))
     assert c.warnings[0].startswith("the runs were measured on different devices (A: NVIDIA H200; B: AMD EPYC)")
     text = compare_text(c)
@@ -97,8 +100,8 @@ def test_bad_inputs(three):
         compare(res(three[0]), Results(files=["empty.jsonl"]))
 
 
-def _write(path: Path, records: list) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+def _write(path: Path, records: list[Record]) -> Path:
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in records))
     return path
 
 
@@ -118,7 +121,7 @@ def test_cli_text_and_json(tmp_path, capsys, three):
 def test_cli_bad_lines_become_warnings(tmp_path, capsys, three):
     a = _write(tmp_path / "a.jsonl", [timed(three[1], 40e-6, 0.02)])
     b = tmp_path / "b.jsonl"
-    b.write_text(json.dumps(timed(three[1], 40e-6, 0.02)) + "\n" + '{"schema_version": 7}\n')
+    b.write_text(json.dumps(timed(three[1], 40e-6, 0.02).to_dict()) + "\n" + '{"schema_version": 7}\n')
     code, out, err = call(capsys, "compare", str(a), str(b))
     assert code == 0
     assert f"warning: B: 1 line(s) not used: {b}, line 2: a record of schema version 7" in out
@@ -128,7 +131,7 @@ def test_cli_bad_lines_become_warnings(tmp_path, capsys, three):
     assert code == 2 and "error: no valid records in" in err
 
 
-def test_noise_from_raw_samples():
+def test_noise_from_raw_samples(three, edit):
     # quartiles of 1..5 by linear interpolation: 2 and 4, median 3 -> (4 - 2) / 3
-    rec = {"measurement": {"samples_s": [1.0, 2.0, 3.0, 4.0, 5.0], "median_s": 3.0}}
+    rec = edit(three[1], measurement={"mode": "sustained", "samples_s": [1.0, 2.0, 3.0, 4.0, 5.0], "median_s": 3.0})
     assert noise(rec) == pytest.approx(2 / 3)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import io
 
-from truepeak.report.export import csv_columns, csv_text, kind_table, peak_rows, report_warnings
+from truepeak.records import Record
+from truepeak.report.export import csv_columns, csv_name, csv_text, kind_table, peak_rows, report_warnings
 from truepeak.report.load import Problem
 
 
@@ -16,19 +17,29 @@ def test_gemm_table_is_the_run_table(three):
     assert t.rows[1][-2:] == ["skipped", "nvfp4 GEMM needs sm_100 or sm_120; this device is sm_90"]
 
 
-def test_unknown_kind_gets_a_plain_table(three):
-    odd = {**three[1], "kind": "paged_attention", "derived": {"tokens_per_s": 1500.0, "kv_bytes": 3, "nested": {}},
-           "workload": {"label": "ctx 8192"}}
+def test_unknown_kind_gets_a_plain_table(three, edit):
+    odd = edit(three[1], kind="paged_attention", derived={"tokens_per_s": 1500.0, "kv_bytes": 3, "nested": {}},
+               workload={"label": "ctx 8192"})
     t = kind_table("paged_attention", [odd])
     assert t.headers == ["workload", "backend", "format", "mode", "time (µs)", "tokens_per_s", "kv_bytes", "status",
                          "note"]
     assert t.rows[0][:7] == ["ctx 8192", "torch", "bf16", "sustained", "40", "1500", "3"]
 
 
-def test_tables_survive_missing_fields():
-    bare = {"schema_version": 2, "kind": "collective", "status": "ok"}
-    for kind in ("collective", "collective_fit", "moe_experts", "something_new", "gemm", "membw"):
-        t = kind_table(kind, [dict(bare, kind=kind)])
+WORKLOADS = {"collective": {"op": "all_reduce", "bytes": 1024, "count": 512, "dtype": "bf16", "n_ranks": 2},
+             "collective_fit": {"op": "all_reduce", "n_ranks": 2, "dtype": "bf16", "min_bytes": 1024,
+                                "max_bytes": 2048},
+             "moe_experts": {"model": "m", "layout": "ep8", "routing": "uniform", "tokens_per_expert": 1, "E_local": 32,
+                             "H": 64, "I": 64, "top_k": 8, "T": 32, "weights_format": "bf16"},
+             "something_new": {}, "gemm": {"m": 1, "n": 2, "k": 3}, "membw": {"label": "copy", "nbytes": 8}}
+
+
+def test_tables_survive_records_with_only_their_required_parts():
+    """A skipped record of each kind (a workload and a reason, nothing measured) still fills every column."""
+    for kind, workload in WORKLOADS.items():
+        rec = Record.from_dict({"schema_version": 3, "kind": kind, "status": "skipped", "reason": "r",
+                                "workload": workload})
+        t = kind_table(kind, [rec])
         assert len(t.rows[0]) == len(t.headers)
 
 
@@ -50,16 +61,16 @@ def test_peak_at_clock_is_rate_over_fraction(three):
 
 def test_warnings_name_bad_lines_and_schema_versions(three):
     warns = report_warnings(three, [Problem("a.jsonl", 3, "a record of schema version 1; truepeak 0.1.0 reads "
-                                                           "schema version 2 only")])
-    assert warns[0].category == "input" and "understands record schema version 2" in warns[0].text
-    assert warns[0].items == ["a.jsonl, line 3: a record of schema version 1; truepeak 0.1.0 reads schema version 2 "
-                              "only"]
+                                                           "schema versions 2 and 3")])
+    assert warns[0].category == "input" and "understands record schema versions 2 and 3" in warns[0].text
+    assert warns[0].items == ["a.jsonl, line 3: a record of schema version 1; truepeak 0.1.0 reads schema versions "
+                              "2 and 3"]
     assert [w.category for w in warns] == ["input", "skipped"]
 
 
-def test_warnings_cache_resident_and_devices(four):
-    capped = {**four[3], "rotation": {"n_sets": 1, "capped": True, "note": "covers 40 % of 2x L2"}}
-    cpu = {**four[1], "env": {"cpu": "AMD EPYC"}}
+def test_warnings_cache_resident_and_devices(four, edit):
+    capped = edit(four[3], rotation={"n_sets": 1, "capped": True, "note": "covers 40 % of 2x L2"})
+    cpu = edit(four[1], env={"cpu": "AMD EPYC"})
     cats = {w.category: w for w in report_warnings([capped, cpu], [])}
     assert "rotation capped: covers 40 % of 2x L2" in cats["cache"].items[0]
     assert cats["devices"].items == ["NVIDIA H200", "AMD EPYC"]
@@ -74,12 +85,25 @@ def test_csv_columns_union_in_first_seen_order(three):
     assert rows[2]["status"] == "skipped" and rows[2]["time_s"] == ""
 
 
+def test_csv_keeps_the_exported_names_of_derived_metrics(three):
+    """The CSV columns of derived metrics keep the names of the exported format (schema 2), holding fractions."""
+    assert csv_name("gemm", "dense_fraction") == "pct_dense" and csv_name("gemm", "flop_per_s") == "flop_per_s"
+    assert csv_name("collective", "busbw_bytes_per_s") == "busbw_B_per_s"
+    assert csv_name("moe_experts", "read_bandwidth_bytes_per_s") == "read_bandwidth_bps"
+    row = list(csv.DictReader(io.StringIO(csv_text(three))))[1]
+    assert float(row["derived.pct_dense"]) == 939_524_096 / 40e-6 / 989.4e12   # 0.02374: a fraction
+    assert "derived.dense_fraction" not in row
+
+
 def _trial(rec, phase, flop_per_s, *, mode="burst", scaling=None):
     """A ``truepeak peak`` search record: ``rec`` with a ``search`` phase, a rate, a mode and a scale layout."""
-    w = dict(rec["workload"], scaling=scaling)
-    return dict(rec, mode=mode, workload=w, format="fp8_e4m3" if scaling else rec["format"],
-                search={"phase": phase, "round": 0, "step": None, "eval": 0},
-                derived=dict(rec["derived"], flop_per_s=flop_per_s))
+    d = rec.to_dict()
+    d["workload"]["scaling"] = scaling
+    d.update(mode=mode, format="fp8_e4m3" if scaling else d["format"],
+             search={"phase": phase, "round": 0, "step": None, "eval": 0})
+    d["measurement"]["mode"] = mode
+    d["derived"]["flop_per_s"] = flop_per_s
+    return Record.from_dict(d)
 
 
 def test_peak_rows_prefer_the_remeasured_phase(four):
@@ -96,7 +120,7 @@ def test_peak_rows_prefer_the_remeasured_phase(four):
     # the same rule for summary.md's best per format
     from truepeak.report.markdown import best_per_format
 
-    assert [r["derived"]["flop_per_s"] for r in best_per_format(recs)] == [690e12]
+    assert [r.derived.flop_per_s for r in best_per_format(recs)] == [690e12]
 
 
 def test_peak_rows_per_mode_and_scale_layout(four):

@@ -12,6 +12,7 @@ import pytest
 import truepeak.cli  # noqa: F401  (registers every command)
 from truepeak.cli.app import main
 from truepeak.errors import TruepeakError
+from truepeak.records import Record, RecordError
 from truepeak.report import html as H
 from truepeak.report.load import load_results
 
@@ -31,7 +32,8 @@ def lines(path: Path) -> list[dict]:
 
 
 def write(path: Path, records: list, extra: str = "") -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records) + extra)
+    """Write records (or JSON objects) as JSON Lines, then ``extra``."""
+    path.write_text("".join(json.dumps(r.to_dict() if isinstance(r, Record) else r) + "\n" for r in records) + extra)
     return path
 
 
@@ -63,35 +65,31 @@ def test_self_contained(mixed_html):
     assert not re.search(r"url\((?!#)", mixed_html) and "@import" not in mixed_html  # only in-page url(#id)
 
 
-def test_text_is_escaped(three):
-    evil = {**three[2], "reason": "<script>alert(1)</script> & more", "backend": '"><img src=x>'}
+def test_text_is_escaped(three, edit):
+    evil = edit(three[2], reason="<script>alert(1)</script> & more", backend='"><img src=x>')
     page = H.html_report([three[0], evil])
     assert "<script>alert(1)</script>" not in page and "<img src=x>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in page
 
 
-def test_decode_chart_with_several_m(three):
-    recs = []
-    for m in (1, 2, 4, 8):
-        r = json.loads(json.dumps(three[1]))
-        r["workload"].update(m=m, label=f"{m}x4096x7168")
-        r["key"] = f"gemm|{m}"
-        recs.append(r)
+def test_decode_chart_with_several_m(three, edit):
+    recs = [edit(three[1], key=f"gemm|{m}", **{"workload.m": m, "workload.label": f"{m}x4096x7168"})
+            for m in (1, 2, 4, 8)]
     page = H.html_report(recs)
     assert 'data-chart="decode"' in page and "bf16 N=4096 K=7168" in page
 
 
 def test_bad_lines_are_named_and_the_rest_rendered(tmp_path, three):
-    old = {**three[1], "schema_version": 1, "key": "old"}
+    old = {**three[1].to_dict(), "schema_version": 1, "key": "old"}
     path = write(tmp_path / "r.jsonl", [three[0], old, three[1]], extra='{"kind": "gemm", "stat')
     data = load_results([path])
     assert len(data.records) == 2
     assert [str(p) for p in data.problems] == [
-        f"{path}, line 2: a record of schema version 1; truepeak 0.1.0 reads schema version 2 only",
+        f"{path}, line 2: a record of schema version 1; truepeak 0.1.0 reads schema versions 2 and 3",
         f"{path}, line 4: not valid JSON: Unterminated string starting at (column 18)"]
     page = H.html_report(data)
     assert "2 line(s) or file(s) could not be used" in page
-    assert "this truepeak understands record schema version 2" in page
+    assert "this truepeak understands record schema versions 2 and 3" in page
     assert "line 4: not valid JSON" in page and "16x4096x7168" in page
 
 
@@ -99,16 +97,16 @@ def test_empty_and_unknown_schema_only_files_are_errors(tmp_path, three):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     with pytest.raises(TruepeakError, match=r"no valid records in .*empty.jsonl: empty file: no records; truepeak "
-                                            r"0.1.0 reads record schema version 2"):
+                                            r"0.1.0 reads record schema versions 2 and 3"):
         H.write_html_report(empty)
-    future = write(tmp_path / "future.jsonl", [{**three[0], "schema_version": 9}])
+    future = write(tmp_path / "future.jsonl", [{**three[0].to_dict(), "schema_version": 9}])
     with pytest.raises(TruepeakError, match="line 1: a record of schema version 9; truepeak 0.1.0 reads schema "
-                                            "version 2 only"):
+                                            "versions 2 and 3"):
         load_results([future]).require_records()
 
 
-def test_different_devices_warn_at_the_top(three):
-    cpu = {**three[1], "env": {"cpu": "AMD EPYC", "device": {"kind": "cpu", "name": "AMD EPYC"}}, "key": "cpu"}
+def test_different_devices_warn_at_the_top(three, edit):
+    cpu = edit(three[1], env={"cpu": "AMD EPYC", "device": {"kind": "cpu", "name": "AMD EPYC"}}, key="cpu")
     page = H.html_report([three[1], cpu])
     warn = page.index("records of 2 different devices")
     assert warn < page.index("<h2>NVIDIA H200</h2>") < page.index("<h2>AMD EPYC</h2>")
@@ -190,34 +188,35 @@ def test_truepeak_run_writes_report_html(tmp_path, capsys, monkeypatch, stub_tim
 
 
 def _moe(three, backend, tpe, pct):
-    r = json.loads(json.dumps(three[1]))
+    r = three[1].to_dict()
     r.update(kind="moe_experts", backend=backend, key=f"moe|{backend}|{tpe}")
     r["workload"] = {"model": "deepseek-v3", "E_local": 32, "H": 7168, "I": 2048, "top_k": 8,
                      "tokens_per_expert": float(tpe), "T": 64, "routing": "uniform", "weights_format": "bf16",
                      "layout": "ep8"}
-    r["derived"] = {"bytes": 1e9, "bytes_per_s": pct * 4.54e12, "read_bandwidth_bps": 4.54e12,
-                    "pct_read_bandwidth": pct, "flop_per_s": 1e12}
-    return r
+    r["derived"] = {"bytes": 10**9, "bytes_per_s": pct * 4.54e12, "read_bandwidth_bytes_per_s": 4.54e12,
+                    "read_bandwidth_fraction": pct, "flop_per_s": 1e12}
+    r["correctness"] = {"max_rel_error": 0.004, "passed": True}
+    return Record.from_dict(r)
 
 
 def _coll(three, op, mode, nbytes, t):
-    r = json.loads(json.dumps(three[1]))
-    r.update(kind="collective", backend="nccl", format="bf16", mode=mode, time_s=t, key=f"c|{op}|{mode}|{nbytes}")
-    r["measurement"]["mode"] = mode
+    r = three[1].to_dict()
+    r.update(kind="collective", backend="nccl", format="bf16", mode=mode, key=f"c|{op}|{mode}|{nbytes}")
+    r["measurement"].update(mode=mode, steady_median_s=t)
     r["workload"] = {"op": op, "bytes": nbytes, "count": nbytes // 2, "dtype": "bf16", "n_ranks": 2}
-    r["derived"] = {"algbw_B_per_s": nbytes / t, "busbw_B_per_s": nbytes / t, "bus_factor": 1.0}
+    r["derived"] = {"algbw_bytes_per_s": nbytes / t, "busbw_bytes_per_s": nbytes / t, "bus_factor": 1.0}
     r["correctness"] = {"wrong": 0, "checked": nbytes // 2, "passed": True}
-    return r
+    r["rotation"] = None
+    return Record.from_dict(r)
 
 
-def test_moe_collective_and_peak_search_records(three):
+def test_moe_collective_and_peak_search_records(three, edit):
     moe = [_moe(three, b, t, p) for b, base in (("triton", 0.95), ("grouped_mm", 0.6))
            for t, p in ((0.5, base), (8, base - 0.05), (64, base - 0.3))]
     coll = [_coll(three, op, mode, n, 2e-5 + n / 3e11) for op in ("all_reduce", "all_gather")
             for mode in ("eager", "graph") for n in (1024, 2**20, 2**30)]
-    burst = {**json.loads(json.dumps(three[1])), "mode": "burst", "key": "burst",
-             "search": {"phase": "refine", "round": 2}}
-    burst["workload"]["origin"] = "peak search (refine)"
+    burst = edit(three[1], mode="burst", key="burst", search={"phase": "refine", "round": 2},
+                 **{"measurement.mode": "burst", "workload.origin": "peak search (refine)"})
     page = H.html_report([three[1], burst, *moe, *coll])
     assert re.findall(r'data-chart="(\w+)"', page) == ["peaks", "roofline", "moe", "collective"]
     assert "deepseek-v3 ep8 uniform on NVIDIA H200" in page
@@ -240,12 +239,14 @@ def test_collective_records_find_their_gpu_in_the_catalog(three):
     NVIDIA H200: comm records carry env.gpu (the name torch reports) but no env.device."""
     from truepeak.report.load import accelerator_key
 
-    coll = {"schema_version": 2, "kind": "collective", "status": "ok",
-            "env": {"gpu": {"name": "NVIDIA H200", "sm_count": 132}}}
+    coll = Record.from_dict({"schema_version": 3, "kind": "collective", "status": "skipped", "reason": "r",
+                             "workload": {"op": "all_reduce", "bytes": 1024, "count": 512, "dtype": "bf16",
+                                          "n_ranks": 2},
+                             "env": {"gpu": {"name": "NVIDIA H200", "sm_count": 132}}})
     assert accelerator_key(coll) == "h200-sxm"
-    assert accelerator_key({**coll, "env": {"gpu": {"name": "NVIDIA Nonesuch 9000"}}}) is None
+    assert accelerator_key(coll.replace(env={"gpu": {"name": "NVIDIA Nonesuch 9000"}})) is None
     assert accelerator_key(three[1]) == "h200-sxm"  # env.device says so itself
-    cpu = {**three[1], "env": {"device": {"kind": "cpu", "name": "AMD EPYC", "matched_catalog": False}}}
+    cpu = three[1].replace(env={"device": {"kind": "cpu", "name": "AMD EPYC", "matched_catalog": False}})
     assert accelerator_key(cpu) is None
     page = H.html_report([coll])
     assert "NVIDIA H200 SXM (h200-sxm); efficiency is against its DENSE peaks" in page
@@ -253,18 +254,25 @@ def test_collective_records_find_their_gpu_in_the_catalog(three):
 
 def test_a_cpu_report_names_its_clock_without_sms(three):
     """A CPU has cores and a clock, not SMs and a max SM clock."""
-    cpu = {**three[1], "env": {"device": {"kind": "cpu", "name": "AMD EPYC", "matched_catalog": False,
-                                          "max_sm_clock_hz": 2.596e9}}}
+    cpu = three[1].replace(env={"device": {"kind": "cpu", "name": "AMD EPYC", "matched_catalog": False,
+                                           "max_sm_clock_hz": 2.596e9}})
     page = H.html_report([cpu])
     assert "CPU clock" in page and "2.596 GHz" in page and "max SM clock" not in page
 
 
-def test_malformed_records_are_named_and_left_out(tmp_path, capsys, three):
-    """Regression: a schema-2 record with a field of the wrong JSON type (an edited file, another writer) crashed
-    `truepeak report` and `truepeak compare` with a traceback (AttributeError, TypeError, rich NotRenderableError)."""
-    from truepeak.report.load import malformed
+def _why(d: dict) -> str | None:
+    """Why :meth:`Record.from_dict` refuses ``d``, or None."""
+    try:
+        Record.from_dict(d)
+    except RecordError as exc:
+        return str(exc)
+    return None
 
-    copy, decode, probe = three
+
+def test_malformed_records_are_named_and_left_out(tmp_path, capsys, three):
+    """Regression: a record with a field of the wrong JSON type (an edited file, another writer) crashed `truepeak
+    report` and `truepeak compare` with a traceback (AttributeError, TypeError, rich NotRenderableError)."""
+    copy, decode, probe = (r.to_dict() for r in three)
     bad = [
         {**decode, "time_s": "fast"},
         {**decode, "derived": 7},
@@ -275,17 +283,17 @@ def test_malformed_records_are_named_and_left_out(tmp_path, capsys, three):
         {**decode, "workload": {**decode["workload"], "m": -16}},
         {**decode, "env": {**decode["env"], "env_vars": True}},
     ]
-    assert [malformed(r) for r in bad] == [
+    assert [_why(r) for r in bad] == [
         "field 'time_s' is a string, not a number",
-        "field 'derived' is a number, not an object or null",
+        "field 'derived' is a number, not an object",
         "field 'derived.flop_per_s' is a string, not a number",
-        "field 'warnings' is a string, not a list or null",
+        "field 'warnings' is a string, not a list",
         "field 'measurement.warning_codes' is a list, not a list of strings",
         "field 'format' is a list, not a string or null",
         "field 'workload.m' is negative (-16)",
         "field 'env.env_vars' is a boolean, not an object",
     ]
-    assert [malformed(r) for r in three] == [None, None, None]
+    assert [_why(r) for r in (copy, decode, probe)] == [None, None, None]
     path = write(tmp_path / "results.jsonl", [copy, *bad, probe])
     code, out, err = call(capsys, "report", str(path), "--md", "-", "--csv", str(tmp_path / "r.csv"))
     assert code == 0 and "Traceback" not in err

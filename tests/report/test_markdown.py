@@ -3,9 +3,7 @@ records, the best rate per format picked by hand."""
 
 from __future__ import annotations
 
-import pytest
-
-from truepeak.errors import TruepeakError
+from truepeak.records import Record
 from truepeak.report.markdown import best_per_format, markdown_table, summary_markdown, write_summary
 
 GOLDEN_TABLE = """\
@@ -23,14 +21,14 @@ def test_markdown_table_is_pinned(three):
     assert markdown_table(three) == GOLDEN_TABLE
 
 
-def test_cells_with_a_pipe_are_escaped(three):
-    odd = {**three[2], "reason": "a | b\nc"}
+def test_cells_with_a_pipe_are_escaped(three, edit):
+    odd = edit(three[2], reason="a | b\nc")
     assert "| a \\| b c |" in markdown_table([odd])
 
 
 def test_best_per_format_by_hand(four):
     # bf16: 4096^3 at 91.63 TFLOPS beats 16x4096x7168 at 23.49; nvfp4 has no ok record; the copy is no GEMM
-    assert [r["workload"]["label"] for r in best_per_format(four)] == ["4096x4096x4096"]
+    assert [r.workload.label for r in best_per_format(four)] == ["4096x4096x4096"]
     assert best_per_format(four[:3]) == [four[1]]
     assert best_per_format([four[0], four[2]]) == []
 
@@ -63,13 +61,13 @@ def test_method_is_rendered_from_the_records(four):
     assert "- Inputs: uniform random in [-1, 1]" in text
 
 
-def test_method_follows_other_settings(four):
-    cfg = {**four[1]["run_config"], "settle": None, "graph_threshold_s": 60e-6,
-           "budget_settings": {**four[1]["run_config"]["budget_settings"], "warmup_s": 0.5}}
+def test_method_follows_other_settings(four, edit):
+    cfg = {**four[1].run_config, "settle": None, "graph_threshold_s": 60e-6,
+           "budget_settings": {**four[1].run_config["budget_settings"], "warmup_s": 0.5}}
     capped = {"n_sets": 1, "wanted_sets": 4, "capped": True, "l2_bytes": 62914560,
               "note": "80% of 1,000 B free GPU memory holds 1 sets"}
-    int8 = {**four[3], "format": "int8", "correctness": {"tolerance": 0.0, "passed": True}, "rotation": capped}
-    recs = [{**r, "run_config": cfg} for r in (four[1], int8)]
+    int8 = edit(four[3], format="int8", correctness={"tolerance": 0.0, "passed": True}, rotation=capped)
+    recs = [edit(r, run_config=cfg) for r in (four[1], int8)]
     text = summary_markdown(recs)
     assert "- Warm-up per case: 0.5 s warm-up + 0.3 s timed" in text
     assert "kernels under 60 µs" in text
@@ -80,8 +78,9 @@ def test_method_follows_other_settings(four):
 def test_quick_cpu_title_and_device():
     cpu_env = {"cpu": "AMD EPYC", "device": {"kind": "cpu", "name": "AMD EPYC", "sm_count": 2,
                                              "l2_bytes": 32 * 2**20, "max_sm_clock_hz": 2.596e9}}
-    rec = {"schema_version": 2, "kind": "membw", "status": "failed", "reason": "out of memory: x", "mode": "cpu",
-           "workload": {"label": "copy 32 MiB"}, "env": cpu_env, "run_config": {"quick": True}}
+    rec = Record.from_dict({"schema_version": 3, "kind": "membw", "status": "failed", "reason": "out of memory: x",
+                            "mode": "cpu", "workload": {"label": "copy 32 MiB", "nbytes": 32 * 2**20},
+                            "env": cpu_env, "run_config": {"quick": True}})
     text = summary_markdown([rec])
     assert text.startswith("# truepeak run: AMD EPYC (quick)\n")
     assert "- CPU: AMD EPYC, 2 cores, last-level cache 32 MiB, memory unknown, clock 2.596 GHz" in text
@@ -93,9 +92,7 @@ def test_no_records_still_renders():
     assert "## All results" in summary_markdown([])
 
 
-def test_schema_1_is_refused(four, tmp_path):
-    with pytest.raises(TruepeakError, match="reads schema version 2 only"):
-        summary_markdown([{**four[0], "schema_version": 1}])
+def test_write_summary_writes_the_summary(four, tmp_path):
     path = write_summary(four, tmp_path / "summary.md")
     assert path.read_text(encoding="utf-8") == summary_markdown(four)
 
@@ -108,26 +105,24 @@ def test_an_interrupted_summary_says_so_under_the_title(four, tmp_path):
     assert "Interrupted" not in summary_markdown(four[:2])
 
 
-def test_best_table_says_clock_on_a_cpu_and_sm_clock_on_a_gpu(four):
+def test_best_table_says_clock_on_a_cpu_and_sm_clock_on_a_gpu(four, edit):
     """A CPU has cores, not SMs: its best-per-format table heads the clock column "clock (MHz)"."""
     cpu_env = {"cpu": "AMD EPYC", "device": {"kind": "cpu", "name": "AMD EPYC", "sm_count": 2}}
-    gemm = {**four[3], "env": cpu_env, "mode": "cpu", "format": "fp32",
-            "measurement": {**four[3]["measurement"], "mode": "cpu"}}
+    gemm = edit(four[3], env=cpu_env, mode="cpu", format="fp32", **{"measurement.mode": "cpu"})
     cpu_text = summary_markdown([gemm])
     assert "| shape (MxNxK) | clock (MHz) | % of peak at that clock |" in cpu_text
     assert "SM clock" not in cpu_text
-    no_device = summary_markdown([{**gemm, "env": {}}])  # no device in the records: the cpu mode says it
+    no_device = summary_markdown([edit(gemm, env={})])  # no device in the records: the cpu mode says it
     assert "| clock (MHz) |" in no_device and "SM clock" not in no_device
     assert "| shape (MxNxK) | SM clock (MHz) | % of peak at that clock |" in summary_markdown(four)
 
 
-def test_method_names_burst_mode_and_best_is_per_mode(four):
+def test_method_names_burst_mode_and_best_is_per_mode(four, edit):
     """Regression: summary.md of a `--mode both` run described only the sustained mode and merged both modes into one
     best row per format (the burst maximum shown without its mode)."""
-    square = four[3]
-    burst = {**square, "mode": "burst", "measurement": {**square["measurement"], "mode": "burst",
-                                                          "burst_gap_s": 1.5e-3},
-             "time_s": 1.2e-3, "derived": {**square["derived"], "flop_per_s": 2 * 4096**3 / 1.2e-3}}
+    burst = edit(four[3], mode="burst", time=1.2e-3, key="burst",
+                 **{"measurement.mode": "burst", "measurement.burst_gap_s": 1.5e-3,
+                    "derived.flop_per_s": 2 * 4096**3 / 1.2e-3})
     text = summary_markdown([*four, burst])
     assert "- Mode: **burst**: a 1.5 ms idle gap" in text
     best = text[text.index("## Best measured"):text.index("## All results")]

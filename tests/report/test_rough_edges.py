@@ -4,11 +4,11 @@ file against a `truepeak run` file matching nothing. Values by hand from the rec
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
+from truepeak.records import Record
 from truepeak.report import html as H
 from truepeak.report.compare import compare, compare_text, match_key
 from truepeak.report.export import kind_table, units_footer
@@ -18,21 +18,23 @@ from truepeak.report.plots import FORMAT_COLOURS, roofline_chart, series_colours
 from truepeak.units import UNITS_FOOTER
 
 
-def _copy(rec: dict) -> dict:
-    return json.loads(json.dumps(rec))
+def _copy(rec: Record) -> dict:
+    return rec.to_dict()
 
 
-def fp8(three, scaling: str, m: int, time_s: float) -> dict:
+def fp8(three, scaling: str, m: int, time_s: float) -> Record:
     """An fp8_e4m3 m x 4096 x 4096 GEMM with the given scale layout: 2 m 4096^2 FLOP in ``time_s``; minimum traffic
     m x 4096 + 4096^2 (fp8, 1 B) + m x 4096 x 2 (bf16 out) bytes."""
     r = _copy(three[1])
     flop = 2 * m * 4096 * 4096
     nbytes = m * 4096 + 4096 * 4096 + 2 * m * 4096
-    r.update(format="fp8_e4m3", time_s=time_s, key=f"fp8|{scaling}|{m}")
+    r.update(format="fp8_e4m3", key=f"fp8|{scaling}|{m}")
+    r["measurement"]["steady_median_s"] = time_s
     r["workload"] = {"label": f"{m}x4096x4096", "m": m, "n": 4096, "k": 4096, "scaling": scaling,
                      "flop": flop, "min_bytes": nbytes, "intensity": flop / nbytes}
-    r["derived"].update(flop_per_s=flop / time_s, dense_peak_flop_per_s=1978.9e12, pct_dense=flop / time_s / 1978.9e12)
-    return r
+    r["derived"].update(flop_per_s=flop / time_s, dense_peak_flop_per_s=1978.9e12,
+                        dense_fraction=flop / time_s / 1978.9e12)
+    return Record.from_dict(r)
 
 
 # -- 1. a format label stays on one line in the HTML ------------------------------------------------------------------
@@ -47,21 +49,24 @@ def test_format_cells_never_wrap(three):
 
 
 # -- 2. each table kind states the units that apply to it -------------------------------------------------------------
-def _fit(three) -> dict:
+def _fit(three) -> Record:
     r = _copy(three[1])
-    r.update(kind="collective_fit", backend="nccl", format="bf16", mode="eager", time_s=None, key="fit")
+    r.update(kind="collective_fit", backend="nccl", format="bf16", mode="eager", time_s=None, key="fit",
+             correctness=None, rotation=None)
     r["workload"] = {"op": "all_reduce", "n_ranks": 2, "dtype": "bf16", "min_bytes": 1024, "max_bytes": 2**30}
     r["measurement"] = {"mode": "eager", "points": []}
-    r["derived"] = {"alpha_s": 16.6e-6, "busbw_B_per_s": 325.2e9, "points": 21, "max_rel_residual": 0.042}
-    return r
+    r["derived"] = {"alpha_s": 16.6e-6, "busbw_bytes_per_s": 325.2e9, "points": 21, "max_rel_residual": 0.042}
+    return Record.from_dict(r)
 
 
-def _coll(three) -> dict:
+def _coll(three) -> Record:
     r = _copy(three[1])
-    r.update(kind="collective", backend="nccl", format="bf16", mode="eager", time_s=24.6e-6, key="coll")
+    r.update(kind="collective", backend="nccl", format="bf16", mode="eager", key="coll", rotation=None,
+             correctness={"wrong": 0, "checked": 2**19, "passed": True})
+    r["measurement"].update(mode="eager", steady_median_s=24.6e-6)
     r["workload"] = {"op": "all_reduce", "bytes": 2**20, "count": 2**19, "dtype": "bf16", "n_ranks": 2}
-    r["derived"] = {"algbw_B_per_s": 2**20 / 24.6e-6, "busbw_B_per_s": 2**20 / 24.6e-6, "bus_factor": 1.0}
-    return r
+    r["derived"] = {"algbw_bytes_per_s": 2**20 / 24.6e-6, "busbw_bytes_per_s": 2**20 / 24.6e-6, "bus_factor": 1.0}
+    return Record.from_dict(r)
 
 
 def test_collective_fit_footer_is_nccl_units_not_dense_peak(three):
@@ -130,27 +135,27 @@ def test_roofline_chart_accepts_labelled_series():
 
 # -- 5. compare a `truepeak peak` file against a `truepeak run` file ------------------------------------------------
 def peak_rec(three, phase: str, time_s: float, n_samples: int, m: int = 4096, scaling: str | None = None,
-             fmt: str = "bf16", i: int = 0) -> dict:
+             fmt: str = "bf16", i: int = 0) -> Record:
     """A `truepeak peak` record of the m x 4096 x 4096 GEMM: keyed by search phase and evaluation, origin
     "peak search (<phase>)", a 'search' field, IQR/median 0.5 %."""
     r = _copy(three[3] if len(three) > 3 else three[1])
-    r.update(format=fmt, time_s=time_s, key=f"gemm|...|{fmt}|sustained|search:{phase}:{i}",
+    r.update(format=fmt, key=f"gemm|...|{fmt}|sustained|search:{phase}:{i}",
              search={"phase": phase, "round": 0, "eval": i})
     r["workload"] = {"label": f"{m}x4096x4096", "m": m, "n": 4096, "k": 4096, "scaling": scaling,
                      "origin": f"peak search ({phase})", "flop": 2 * m * 4096 * 4096}
     r["measurement"] = {**r["measurement"], "steady_median_s": time_s, "n_samples": n_samples,
                         "steady_rel_iqr": 0.005}
-    return r
+    return Record.from_dict(r)
 
 
-def run_rec(three, time_s: float, m: int = 4096, scaling: str | None = None, fmt: str = "bf16") -> dict:
+def run_rec(three, time_s: float, m: int = 4096, scaling: str | None = None, fmt: str = "bf16") -> Record:
     r = _copy(three[3] if len(three) > 3 else three[1])
-    r.update(format=fmt, time_s=time_s, key=f"gemm|run|{m}|{scaling}")
+    r.update(format=fmt, key=f"gemm|run|{m}|{scaling}")
     r["workload"] = {"label": f"{m}x4096x4096", "m": m, "n": 4096, "k": 4096, "scaling": scaling,
                      "origin": "square", "flop": 2 * m * 4096 * 4096, "min_bytes": 3 * 2 * 4096 * m,
                      "intensity": 1.0}
     r["measurement"] = {**r["measurement"], "steady_median_s": time_s, "n_samples": 50, "steady_rel_iqr": 0.005}
-    return r
+    return Record.from_dict(r)
 
 
 def res(records, name):

@@ -1,11 +1,8 @@
 """The results table from hand-made records (tests/report/conftest.py): one unit per time column, cells formatted by
-truepeak.units, the units footer, and records of another schema refused."""
+truepeak.units, the units footer."""
 
 from __future__ import annotations
 
-import pytest
-
-from truepeak.errors import TruepeakError
 from truepeak.report.table import columns, interrupted_line, table_rows, table_text, time_unit
 from truepeak.units import UNITS_FOOTER, fmt_time_in
 
@@ -58,29 +55,20 @@ def test_table_text_has_the_footer_on_one_line(three):
     assert "skipped" in text and "23.49" in text
 
 
-def test_warnings_go_to_the_note(three):
-    noisy = {**three[1], "measurement": {**three[1]["measurement"], "warning_codes": ["noisy"]},
-             "reason": "rotation capped"}
+def test_warnings_go_to_the_note(three, edit):
+    noisy = edit(three[1], **{"measurement.warning_codes": ["noisy"], "reason": "rotation capped"})
     assert table_rows([noisy])[0][0]["note"] == "rotation capped; noisy"
 
 
-def test_the_records_own_warnings_go_to_the_note_in_full(three):
+def test_the_records_own_warnings_go_to_the_note_in_full(three, edit):
     """A record warning that is not the measurement's (a GEMM above its roofline) is shown in full beside the codes."""
     above = "104.5 % of the roofline: this GEMM moved its minimum bytes at 19.4 GB/s, above the 18.6 GB/s ceiling"
-    m = {**three[1]["measurement"], "warning_codes": ["very_noisy"], "warnings": ["very noisy: IQR is 30 %"]}
-    rec = {**three[1], "measurement": m, "warnings": ["very noisy: IQR is 30 %", above]}
+    rec = edit(three[1], **{"measurement.warning_codes": ["very_noisy"],
+                            "measurement.warnings": ["very noisy: IQR is 30 %"],
+                            "warnings": ["very noisy: IQR is 30 %", above]})
     assert table_rows([rec])[0][0]["note"] == f"very_noisy; {above}"
-    clean = {**three[1], "warnings": [above]}
+    clean = edit(three[1], warnings=[above])
     assert table_rows([clean])[0][0]["note"] == above
-
-
-def test_records_of_schema_1_are_refused(three):
-    old = {**three[1], "schema_version": 1}
-    with pytest.raises(TruepeakError, match=r"record 2 \(gemm\|16x4096x7168\|torch\|bf16\|sustained\) has schema "
-                                            r"version 1; truepeak .* reads schema version 2 only"):
-        table_rows([three[0], old])
-    with pytest.raises(TruepeakError, match=r"record 1 \(.*\) has no schema_version; truepeak"):
-        table_rows([{k: v for k, v in three[0].items() if k != "schema_version"}])
 
 
 def test_an_interrupted_runs_line_ends_the_footer(three):
@@ -97,15 +85,15 @@ def test_an_interrupted_runs_line_ends_the_footer(three):
 
 def _variant(rec, *, mode=None, scaling=None, time_s=None):
     """A copy of a hand-made record with another mode / fp8 scale layout / time (derived values left as they are)."""
-    out = dict(rec, workload=dict(rec["workload"]))
+    out = rec.to_dict()
     if mode:
-        out["mode"] = mode
+        out["mode"] = out["measurement"]["mode"] = mode
     if scaling:
         out["format"] = "fp8_e4m3"
         out["workload"]["scaling"] = scaling
     if time_s:
-        out["time_s"] = time_s
-    return out
+        out["measurement"]["steady_median_s"] = time_s
+    return type(rec).from_dict(out)
 
 
 def test_mode_column_only_when_a_run_holds_two_modes(three):

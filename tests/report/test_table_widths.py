@@ -11,7 +11,6 @@ expected token must be shown at least as often as expected, except those of a co
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections import Counter
 
@@ -24,6 +23,7 @@ import truepeak.cli.specs as specs_cli
 from truepeak.cli.app import app
 from truepeak.hardware import load_catalog
 from truepeak.hardware.lookup import get_accelerator
+from truepeak.records import Record
 from truepeak.report.load import Results
 from truepeak.units import UNITS_FOOTER
 
@@ -222,13 +222,13 @@ def test_source_keys_are_whole_words():
 # truepeak run
 
 
-def _cpu_copy(rec: dict) -> dict:
+def _cpu_copy(rec: Record) -> Record:
     """The new user's case: a CPU copy at 4.16e10 B/s = 41.6 GB/s (printed as "4" at 80 columns before)."""
-    out = json.loads(json.dumps(rec))
-    out["mode"] = "cpu"
+    out = rec.to_dict()
+    out["mode"] = out["measurement"]["mode"] = "cpu"
     out["derived"]["bytes_per_s"] = 4.16e10
-    out["derived"]["pct_bandwidth"] = None
-    return out
+    out["derived"]["bandwidth_fraction"] = None
+    return Record.from_dict(out)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -260,8 +260,8 @@ def test_run_on_a_cpu_end_to_end(capsys, monkeypatch, tmp_path, stub_timing, wid
     record's, formatted as its column documents (GB/s whole from 100 up, else 3 significant digits; TFLOPS 4
     significant digits below 100; percentages 3 significant digits below 10)."""
     pytest.importorskip("torch")
-    from truepeak.bench.records import read_records
     from truepeak.cli.app import main
+    from truepeak.records import CopyMetrics, read_records
 
     stub_timing(monkeypatch, gemm_s=2e-3, copy_s=5e-3)
     if width is not None:
@@ -273,7 +273,7 @@ def test_run_on_a_cpu_end_to_end(capsys, monkeypatch, tmp_path, stub_timing, wid
     out = ANSI.sub("", out)
     assert info.value.code == 0, err
     records = read_records(tmp_path / "r" / "results.jsonl")
-    assert records and all(r["status"] == "ok" for r in records)
+    assert records and all(r.ok for r in records)
 
     def pct(f):
         return None if f is None else (f"{100 * f:.1f}" if 100 * f >= 10 else f"{100 * f:.3g}")
@@ -283,16 +283,17 @@ def test_run_on_a_cpu_end_to_end(capsys, monkeypatch, tmp_path, stub_timing, wid
     from truepeak.report.table import table_rows
 
     for r, row in zip(records, table_rows(records)[0]):
-        d = r["derived"]
+        d = r.derived
+        copy = isinstance(d, CopyMetrics)
         cols["shape (MxNxK)"] += numbers(row["shape"])
-        cols["time (ms)"].append(f"{r['time_s'] * 1e3:.4g}")  # 2 ms a GEMM, 5 ms the copy
-        if d.get("flop_per_s"):
-            tf = d["flop_per_s"] / 1e12
+        cols["time (ms)"].append(f"{r.time_s * 1e3:.4g}")  # 2 ms a GEMM, 5 ms the copy
+        if not copy and d.flop_per_s:
+            tf = d.flop_per_s / 1e12
             cols["TFLOPS"].append(f"{tf:.1f}" if tf >= 100 else f"{tf:.4g}")
-        gb = d["bytes_per_s"] / 1e9
+        gb = d.bytes_per_s / 1e9
         cols["GB/s"].append(f"{gb:.0f}" if gb >= 100 else f"{gb:.3g}")
-        for header, value in (("% dense peak", d.get("pct_dense")),
-                              ("% roofline", d.get("pct_bandwidth") if r["kind"] == "membw" else d.get("pct_roofline"))):
+        for header, value in (("% dense peak", None if copy else d.dense_fraction),
+                              ("% roofline", d.bandwidth_fraction if copy else d.roofline_fraction)):
             if pct(value) is not None:
                 cols[header].append(pct(value))
         cols["note"] += numbers(row["note"])
@@ -392,11 +393,13 @@ def test_peak_table_on_a_cpu_explains_only_what_it_shows(width):
 
 def _collective(op, nbytes, count, mode, time_s, busbw_factor=1.0):
     algbw = nbytes / time_s
-    return {"kind": "collective", "status": "ok", "mode": mode, "backend": "gloo", "format": "bf16", "time_s": time_s,
-            "workload": {"op": op, "bytes": nbytes, "count": count, "dtype": "bf16", "n_ranks": 2},
-            "derived": {"algbw_B_per_s": algbw, "busbw_B_per_s": algbw * busbw_factor},
-            "correctness": {"wrong": 0, "checked": count, "passed": True},
-            "run_config": {"n_ranks": 2, "backend": "gloo", "iters": 20, "warmup": 5}, "env": {"cpu": "AMD EPYC"}}
+    return Record.from_dict({
+        "schema_version": 3, "kind": "collective", "status": "ok", "mode": mode, "backend": "gloo", "format": "bf16",
+        "measurement": {"mode": mode, "median_s": time_s},
+        "workload": {"op": op, "bytes": nbytes, "count": count, "dtype": "bf16", "n_ranks": 2},
+        "derived": {"algbw_bytes_per_s": algbw, "busbw_bytes_per_s": algbw * busbw_factor},
+        "correctness": {"wrong": 0, "checked": count, "passed": True},
+        "run_config": {"n_ranks": 2, "backend": "gloo", "iters": 20, "warmup": 5}, "env": {"cpu": "AMD EPYC"}})
 
 
 COMM = [
@@ -404,9 +407,12 @@ COMM = [
     # GB/s; 1 MiB (524,288 bf16) in 200 us: 5.243e9 B/s = 5.24 GB/s; graph replays 650 us and 180 us: 0.00158, 5.83
     _collective("all_reduce", 1024, 512, "eager", 7e-4), _collective("all_reduce", 2**20, 2**19, "eager", 2e-4),
     _collective("all_reduce", 1024, 512, "graph", 6.5e-4), _collective("all_reduce", 2**20, 2**19, "graph", 1.8e-4),
-    {"kind": "collective_fit", "status": "ok", "mode": "eager",
-     "workload": {"op": "all_reduce", "n_ranks": 2, "min_bytes": 1024, "max_bytes": 2**20},
-     "derived": {"alpha_s": 6.98e-4, "busbw_B_per_s": 5.3e9, "points": 2, "max_rel_residual": 0.04}},
+    Record.from_dict({"schema_version": 3, "kind": "collective_fit", "status": "ok", "mode": "eager",
+                      "workload": {"op": "all_reduce", "n_ranks": 2, "dtype": "bf16", "min_bytes": 1024,
+                                   "max_bytes": 2**20},
+                      "measurement": {"mode": "eager", "points": [[1024, 7e-4], [2**20, 2e-4]]},
+                      "derived": {"alpha_s": 6.98e-4, "busbw_bytes_per_s": 5.3e9, "points": 2,
+                                  "max_rel_residual": 0.04}}),
 ]
 ALGOS = {"all_reduce|1024": {"algo": "Ring", "proto": "LL"}, "all_reduce|1048576": {"algo": "Ring", "proto": "LL128"}}
 
@@ -432,11 +438,10 @@ def test_comm_tables(width):
 # truepeak compare
 
 
-def _timed(rec: dict, time_s: float, rel_iqr: float) -> dict:
-    out = json.loads(json.dumps(rec))
-    out["time_s"] = time_s
+def _timed(rec: Record, time_s: float, rel_iqr: float) -> Record:
+    out = rec.to_dict()
     out["measurement"] = {**out["measurement"], "steady_median_s": time_s, "steady_rel_iqr": rel_iqr}
-    return out
+    return Record.from_dict(out)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -513,16 +518,19 @@ def test_moe_plan_cli_piped_keeps_the_natural_table():
 
 
 def _bench_record(fmt, tpe, backend, status="ok", reason=""):
-    rec = {"kind": "moe_experts", "status": status, "reason": reason, "backend": backend,
-           "workload": {"weights_format": fmt, "tokens_per_expert": tpe, "activations": "e4m3"}}
+    rec = {"schema_version": 3, "kind": "moe_experts", "status": status, "reason": reason, "backend": backend,
+           "workload": {"model": "deepseek-v3", "layout": "ep8", "routing": "uniform", "tokens_per_expert": tpe,
+                        "E_local": 32, "H": 7168, "I": 2048, "top_k": 8, "T": 512, "weights_format": fmt,
+                        "activations": "e4m3"}}
     if status == "ok":
         # 41.5 us; 162.3 MB of active experts / 41.5e-6 s = 3.911e12 B/s = 3.911 TB/s = 91.2 % of a 4.288 TB/s read;
         # 51.2 GFLOP / 41.5e-6 s = 1.2 TFLOPS (one decimal)
-        rec["derived"] = {"time_s": 41.5e-6, "bytes_per_s": 162.3e6 / 41.5e-6, "pct_read_bandwidth":
+        rec["measurement"] = {"mode": "sustained", "steady_median_s": 41.5e-6}
+        rec["derived"] = {"time_s": 41.5e-6, "bytes_per_s": 162.3e6 / 41.5e-6, "read_bandwidth_fraction":
                           162.3e6 / 41.5e-6 / 4.288e12, "flop_per_s": 51.2e6 / 41.5e-6,
-                          "read_bandwidth_bps": 4.288e12}
-        rec["correctness"] = {"max_rel_error": 2.1e-3}
-    return rec
+                          "read_bandwidth_bytes_per_s": 4.288e12}
+        rec["correctness"] = {"max_rel_error": 2.1e-3, "passed": True}
+    return Record.from_dict(rec)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -534,7 +542,7 @@ def test_moe_bench_table(width):
                           "nvfp4 weights need the dequant kernel on sm_90 or the block-scaled one on sm_100 / sm_120")]
     text = "\n".join(render(recs, width))
     cols = {"tok/exp": ["16"] * 3, "time µs": ["41.5"] * 2, "TB/s": ["3.911"] * 2, "% read bw": ["91.2"] * 2,
-            "TFLOPS": ["1.2"] * 2, "error / status": ["2.1e-03"] * 2 + numbers(recs[2]["reason"])}
+            "TFLOPS": ["1.2"] * 2, "error / status": ["2.1e-03"] * 2 + numbers(recs[2].reason)}
     check_shown(text, width, cols, around=["read bandwidth measured in this run: 4.288 TB/s; TB/s = 1e12 B/s"],
                 heading="weights")
 

@@ -13,14 +13,14 @@ Method (docs/method.md, 'Cache-resident working sets' and 'Counting FLOP and byt
     - GPU: timed with CUDA events via :func:`truepeak.bench.cuda_timer.time_cuda` (sustained mode, NVML telemetry);
       CPU: :func:`truepeak.bench.timing.time_cpu`.
 
-The result's ``derived`` comes from :func:`truepeak.efficiency.derived_metrics` (``bytes_per_s``, ``pct_bandwidth`` of
-the catalog bandwidth; None where the catalog has none, as for a CPU).
+The result's ``derived`` comes from :func:`truepeak.efficiency.derived_metrics` (:class:`truepeak.records.CopyMetrics`:
+``bytes_per_s``, ``bandwidth_fraction`` of the catalog bandwidth; None where the catalog has none, as for a CPU).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from truepeak.errors import TruepeakError, require
 from truepeak.roofline import Copy
@@ -28,6 +28,7 @@ from truepeak.units import fmt_size
 
 if TYPE_CHECKING:  # pragma: no cover
     from truepeak.bench.measurement import Measurement
+    from truepeak.records import CopyMetrics
     from truepeak.hardware.detect import DeviceInfo
 
 GPU_COPY_BYTES = 2 * 2**30
@@ -50,13 +51,13 @@ class CopyResult:
         nbytes: bytes per buffer (one copy reads ``nbytes`` and writes ``nbytes``).
         measurement: timing (seconds per copy).
         derived: :func:`~truepeak.efficiency.derived_metrics` of ``Copy(nbytes)``: ``bytes_per_s`` (B/s, read +
-            write), ``pct_bandwidth`` (fraction of the catalog bandwidth, or None).
+            write), ``bandwidth_fraction`` (of the catalog bandwidth, or None).
         notes: caveats (for example a buffer smaller than 8x the cache).
     """
 
     nbytes: int
     measurement: Measurement
-    derived: dict[str, Any]
+    derived: CopyMetrics
     notes: list[str] = field(default_factory=list)
 
     @property

@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
 from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError, closest, require
+from truepeak.records import Correctness, MoeExpertsMetrics, MoeExpertsWorkload, Record, RecordWriter, make_record
 
 KIND = "moe_experts"
 BACKENDS = ("per_expert", "bmm", "grouped_mm", "triton")
@@ -453,10 +454,11 @@ def _check_fp4_choice(fp4_kernel: str, fp4_activations: str, weights: list[str],
 def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterable[float] = DEFAULT_TPE,
               routing: str = "uniform", weights: Iterable[str] = ("bf16",), backends: Iterable[str] = BACKENDS,
               out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
-              read_bw: float | None = None, seed: int = 0, progress: Callable[[dict], None] | None = None,
+              read_bw: float | None = None, seed: int = 0, progress: Callable[[Record], None] | None = None,
               env: Any = None, triton_tune: dict[str, dict] | None = None,
-              fp8_activations: str = "fp8", fp4_activations: str = "auto", fp4_kernel: str = "auto") -> list[dict]:
-    """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records.
+              fp8_activations: str = "fp8", fp4_activations: str = "auto", fp4_kernel: str = "auto") -> list[Record]:
+    """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records
+    (:class:`truepeak.records.Record` of kind ``moe_experts``).
 
     ``triton_tune`` maps a weight format to KernelConfig overrides for the triton backend (recorded in the workload as
     ``triton_tune``). ``fp8_activations``: our kernel with fp8 weights runs ``"fp8"`` (w8a8, the default) or
@@ -478,7 +480,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     torch = require("torch", "the MoE benchmark")
     from truepeak.kernels.moe_blockscaled import default_blockscaled_activations
     from truepeak.kernels.moe_triton import default_activations
-    from truepeak.bench.records import RecordWriter, environment, make_record
+    from truepeak.bench.environment import environment
     from truepeak.moe.routing import parse_routing
 
     shape = expert_shape(model, tp, ep)
@@ -563,9 +565,9 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
         peak_bf16 = None
     layout = f"tp{tp}" if tp > 1 else (f"ep{ep}" if ep > 1 else "single")
     writer = RecordWriter(out_path) if out_path else None
-    records: list[dict] = []
+    records: list[Record] = []
 
-    def emit(rec: dict) -> None:
+    def emit(rec: Record) -> None:
         records.append(rec)
         if writer:
             writer.write(rec)
@@ -592,7 +594,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         wl = asdict(BenchPoint(shape.model, shape.E_local, shape.H, shape.I, shape.top_k, t,
                                                tokens_for(t, shape), routing, wfmt, layout))
                         st = "skipped" if isinstance(exc, UnsupportedError) else "failed"
-                        emit(make_record(kind=KIND, workload=wl, backend=b, format=wfmt, measurement=None,
+                        emit(_moe_record(kind=KIND, workload=wl, backend=b, format=wfmt, measurement=None,
                                          status=st, reason=f"weights: {exc}", env=env, mode="sustained"))
                 continue
             for t in tpes:
@@ -637,7 +639,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         # to 2^-4 relative) 1e-1, as the CPU tests (at H = I = 128 a float32 emulation of the same
                         # rounding is 4-8 % from the reference; measured shapes stay at 2-6 %)
                         tol = 2e-2 if wfmt == "bf16" else 1e-1 if str(acts).startswith("fp8") else 8e-2
-                        correct = {"max_rel_error": err, "passed": err <= tol, "reference": "float32, first 16 tokens"}
+                        correct = Correctness(max_rel_error=err, passed=err <= tol,
+                                              reference="float32, first 16 tokens")
                         if act_fmt:  # against the same activation rounding: only bf16 outputs and sum order differ
                             from truepeak.kernels.moe_blockscaled import fake_quantize_rows
 
@@ -648,14 +651,14 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                             # max_rel_error stays the error against unrounded activations (comparable with the
                             # other kernels: the format's accuracy); the check is against the same rounding (whether
                             # the kernel computes what it should)
-                            correct = {"max_rel_error": err, "passed": err_q <= tol,
-                                       "reference": "float32, first 16 tokens",
-                                       "max_rel_error_same_rounding": err_q,
-                                       "checked_against": f"float32, first 16 tokens, activations rounded to {act_fmt} "
-                                                          "as the kernel rounds them"}
+                            correct = Correctness(max_rel_error=err, passed=err_q <= tol,
+                                                  reference="float32, first 16 tokens",
+                                                  max_rel_error_same_rounding=err_q,
+                                                  checked_against=f"float32, first 16 tokens, activations rounded to "
+                                                                  f"{act_fmt} as the kernel rounds them")
                             err = err_q
                         if not err <= tol:
-                            emit(make_record(**rec_kw, measurement=None, status="failed", correctness=correct,
+                            emit(_moe_record(**rec_kw, measurement=None, status="failed", correctness=correct,
                                              reason=f"output differs from the float32 reference: max error "
                                                     f"{err:.3g} of max |ref| (tolerance {tol})"))
                             continue
@@ -663,17 +666,17 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                                       min_samples=5, telemetry=False)
                         ts = m.steady_median_s
                         roof = max(nbytes / read_bw, flop / peak_bf16 if peak_bf16 else 0.0)
-                        derived = {"time_s": ts, "flop": flop, "flop_per_s": flop / ts, "bytes": nbytes,
-                                   "bytes_per_s": nbytes / ts, "read_bandwidth_bps": read_bw,
-                                   "pct_read_bandwidth": nbytes / ts / read_bw, "pct_roofline": roof / ts,
-                                   "dense_peak_flop_per_s": peak_bf16}
-                        emit(make_record(**rec_kw, measurement=m, status="ok", correctness=correct, derived=derived))
+                        derived = MoeExpertsMetrics(time_s=ts, flop=flop, flop_per_s=flop / ts, bytes=nbytes,
+                                                    bytes_per_s=nbytes / ts, read_bandwidth_bytes_per_s=read_bw,
+                                                    read_bandwidth_fraction=nbytes / ts / read_bw,
+                                                    roofline_fraction=roof / ts, dense_peak_flop_per_s=peak_bf16)
+                        emit(_moe_record(**rec_kw, measurement=m, status="ok", correctness=correct, derived=derived))
                     except UnsupportedError as exc:
-                        emit(make_record(**rec_kw, measurement=None, status="skipped", reason=str(exc)))
+                        emit(_moe_record(**rec_kw, measurement=None, status="skipped", reason=str(exc)))
                     except Exception as exc:  # noqa: BLE001 - a failed point is data; the sweep goes on
                         if "out of memory" in str(exc).lower():
                             torch.cuda.empty_cache()
-                        emit(make_record(**rec_kw, measurement=None, status="failed",
+                        emit(_moe_record(**rec_kw, measurement=None, status="failed",
                                          reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"))
                     finally:
                         fn = None
@@ -685,15 +688,20 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     return records
 
 
-def plot_records(records: Iterable[dict], path: str) -> str:
+def _moe_record(*, workload: dict[str, Any], **kw: Any) -> Record:
+    """:func:`truepeak.records.make_record` of one point, its workload fields as the point built them up."""
+    return make_record(workload=MoeExpertsWorkload(**workload), **kw)
+
+
+def plot_records(records: Iterable[Record], path: str) -> str:
     """Plot % of read bandwidth vs tokens per expert, one line per (backend, format); matplotlib imported here."""
     plt = require("matplotlib.pyplot", "plotting", "pip install matplotlib")
     series: dict[str, list[tuple[float, float]]] = {}
     for r in records:
-        if r.get("status") != "ok":
+        if not r.ok or r.derived.read_bandwidth_fraction is None:
             continue
-        key = f"{r['backend']} {r['format']}"
-        point = (r["workload"]["tokens_per_expert"], 100 * r["derived"]["pct_read_bandwidth"])
+        key = f"{r.backend} {r.format}"
+        point = (r.workload.tokens_per_expert, 100 * r.derived.read_bandwidth_fraction)
         series.setdefault(key, []).append(point)
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for key, pts in sorted(series.items()):

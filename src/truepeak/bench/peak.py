@@ -17,9 +17,10 @@ coarse look plus local refinement finds its top in a few dozen evaluations:
    "winner's curse" of picking a maximum over many noisy values) loses here.
 
 Every evaluation is one :func:`truepeak.bench.run` GEMM case (random inputs rotated over >= 2x L2, checked against a
-float64 reference before timing, CUDA events, NVML telemetry) and becomes a ``gemm`` record with a ``search`` field
-(``phase``, ``round``, ``step``, ``eval``), written the moment it finishes. An out-of-memory shape becomes a
-``failed: out of memory`` record and the search goes on around it.
+float64 reference before timing, CUDA events, NVML telemetry) and becomes a ``gemm`` record with a ``search`` step
+(:class:`truepeak.records.SearchStep`: ``phase``, ``round``, ``step``, ``eval``), written the moment it finishes. An
+out-of-memory shape becomes a ``failed: out of memory`` record and the search goes on around it. A format the device
+cannot run becomes one ``skipped`` record of kind ``peak_search`` (:class:`truepeak.records.PeakSearchWorkload`).
 
 Modes (always labelled): **burst** puts a 1.5 ms idle gap before each timed GEMM, as mamf-finder's per-iteration
 cache flush does, so clocks recover: the figure comparable with mamf-finder's; **sustained** launches back to back
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from truepeak.errors import TruepeakError, require
+from truepeak.records import Record, SearchStep
 from truepeak.units import fmt_rate
 
 Shape = tuple[int, int, int]
@@ -134,17 +136,16 @@ class Trial:
     step: int | None
     index: int
     value: float | None
-    record: dict[str, Any] | None = None
+    record: Record | None = None
     stopped: str | None = None
 
     @property
-    def search_info(self) -> dict[str, Any]:
-        """The record's ``search`` field: ``phase``, ``round``, ``step``, ``eval`` (the trial's index, 0 first), and on
-        the last trial ``final: True`` with ``stopped``."""
-        info = {"phase": self.phase, "round": self.round, "step": self.step, "eval": self.index}
-        if self.stopped is not None:
-            info.update(final=True, stopped=self.stopped)
-        return info
+    def search_info(self) -> SearchStep:
+        """The record's ``search`` step: ``phase``, ``round``, ``step``, ``eval`` (the trial's index, 0 first), and on
+        the last trial ``final=True`` with ``stopped``."""
+        last = self.stopped is not None
+        return SearchStep(phase=self.phase, round=self.round, step=self.step, eval=self.index,
+                          final=True if last else None, stopped=self.stopped)
 
 
 @dataclass
@@ -402,7 +403,7 @@ class FormatPeak:
     mode: str
     status: str
     reason: str = ""
-    best_record: dict[str, Any] | None = None
+    best_record: Record | None = None
     result: SearchResult | None = None
     elapsed_s: float = 0.0
     resumed: bool = False
@@ -421,19 +422,22 @@ class FormatPeak:
         rec = self.best_record
         if rec is None:
             return out
-        d = rec.get("derived") or {}
-        w = rec.get("workload") or {}
-        tel = ((rec.get("measurement") or {}).get("telemetry")) or {}
+        d, w, m = rec.derived, rec.workload, rec.measurement
+        tel = m.telemetry if m is not None else None
         out.update(
-            shape=[w.get("m"), w.get("n"), w.get("k")], backend=rec.get("backend"),
-            remeasured=(rec.get("search") or {}).get("phase") == "remeasure",
-            flop_per_s=d.get("flop_per_s"), time_s=rec.get("time_s"),
-            rel_iqr=(rec.get("measurement") or {}).get("steady_rel_iqr"),
-            dense_peak_flop_per_s=d.get("dense_peak_flop_per_s"), pct_dense=d.get("pct_dense"),
-            peak_at_clock_flop_per_s=d.get("peak_at_clock_flop_per_s"), pct_at_clock=d.get("pct_at_clock"),
-            sm_clock_median_hz=tel.get("sm_clock_median_hz"), power_median_w=tel.get("power_median_w"),
-            temperature_max_c=tel.get("temperature_max_c"), throttle_reasons=tel.get("reasons"),
-            warnings=rec.get("warnings"),
+            shape=[w.m, w.n, w.k], backend=rec.backend,
+            remeasured=rec.search is not None and rec.search.phase == "remeasure",
+            flop_per_s=d.flop_per_s if d else None, time_s=rec.time_s,
+            rel_iqr=m.steady_rel_iqr if m else None,
+            dense_peak_flop_per_s=d.dense_peak_flop_per_s if d else None,
+            pct_dense=d.dense_fraction if d else None,
+            peak_at_clock_flop_per_s=d.peak_at_clock_flop_per_s if d else None,
+            pct_at_clock=d.at_clock_fraction if d else None,
+            sm_clock_median_hz=tel.sm_clock_median_hz if tel else None,
+            power_median_w=tel.power_median_w if tel else None,
+            temperature_max_c=tel.temperature_max_c if tel else None,
+            throttle_reasons=dict(tel.reasons) if tel else None,
+            warnings=list(rec.warnings),
         )
         return out
 
@@ -455,7 +459,7 @@ class PeakRun:
     device: Any
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     interrupted: bool = False
     not_searched: list[tuple[str, str]] = field(default_factory=list)
 
@@ -553,8 +557,9 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
     torch = require("torch", "truepeak peak")
     from truepeak.bench import gemm as G
     from truepeak.bench import run as R
-    from truepeak.bench.records import RecordWriter, environment, make_record, read_records, record_key
+    from truepeak.bench.environment import environment
     from truepeak.hardware.detect import DeviceInfo, detect
+    from truepeak.records import RecordWriter, make_record, read_records, record_key
 
     t0 = time.perf_counter()
     budget_map = dict(budget_s) if isinstance(budget_s, dict) else {}
@@ -601,8 +606,7 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
             if not _nvml_ok(dev):
                 notes.append("NVML is not available: measured anyway, without telemetry (no clock, power or "
                              "throttle reasons; no % of peak at measured clock)")
-        env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
-        env["device"] = dev.to_dict()
+        env = environment(argv, device=dev.index if dev.kind == "cuda" else None).replace(device=dev.to_dict())
         with RecordWriter(path) as writer:
             for fmt, mode in order:
                 if (fmt, mode) in finished:
@@ -636,60 +640,57 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
 PEAK_RESUME_MUST_MATCH = ("device", "device_name", "scaling", "budget_s", "budgets", "plan")
 
 
-def _previous_searches(path: Path, warn: Callable[[str], None]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def _previous_searches(path: Path, warn: Callable[[str], None]) -> dict[tuple[str, str], list[Record]]:
     """The records of each (format, mode) search in a results file being resumed, in file order, from the last
     attempt only: a search's first trial (``search.eval == 0``) starts a new attempt. Lines that are not valid
-    records are reported through ``warn`` (capped: :func:`~truepeak.bench.records.problem_warnings`) and ignored.
+    records are reported through ``warn`` (capped: :func:`~truepeak.records.problem_warnings`) and ignored.
 
     Raises:
         TruepeakError: a record of another schema version (appending this schema's records to it would mix two).
     """
-    from truepeak import SCHEMA_VERSION
-    from truepeak.bench.records import problem_warnings, read_records, schema_found
+    from truepeak.bench.run import refuse_other_schemas
+    from truepeak.records import problem_warnings, read_records
 
     recs = read_records(path, strict=False)
-    if recs.other_schema:
-        n, version = recs.other_schema[0]
-        raise TruepeakError(f"cannot --resume {path}: line {n} has {schema_found(version)}, and this truepeak writes "
-                            f"version {SCHEMA_VERSION} only; choose another --out")
+    refuse_other_schemas(recs, path)
     for line in problem_warnings(path, recs.problems, "{path} line {line} is not a valid record and is ignored: {why}"):
         warn(line)  # capped per kind of problem
     return _attempts(recs)
 
 
-def _attempts(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def _attempts(records: Sequence[Record]) -> dict[tuple[str, str], list[Record]]:
     """Per (format, mode), the peak-search records of its last attempt, in order (``search.eval == 0`` starts one)."""
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    out: dict[tuple[str, str], list[Record]] = {}
     for rec in records:
-        config, search = rec.get("run_config"), rec.get("search")
-        if not isinstance(config, dict) or config.get("command") != "peak" or not isinstance(search, dict):
+        config, search = rec.run_config, rec.search
+        if not isinstance(config, dict) or config.get("command") != "peak" or search is None:
             continue
         key = (str(config.get("format")), str(config.get("mode")))
-        if search.get("eval") == 0:
+        if search.eval == 0:
             out[key] = []
         out.setdefault(key, []).append(rec)
     return out
 
 
-def _search_finished(records: Sequence[dict[str, Any]]) -> bool:
+def _search_finished(records: Sequence[Record]) -> bool:
     """Whether one search's records (its last attempt) are complete: a ``skipped`` search, or a last record that is
     the search's last re-measurement (``search.final``). A search with no shape that ran never has one: it is
     searched again, as ``truepeak run --resume`` runs failed cases again."""
     if not records:
         return False
-    last = records[-1].get("search") or {}
-    return bool(last.get("final")) or (len(records) == 1 and last.get("phase") == "skipped"
-                                       and records[0].get("status") == "skipped")
+    last = records[-1].search
+    return last is not None and (bool(last.final) or (len(records) == 1 and last.phase == "skipped"
+                                                      and records[0].status == "skipped"))
 
 
-def _check_resume_settings(record: dict[str, Any], config: dict[str, Any], path: Path) -> None:
+def _check_resume_settings(record: Record, config: dict[str, Any], path: Path) -> None:
     """Refuse to reuse a finished search made with other settings (:data:`PEAK_RESUME_MUST_MATCH`).
 
     Raises:
         TruepeakError: one line naming the search and each setting that differs, e.g. ``budget_s (there: 15.0,
             now: 30.0)``.
     """
-    there = record.get("run_config") or {}
+    there = record.run_config or {}
     diff = [f"{k} (there: {there.get(k)}, now: {config.get(k)})" for k in PEAK_RESUME_MUST_MATCH
             if there.get(k) != config.get(k)]
     if diff:
@@ -698,17 +699,19 @@ def _check_resume_settings(record: dict[str, Any], config: dict[str, Any], path:
                             "choose another --out")
 
 
-def peak_from_records(fmt: str, mode: str, records: Sequence[dict[str, Any]]) -> FormatPeak:
+def peak_from_records(fmt: str, mode: str, records: Sequence[Record]) -> FormatPeak:
     """The answer of a finished search rebuilt from its records (``resume``): the best re-measured record (else the
     best first-pass one, as :func:`search_shapes` picks it), every record a :class:`Trial`, ``stopped`` from the
     final record, and the time as the span of the records' timestamps. A skipped search gives a ``skipped`` answer
     with its reason."""
-    first = records[0] if records else {}
-    if first.get("status") == "skipped" and (first.get("search") or {}).get("phase") == "skipped":
-        return FormatPeak(fmt, mode, "skipped", str(first.get("reason") or ""), resumed=True)
+    first = records[0] if records else None
+    if first is not None and first.status == "skipped" and first.search is not None \
+            and first.search.phase == "skipped":
+        return FormatPeak(fmt, mode, "skipped", first.reason, resumed=True)
     trials = _trials(records)
     best = best_so_far(trials)
-    stopped = str((records[-1].get("search") or {}).get("stopped") or "converged")
+    last = records[-1].search if records else None
+    stopped = str((last.stopped if last is not None else None) or "converged")
     span = _timestamp_span(records)
     result = SearchResult(best, trials, stopped, span)
     if best is None:
@@ -716,27 +719,26 @@ def peak_from_records(fmt: str, mode: str, records: Sequence[dict[str, Any]]) ->
     return FormatPeak(fmt, mode, "ok", best_record=best.record, result=result, elapsed_s=span, resumed=True)
 
 
-def _trials(records: Sequence[dict[str, Any]]) -> list[Trial]:
+def _trials(records: Sequence[Record]) -> list[Trial]:
     """One search's records as :class:`Trial` objects (the value is the record's FLOP/s when it is ``ok``)."""
     trials = []
     for rec in records:
-        w, info = rec.get("workload") or {}, rec.get("search") or {}
-        if info.get("phase") == "skipped":
+        w, info = rec.workload, rec.search
+        if info is None or info.phase == "skipped" or rec.kind != "gemm":
             continue
-        value = (rec.get("derived") or {}).get("flop_per_s") if rec.get("status") == "ok" else None
-        trials.append(Trial((w.get("m"), w.get("n"), w.get("k")), str(info.get("phase")), int(info.get("round") or 0),
-                            info.get("step"), int(info.get("eval") or 0), value, rec, info.get("stopped")))
+        value = rec.derived.flop_per_s if rec.ok and rec.derived is not None else None
+        trials.append(Trial((w.m, w.n, w.k), info.phase, info.round, info.step, info.eval, value, rec, info.stopped))
     return trials
 
 
-def _timestamp_span(records: Sequence[dict[str, Any]]) -> float:
+def _timestamp_span(records: Sequence[Record]) -> float:
     """Seconds from the first to the last record's ``timestamp`` (ISO 8601, UTC); 0 when they cannot be read."""
     import datetime as _dt
 
     stamps = []
     for rec in records:
         try:
-            stamps.append(_dt.datetime.fromisoformat(str(rec.get("timestamp")).replace("Z", "+00:00")))
+            stamps.append(_dt.datetime.fromisoformat(rec.timestamp.replace("Z", "+00:00")))
         except ValueError:
             continue
     return (max(stamps) - min(stamps)).total_seconds() if len(stamps) > 1 else 0.0
@@ -768,10 +770,12 @@ def _search_one(dev, fmt, mode, budget, plan, budgets, env, writer, run, progres
     scaling = G.default_scaling(fmt)
     ok, reason = G.supported(fmt, dev, scaling=scaling)
     if not ok:
-        rec = make_record(kind="gemm", workload={"label": "peak search", "format": fmt}, backend=None, format=fmt,
+        from truepeak.records import PeakSearchWorkload
+
+        rec = make_record(workload=PeakSearchWorkload(format=fmt, scaling=scaling), backend=None, format=fmt,
                           measurement=None, status="skipped", reason=reason, env=env, mode=mode,
-                          run_config=_peak_config(dev, fmt, mode, budgets, plan, budget, scaling))
-        rec["search"] = {"phase": "skipped", "round": 0, "step": None, "eval": 0}
+                          run_config=_peak_config(dev, fmt, mode, budgets, plan, budget, scaling),
+                          search=SearchStep(phase="skipped"))
         writer.write(rec)
         run.records.append(rec)
         if progress:
@@ -782,7 +786,7 @@ def _search_one(dev, fmt, mode, budget, plan, budgets, env, writer, run, progres
                                     0.0, 0.0, 256 if dev.kind == "cuda" else 64),
                      False, env, config, acc=dev.accelerator, settled=True)
     case_mode = mode if dev.kind == "cuda" else ""
-    by_id: dict[int, dict] = {}
+    by_id: dict[int, Record] = {}
 
     def measure(shape: Shape, trial: Trial, final: bool = False) -> float | None:
         m, n, k = shape
@@ -790,17 +794,16 @@ def _search_one(dev, fmt, mode, budget, plan, budgets, env, writer, run, progres
                       scaling=scaling, warmup_s=budgets.final_warmup_s if final else budgets.warmup_s,
                       budget_s=budgets.final_budget_s if final else budgets.budget_s)
         key = R.case_key(case, dev) + f"|search:{trial.phase}:{trial.index}"
-        rec = R._run_gemm(case, key, sweep)
-        rec["search"] = trial.search_info
+        rec = R._run_gemm(case, key, sweep).replace(search=trial.search_info)
         writer.write(rec)
         run.records.append(rec)
         by_id[trial.index] = rec
         trial.record = rec
-        if rec["status"] != "ok":
+        if not rec.ok:
             if progress:
-                progress(f"{fmt} {mode} {trial.phase} {m}x{n}x{k}: {rec['status']}: {rec['reason']}")
+                progress(f"{fmt} {mode} {trial.phase} {m}x{n}x{k}: {rec.status}: {rec.reason}")
             return None
-        value = (rec.get("derived") or {}).get("flop_per_s")
+        value = rec.derived.flop_per_s
         if progress:
             progress(f"{fmt} {mode} {trial.phase} {m}x{n}x{k}: {fmt_rate(value)} TFLOPS")  # 0.0156, not 0.0
         return value
@@ -817,7 +820,7 @@ def _search_one(dev, fmt, mode, budget, plan, budgets, env, writer, run, progres
         sweep.weights.clear()
         R._free(dev)
     if result.best is None:
-        reasons = sorted({(t.record or {}).get("reason", "") for t in result.trials if t.record})
+        reasons = sorted({t.record.reason for t in result.trials if t.record is not None})
         return FormatPeak(fmt, mode, "failed", "; ".join(r for r in reasons if r)[:500] or "no shape ran",
                           result=result, elapsed_s=time.perf_counter() - t0)
     return FormatPeak(fmt, mode, "ok", best_record=result.best.record, result=result,

@@ -19,13 +19,13 @@ The default sweep (cases as data: :func:`plan_cases`):
    refuses at its first call (:class:`~truepeak.bench.gemm.BackendUnsupported`) is ``skipped`` with its words.
 
 Every GEMM record is labelled with its mode, stores the NVML telemetry summary of its timed region, the dense peak
-and the peak at the median sampled SM clock (``derived["peak_at_clock_flop_per_s"]``) with both efficiencies, and
+and the peak at the median sampled SM clock (``derived.peak_at_clock_flop_per_s``) with both efficiencies, and
 warns (:func:`clock_warnings`) when the clock ran below 90 % of its maximum (naming the throttle reason) or when a
-sampled clock above the catalog maximum made ``pct_at_clock`` unusable.
+sampled clock above the catalog maximum made ``at_clock_fraction`` unusable.
 
-Each case becomes a record (:func:`truepeak.bench.records.make_record`) written the moment it finishes through
-:class:`~truepeak.bench.records.RecordWriter` (flushed and fsynced: a crash loses nothing), with ``derived`` from
-:func:`truepeak.efficiency.derived_metrics` (SI: FLOP/s, B/s, fractions of the dense peak, the roofline and the peak
+Each case becomes a :class:`truepeak.records.Record` (:func:`truepeak.records.make_record`) written the moment it
+finishes through :class:`~truepeak.records.RecordWriter` (flushed and fsynced: a crash loses nothing), with ``derived``
+from :func:`truepeak.efficiency.derived_metrics` (SI: FLOP/s, B/s, fractions of the dense peak, the roofline and the peak
 at the median SM clock NVML sampled, and the peak and bandwidth they are against). An exception inside one case (out
 of memory, an unsupported layout, a result above the peak) becomes a ``failed`` record with the reason, and the sweep
 continues. A GEMM above 100 % of its roofline gets a record warning saying why (:func:`roofline_warnings`).
@@ -66,12 +66,14 @@ import truepeak
 from truepeak.bench import cuda_timer, membw, timing
 from truepeak.bench import gemm as G
 from truepeak.bench.cuda_timer import GRAPH_THRESHOLD_S, RotationPlan, plan_rotation
-from truepeak.bench.records import DONE_STATUSES, STATUSES, RecordWriter, environment, make_record, \
-    problem_warnings, read_records, record_key, schema_found
+from truepeak.bench.environment import environment
 from truepeak.efficiency import derived_metrics
 from truepeak.errors import MeasurementError, TruepeakError, require
 from truepeak.formats import get_format
 from truepeak.hardware.detect import DeviceInfo, detect, with_measured_bandwidth
+from truepeak.records import (DONE_STATUSES, CopyMetrics, CopyWorkload, Correctness, Environment, GemmMetrics,
+                              GemmWorkload, Record, RecordWriter, Rotation, latest, make_record, problem_warnings,
+                              read_records, record_key, schema_found)
 from truepeak.roofline import Copy
 from truepeak.units import fmt_bandwidth, fmt_pct, fmt_rate, fmt_size, rate_unit
 
@@ -175,19 +177,17 @@ class Case:
             return f"copy {fmt_size(self.nbytes)}"
         return f"{self.m}x{self.n}x{self.k}"
 
-    def workload(self) -> dict[str, Any]:
+    def workload(self) -> CopyWorkload | GemmWorkload:
         """The record's ``workload``: parameters, FLOP and minimum bytes (deterministic, so it can key ``--resume``)."""
         if self.kind == "membw":
-            c = Copy(self.nbytes)
-            return {"label": self.label, "nbytes": self.nbytes, "bytes_moved": c.min_bytes, "flop": 0,
-                    "counting": "read + write"}
+            return CopyWorkload(label=self.label, nbytes=self.nbytes, bytes_moved=Copy(self.nbytes).min_bytes,
+                                counting="read + write")
         g = G.gemm_workload(self.format, self.m, self.n, self.k, self.scaling)
-        out = {"label": self.label, "m": self.m, "n": self.n, "k": self.k, "out_format": g.out_format.name,
-               "scaling": g.scaling, "flop": g.flop, "min_bytes": g.min_bytes, "intensity": g.intensity,
-               "origin": self.origin}
-        if self.inputs != "random":
-            out["inputs"] = self.inputs  # never a peak: kept apart from the random-input case
-        return out
+        return GemmWorkload(label=self.label, m=self.m, n=self.n, k=self.k, out_format=g.out_format.name,
+                            scaling=g.scaling, flop=g.flop, min_bytes=g.min_bytes, intensity=g.intensity,
+                            origin=self.origin,
+                            # never a peak: kept apart from the random-input case
+                            inputs=self.inputs if self.inputs != "random" else None)
 
 
 @dataclass
@@ -209,7 +209,7 @@ class RunResult:
 
     out_dir: Path
     records_path: Path
-    records: list[dict[str, Any]]
+    records: list[Record]
     device: DeviceInfo
     elapsed_s: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -367,7 +367,7 @@ def _mode(device: DeviceInfo, case: Case | None = None) -> str:
 
 
 def case_key(case: Case, device: DeviceInfo) -> str:
-    """The ``--resume`` key of a case: :func:`truepeak.bench.records.record_key` of its record."""
+    """The ``--resume`` key of a case: :func:`truepeak.records.record_key` of its record."""
     return record_key(case.kind, case.workload(), _backend(case, device), case.format, _mode(device, case))
 
 
@@ -505,28 +505,28 @@ def _show_config(key: str, value: Any) -> str:
     return ",".join(value) if key == "formats" and isinstance(value, (list, tuple)) else str(value)
 
 
-def recorded_formats(previous: Iterable[dict]) -> tuple[list[str], bool] | None:
+def recorded_formats(previous: Iterable[Record]) -> tuple[list[str], bool] | None:
     """``(formats, formats_given)`` of the run that wrote ``previous`` (the first record whose ``run_config`` has
     them), or None for records written before ``run_config`` held the formats."""
     for rec in previous:
-        there = rec.get("run_config")
+        there = rec.run_config
         if isinstance(there, dict) and isinstance(there.get("formats"), list):
             return [str(f) for f in there["formats"]], bool(there.get("formats_given"))
     return None
 
 
-def check_resume_config(previous: Iterable[dict], config: dict[str, Any], path: Path) -> None:
+def check_resume_config(previous: Iterable[Record], config: dict[str, Any], path: Path) -> None:
     """Refuse to resume ``path`` when a record there was made with other settings (records without ``run_config``,
     written before it existed, are not checked for settings; nor are settings a record's ``run_config`` lacks, such
     as ``formats`` in records older than that field). Records of another schema version never get here:
-    :func:`~truepeak.bench.records.read_records` sets them apart and :func:`_read_previous` refuses the file.
+    :func:`_read_previous` refuses such a file.
 
     Raises:
         TruepeakError: one line naming the settings that differ, e.g. ``quick (there: True, now: False)`` or
             ``formats (there: bf16, now: fp32,bf16)``.
     """
     for rec in previous:
-        there = rec.get("run_config")
+        there = rec.run_config
         if not isinstance(there, dict):
             continue
         keys = [k for k in RESUME_MUST_MATCH
@@ -552,7 +552,7 @@ class _Sweep:
     dev: DeviceInfo
     budgets: Budgets
     quick: bool
-    env: dict[str, Any]
+    env: Environment
     config: dict[str, Any]
     acc: Any
     settled: bool
@@ -620,7 +620,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     sweep_formats = fmts or default_formats(dev, quick)
     config = run_config(dev, quick, budgets, sweep_formats, given, mode_list)
     check_resume_config(previous.values(), config, path)
-    done = {key for key, rec in previous.items() if rec.get("status") in DONE_STATUSES}
+    done = {key for key, rec in previous.items() if rec.status in DONE_STATUSES}
 
     result = RunResult(out, path, [], dev)
     if dev.kind != "cuda" and mode_list != ["sustained"]:  # as truepeak peak says it (bench/peak.py)
@@ -634,8 +634,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
         cases = plan_cases(dev, sweep_formats, quick, _format_skips(torch, dev, fmts if given else None, quick),
                            modes=mode_list)
         result.n_cases = len(cases)
-        env = environment(argv, device=dev.index if dev.kind == "cuda" else None)
-        env["device"] = dev.to_dict()
+        env = environment(argv, device=dev.index if dev.kind == "cuda" else None).replace(device=dev.to_dict())
         sweep = _Sweep(dev, budgets, quick, env, config, acc=dev.accelerator,
                        settled=dev.kind != "cuda" or budgets.settle_s <= 0)
         with RecordWriter(path) as writer, _Progress(len(cases), progress) as bar:
@@ -677,7 +676,7 @@ def _format_skips(torch: Any, dev: DeviceInfo, asked: list[str] | None, quick: b
     return {} if ok else {"bf16": why}
 
 
-def _run_case(case: Case, key: str, sweep: _Sweep, torch: Any) -> dict:
+def _run_case(case: Case, key: str, sweep: _Sweep, torch: Any) -> Record:
     """Measure one case and return its record (ok, skipped or failed; only Ctrl-C propagates). The first GEMM that
     runs on a GPU settles clock and power first (:func:`settle_gpu`)."""
     if case.kind == "membw":
@@ -688,7 +687,7 @@ def _run_case(case: Case, key: str, sweep: _Sweep, torch: Any) -> dict:
     return _run_gemm(case, key, sweep)
 
 
-def _use_copy(sweep: _Sweep, copy_record: dict, notes: list[str]) -> None:
+def _use_copy(sweep: _Sweep, copy_record: Record, notes: list[str]) -> None:
     """Place the following GEMMs against the roofline the copy gives (:func:`_roofline_accelerator`)."""
     sweep.acc, sweep.bandwidth_note = _roofline_accelerator(sweep.dev, copy_record)
     sweep.ceiling_from_copy = sweep.acc is not sweep.dev.accelerator
@@ -696,51 +695,56 @@ def _use_copy(sweep: _Sweep, copy_record: dict, notes: list[str]) -> None:
         notes.append(sweep.bandwidth_note)
 
 
-def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, dict]:
+def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, Record]:
     """The records of a results file being resumed, by key (the last of a key wins). Each line that is not a valid
     record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored (at most
-    :data:`~truepeak.bench.records.REPEAT_LIMIT` lines of each kind, then one that counts the rest).
+    :data:`~truepeak.records.REPEAT_LIMIT` lines of each kind, then one that counts the rest).
 
     Raises:
-        TruepeakError: a record of another schema version (appending this schema's records to it would mix two).
+        TruepeakError: a record of another schema version, older (read by migration) or unreadable: appending this
+            schema's records to it would mix two.
     """
     recs = read_records(path, strict=False)
-    if recs.other_schema:
-        n, version = recs.other_schema[0]
+    refuse_other_schemas(recs, path)
+    for line in problem_warnings(path, recs.problems, "{path} line {line} is not a valid record and is ignored: {why}"):
+        warn(line)  # at most REPEAT_LIMIT per kind of problem, then one line counting the rest
+    return {rec.key: rec for rec in recs}
+
+
+def refuse_other_schemas(recs: Any, path: Path) -> None:
+    """``--resume`` appends to a file of the current schema only (:class:`~truepeak.records.RecordList` of
+    ``path``).
+
+    Raises:
+        TruepeakError: a line of another schema version (an older one that reading migrates, or one it cannot read):
+            one line naming the file, the line and the versions.
+    """
+    other = sorted([*recs.other_schema, *recs.migrated], key=lambda p: p[0])
+    if other:
+        n, version = other[0]
         raise TruepeakError(f"cannot --resume {path}: line {n} has {schema_found(version)}, and this truepeak writes "
                             f"version {truepeak.SCHEMA_VERSION} only; choose another --out")
-    problems = list(recs.problems)
-    previous: dict[str, dict] = {}
-    for n, rec in zip(recs.line_numbers or [None] * len(recs), recs):
-        if not isinstance(rec.get("key"), str) or rec.get("status") not in STATUSES:
-            problems.append((n, "a JSON object without a string 'key' and a status (ok, skipped, failed)"))
-            continue
-        previous[rec["key"]] = rec
-    for line in problem_warnings(path, sorted(problems, key=lambda p: p[0] or 0),
-                                 "{path} line {line} is not a valid record and is ignored: {why}"):
-        warn(line)  # at most REPEAT_LIMIT per kind of problem, then one line counting the rest
-    return previous
 
 
-def _roofline_accelerator(dev: DeviceInfo, copy_record: dict) -> tuple[Any, str]:
+def _roofline_accelerator(dev: DeviceInfo, copy_record: Record) -> tuple[Any, str]:
     """The accelerator GEMM records are placed against, and why it has no memory ceiling ("" when it has one or the
     catalog decides): the catalog one, or (no catalog bandwidth, e.g. a CPU) the same with the measured copy
     bandwidth as the roofline's memory ceiling. A copy whose working set is under 2x the cache
     (:func:`~truepeak.bench.membw.cache_resident`) is never used: it measures the cache, not memory."""
     acc = dev.accelerator
-    if acc.memory_bandwidth is not None or copy_record.get("status") != "ok":
+    if acc.memory_bandwidth is not None or not copy_record.ok or not isinstance(copy_record.derived, CopyMetrics):
         return acc, ""
-    bytes_per_s = (copy_record.get("derived") or {}).get("bytes_per_s")
+    bytes_per_s = copy_record.derived.bytes_per_s
     if not bytes_per_s:
         return acc, ""
-    workload = copy_record.get("workload") or {}
-    nbytes = int(workload.get("nbytes") or 0)
+    workload = copy_record.workload
+    nbytes = int(workload.nbytes)
     if membw.cache_resident(nbytes, dev.l2_bytes):
         return acc, (f"no roofline memory ceiling: the copy's working set ({fmt_size(2 * nbytes)}, source + "
                      f"destination) is under 2x the {fmt_size(dev.l2_bytes)} cache, so its bandwidth is a "
                      "cache figure, not memory (see docs/method.md, 'Cache-resident working sets'); % of roofline "
                      "is left empty")
-    return with_measured_bandwidth(acc, bytes_per_s, f"truepeak run copy bandwidth, {workload.get('label')}"), ""
+    return with_measured_bandwidth(acc, bytes_per_s, f"truepeak run copy bandwidth, {workload.label}"), ""
 
 
 def settle_gpu(torch: Any, dev: DeviceInfo, seconds: float) -> float:
@@ -792,7 +796,7 @@ def _copy_is_ceiling(dev: DeviceInfo, case: Case) -> bool:
     return dev.accelerator.memory_bandwidth is None and not membw.cache_resident(case.nbytes, dev.l2_bytes)
 
 
-def _run_copy(case: Case, key: str, sweep: _Sweep) -> dict:
+def _run_copy(case: Case, key: str, sweep: _Sweep) -> Record:
     """Measure the copy. When it will be the roofline's memory ceiling and came out ``very_noisy`` (one noisy copy
     once made a CPU GEMM read 104.5 % of its roofline), it is measured once more over :data:`COPY_REMEASURE_FACTOR`
     times the budget and that measurement is used (its median, as always); the record's reason says so."""
@@ -818,38 +822,38 @@ def _run_copy(case: Case, key: str, sweep: _Sweep) -> dict:
     except Exception as exc:  # noqa: BLE001  (one failed case must not stop the sweep)
         _free(dev)
         return make_record(**common, measurement=None, status="failed", reason=_reason(exc), mode=_mode(dev))
-    correctness = {"check": "destination equals source after timing", "passed": True}
+    correctness = Correctness(passed=True, reference="destination equals source after timing")
     return make_record(**common, measurement=res.measurement, status="ok", reason="; ".join([*res.notes, *notes]),
                        correctness=correctness, derived=res.derived)
 
 
-def roofline_warnings(derived: dict[str, Any], ceiling_from_copy: bool = False, fmt: str | None = None) -> list[str]:
-    """A record's warning when a GEMM reads above 100 % of its roofline (``pct_roofline > 1``), in words.
+def roofline_warnings(derived: GemmMetrics, ceiling_from_copy: bool = False, fmt: str | None = None) -> list[str]:
+    """A record's warning when a GEMM reads above 100 % of its roofline (``roofline_fraction > 1``), in words.
 
     Memory-bound: its minimum traffic moved faster than the memory ceiling, so the ceiling is too low for it: a noisy
     copy measurement (``ceiling_from_copy``: the ceiling is this run's measured copy) or operands reused from cache
-    (against a spec bandwidth, ``derived["memory_note"]`` says how much of the working set the cache holds).
+    (against a spec bandwidth, ``derived.memory_note`` says how much of the working set the cache holds).
     Compute-bound: it ran above the dense peak (a clock above the one the peak assumes, or an estimated peak that is
     low). Empty when at or under the roofline."""
-    pct = derived.get("pct_roofline")
-    if not isinstance(pct, (int, float)) or pct <= 1:
+    pct = derived.roofline_fraction
+    if pct is None or pct <= 1:
         return []
-    if derived.get("bound") != "memory":
+    if derived.bound != "memory":
         unit = rate_unit(fmt) if fmt else "TFLOPS"
-        return [f"{fmt_pct(pct)} of the roofline: above the {fmt_rate(derived.get('dense_peak_flop_per_s'))} {unit} "
+        return [f"{fmt_pct(pct)} of the roofline: above the {fmt_rate(derived.dense_peak_flop_per_s)} {unit} "
                 "dense peak (a clock above the one the peak assumes, or an estimated peak that is too low)"]
-    if derived.get("memory_note") and not ceiling_from_copy:  # against a spec bandwidth: the cache, in numbers
-        return [f"{fmt_pct(pct)} of the roofline: {derived['memory_note']}"]
-    bw = derived.get("bandwidth_bytes_per_s")
-    where = f" ({derived['bandwidth_source']})" if derived.get("bandwidth_source") else ""
+    if derived.memory_note and not ceiling_from_copy:  # against a spec bandwidth: the cache, in numbers
+        return [f"{fmt_pct(pct)} of the roofline: {derived.memory_note}"]
+    bw = derived.bandwidth_bytes_per_s
+    where = f" ({derived.bandwidth_source})" if derived.bandwidth_source else ""
     why = ("the measured memory ceiling is too low (a noisy copy measurement) or the GEMM reused operands from cache"
            if ceiling_from_copy else "the operands were served from cache, not memory")
     return [f"{fmt_pct(pct)} of the roofline: this GEMM moved its minimum bytes at "
-            f"{fmt_bandwidth(derived.get('bytes_per_s'))} GB/s, above the {fmt_bandwidth(bw)} GB/s memory "
+            f"{fmt_bandwidth(derived.bytes_per_s)} GB/s, above the {fmt_bandwidth(bw)} GB/s memory "
             f"ceiling{where}: {why}"]
 
 
-def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
+def _run_gemm(case: Case, key: str, sweep: _Sweep) -> Record:
     dev = sweep.dev
     mode = _mode(dev, case)
     common = sweep.common(case, key)
@@ -867,7 +871,7 @@ def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
         except G.BackendUnsupported as exc:  # the library refuses this combination: a skip, not a failure
             return make_record(**common, measurement=None, status="skipped", reason=str(exc), mode=mode,
                                rotation=rotation)
-        if not correctness["passed"]:
+        if not correctness.passed:
             return make_record(**common, measurement=None, status="failed", mode=mode, correctness=correctness,
                                rotation=rotation, reason=_check_failure(case, correctness))
         meas = _time_gemm(gemm, case, dev, sweep.budgets, plan.n_sets)
@@ -875,9 +879,10 @@ def _run_gemm(case: Case, key: str, sweep: _Sweep) -> dict:
         clock = tel.sm_clock_median_hz if tel is not None else None
         work = G.gemm_workload(case.format, case.m, case.n, case.k, case.scaling)
         derived = derived_metrics(sweep.acc, work, meas.steady_median_s, clock_hz=clock, sm_count=dev.sm_count)
-        derived["peak_at_clock_flop_per_s"] = _peak_at_clock(sweep.acc, case.format, derived, dev.sm_count)
-        if derived["bandwidth_bytes_per_s"] is None and sweep.bandwidth_note:
-            derived["bandwidth_source"] = sweep.bandwidth_note
+        derived = derived.replace(peak_at_clock_flop_per_s=_peak_at_clock(sweep.acc, case.format, derived,
+                                                                          dev.sm_count))
+        if derived.bandwidth_bytes_per_s is None and sweep.bandwidth_note:
+            derived = derived.replace(bandwidth_source=sweep.bandwidth_note)
         note = "; ".join(n for n in (plan.note, gemm.note) if n)
         return make_record(**common, measurement=meas, status="ok", reason=note, correctness=correctness,
                            derived=derived, rotation=rotation,
@@ -912,27 +917,27 @@ def _plan_rotation(case: Case, dev: DeviceInfo) -> RotationPlan:
                          free_bytes=free)
 
 
-def _rotation_record(plan: RotationPlan | None) -> dict[str, Any] | None:
+def _rotation_record(plan: RotationPlan | None) -> Rotation | None:
     """A record's ``rotation``: the plan's fields and whether it covers 2x L2 (``cold``)."""
     if plan is None:
         return None
-    return {**dataclasses.asdict(plan), "total_bytes": plan.total_bytes, "cold": plan.cold}
+    return Rotation(**dataclasses.asdict(plan), total_bytes=plan.total_bytes, cold=plan.cold)
 
 
-def _check(gemm: G.TorchGemm, case: Case, check_rows: int) -> dict[str, Any]:
+def _check(gemm: G.TorchGemm, case: Case, check_rows: int) -> Correctness:
     """The record's ``correctness``: set 0's first rows against the float64 reference, with the format's tolerance."""
     rows = min(case.m, check_rows)
     err = gemm.check(rows=rows)
-    return {"rel_error": err if math.isfinite(err) else None, "tolerance": gemm.tolerance,
-            "passed": G.check_passes(case.format, err), "rows_checked": rows,
-            "reference": "float64 matmul of the same quantised inputs (set 0), first rows of C; "
-                         "error = ||out - ref||_F / ||ref||_F"}
+    return Correctness(rel_error=err if math.isfinite(err) else None, tolerance=gemm.tolerance,
+                       passed=G.check_passes(case.format, err), rows_checked=rows,
+                       reference="float64 matmul of the same quantised inputs (set 0), first rows of C; "
+                                 "error = ||out - ref||_F / ||ref||_F")
 
 
-def _check_failure(case: Case, correctness: dict[str, Any]) -> str:
-    err = correctness["rel_error"]
+def _check_failure(case: Case, correctness: Correctness) -> str:
+    err = correctness.rel_error
     what = "NaN/Inf in the output" if err is None else f"relative error {err:.3g}"
-    return f"correctness check failed: {what} > tolerance {correctness['tolerance']:g} for {case.format}"
+    return f"correctness check failed: {what} > tolerance {correctness.tolerance:g} for {case.format}"
 
 
 def _time_gemm(gemm: G.TorchGemm, case: Case, dev: DeviceInfo, budgets: Budgets, n_sets: int):
@@ -965,7 +970,7 @@ def clock_warnings(acc: Any, tel: Any, existing_codes: Sequence[str] = ()) -> li
     """Record warnings about the SM clock sampled while timing (NVML :class:`~truepeak.bench.telemetry.Telemetry`):
 
     - above the catalog maximum clock by more than 2 %: :func:`~truepeak.efficiency.derived_metrics` then leaves
-      ``pct_at_clock`` out (such a clock cannot be used for "peak at measured clock"); this says so instead of
+      ``at_clock_fraction`` out (such a clock cannot be used for "peak at measured clock"); this says so instead of
       dropping it silently;
     - below 90 % of the maximum (NVML's, else the catalog's) with the throttle reasons NVML gave (power cap, thermal),
       unless the measurement already carries its ``low_clock`` warning.
@@ -990,10 +995,10 @@ def clock_warnings(acc: Any, tel: Any, existing_codes: Sequence[str] = ()) -> li
     return out
 
 
-def _peak_at_clock(acc: Any, fmt: str, derived: dict[str, Any], sm_count: int | None) -> float | None:
+def _peak_at_clock(acc: Any, fmt: str, derived: GemmMetrics, sm_count: int | None) -> float | None:
     """FLOP/clk/SM x SMs x the median sampled SM clock (FLOP/s), or None without a usable clock (docs/method.md, 'Peak
     at the measured clock')."""
-    clock = derived.get("sm_clock_hz")
+    clock = derived.sm_clock_hz
     if not clock:
         return None
     try:
@@ -1062,16 +1067,8 @@ class _Progress:
             self._p.__exit__(*exc)
 
 
-def latest_records(records: Iterable[dict]) -> list[dict]:
-    """One record per key, the last one written, in first-seen order (a resumed file holds retried cases twice)."""
-    order: list[str] = []
-    last: dict[str, dict] = {}
-    for i, rec in enumerate(records):
-        key = rec.get("key") or f"#{i}"
-        if key not in last:
-            order.append(key)
-        last[key] = rec
-    return [last[k] for k in order]
+#: One record per key, the last one written, in first-seen order (a resumed file holds retried cases twice).
+latest_records = latest
 
 
 __all__ = ["Budgets", "Case", "RunResult", "RunInterrupted", "run_main_job", "prepare_out_dir", "check_out_arg",

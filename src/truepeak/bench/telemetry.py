@@ -27,12 +27,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from truepeak.hardware import nvml
+from truepeak.records import TelemetrySummary
 
 # Clock-event ("throttle") reason bits, as in nvml.h ``nvmlClocksEventReason*`` (formerly
 # ``nvmlClocksThrottleReason*``).
@@ -127,9 +128,10 @@ class TelemetrySample(NamedTuple):
     reasons: int | None = None
 
 
-@dataclass(frozen=True)
-class Telemetry:
-    """Summary of the machine state while timing (what a record stores; raw NVML samples are not kept).
+@dataclass(frozen=True, kw_only=True)
+class Telemetry(TelemetrySummary):
+    """Summary of the machine state while timing (what a record stores; raw NVML samples are not kept): the fields of
+    :class:`truepeak.records.TelemetrySummary`, one definition for the measurement and its record.
 
     Attributes:
         n_samples: NVML polls taken.
@@ -145,20 +147,6 @@ class Telemetry:
         device_name: the name NVML reports.
     """
 
-    n_samples: int
-    duration_s: float = 0.0
-    sm_clock_median_hz: float | None = None
-    sm_clock_min_hz: float | None = None
-    sm_clock_max_hz: float | None = None
-    sm_clock_limit_hz: float | None = None
-    mem_clock_median_hz: float | None = None
-    power_median_w: float | None = None
-    power_max_w: float | None = None
-    power_limit_w: float | None = None
-    temperature_max_c: float | None = None
-    reasons: dict[str, float] = field(default_factory=dict)
-    device_name: str | None = None
-
     @property
     def clock_fraction(self) -> float | None:
         """Median SM clock / NVML maximum SM clock, or ``None`` when either is unknown."""
@@ -171,31 +159,11 @@ class Telemetry:
         items = [(n, f) for n, f in self.reasons.items() if n not in BENIGN_REASONS and f > 0]
         return sorted(items, key=lambda nf: (-nf[1], nf[0]))
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (SI units; keys as the attribute names)."""
-        return {
-            "n_samples": self.n_samples,
-            "duration_s": self.duration_s,
-            "sm_clock_median_hz": self.sm_clock_median_hz,
-            "sm_clock_min_hz": self.sm_clock_min_hz,
-            "sm_clock_max_hz": self.sm_clock_max_hz,
-            "sm_clock_limit_hz": self.sm_clock_limit_hz,
-            "mem_clock_median_hz": self.mem_clock_median_hz,
-            "power_median_w": self.power_median_w,
-            "power_max_w": self.power_max_w,
-            "power_limit_w": self.power_limit_w,
-            "temperature_max_c": self.temperature_max_c,
-            "reasons": dict(self.reasons),
-            "device_name": self.device_name,
-        }
-
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Telemetry:
+    def from_dict(cls, d: Mapping[str, Any], where: str = "") -> Telemetry:
         """Inverse of :meth:`to_dict`; unknown keys are ignored (records from newer versions still load)."""
-        names = {f for f in cls.__dataclass_fields__}
-        kwargs = {k: v for k, v in d.items() if k in names}
-        kwargs["reasons"] = dict(kwargs.get("reasons") or {})
-        return cls(**kwargs)
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 def _median(values: Sequence[float]) -> float | None:

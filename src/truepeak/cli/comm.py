@@ -110,18 +110,18 @@ def comm(
         typer.echo(f"node {node_rank} done; results are written on node 0", err=True)
         return
     if as_json:
-        typer.echo(json.dumps(result.records, indent=1, ensure_ascii=False))
+        typer.echo(json.dumps([r.to_dict() for r in result.records], indent=1, ensure_ascii=False))
     else:
         render_tables(result.records, result.algos)
     typer.echo(f"records: {result.results_path}", err=True)
     summary = _write_summary(result, argv)
     if summary is not None:
         typer.echo(f"summary: {summary}", err=True)
-    bad = [r for r in result.records if r.get("kind") == "collective" and r.get("status") != "ok"]
+    bad = [r for r in result.records if r.kind == "collective" and not r.ok]
     if bad:
         typer.echo(f"warning: {len(bad)} case(s) failed or had wrong elements: "
-                   + "; ".join(f"{(r['workload'] or {}).get('op')} {(r['workload'] or {}).get('bytes')} B "
-                               f"{r.get('mode')}: {r.get('reason')}" for r in bad[:3]), err=True)
+                   + "; ".join(f"{r.workload.op} {r.workload.bytes} B {r.mode}: {r.reason}" for r in bad[:3]),
+                   err=True)
 
 
 def rerun_command(argv: list[str], out: Optional[str], out_dir: Optional[str]) -> str:
@@ -144,7 +144,7 @@ def _report_interrupted(stop, argv: list[str], out: Optional[str], as_json: bool
     command = rerun_command(argv, out, result.out_dir)
     notice = f"Interrupted after {done} of {stop.n_cases} cases; run again with: {command}"
     if as_json:
-        typer.echo(json.dumps(result.records, indent=1, ensure_ascii=False))
+        typer.echo(json.dumps([r.to_dict() for r in result.records], indent=1, ensure_ascii=False))
     else:
         if result.records:
             from truepeak.comm.render import render_tables

@@ -148,7 +148,7 @@ def _shape_lines(eff, row) -> list[str]:
     how = (f"{fmt_bandwidth(eff.bandwidth)} GB/s × {eff.intensity:.4g} FLOP/B" if eff.bound == "memory"
            else "the dense peak")
     ach = f"; achieved {fmt_pct(eff.pct_roofline)} of it" if eff.pct_roofline is not None else ""
-    lines.append(row("roofline ceiling", f"{fmt_rate(eff.attainable_flops)} {u} ({how}){ach}"))
+    lines.append(row("roofline ceiling", f"{fmt_rate(eff.attainable_flop_per_s)} {u} ({how}){ach}"))
     if eff.pct_bandwidth is not None:
         lines.append(row("memory bandwidth", f"{fmt_bandwidth(eff.achieved_bandwidth)} GB/s = "
                                              f"{fmt_pct(eff.pct_bandwidth)} of {fmt_bandwidth(eff.bandwidth)} GB/s "

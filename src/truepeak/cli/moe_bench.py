@@ -18,6 +18,7 @@ import typer
 from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
 from truepeak.cli.options import comma_items, number_list
+from truepeak.records import Record
 from truepeak.errors import TruepeakError
 
 HELP = "\n\n".join([
@@ -59,26 +60,25 @@ COLUMNS = (("weights", False), ("tok/exp", True), ("backend", False), ("time µs
            ("% read bw", True), ("TFLOPS", True), ("error / status", False))
 
 
-def row_cells(r: dict) -> list[str]:
+def row_cells(r: Record) -> list[str]:
     """One record's cells: format, tokens per expert, backend, µs, TB/s, % read bandwidth, TFLOPS, then the error
     against the reference (with the activations that ran) or the status and its reason."""
-    w = r["workload"]
-    head = [w["weights_format"], f"{w['tokens_per_expert']:g}", r["backend"]]
-    if r["status"] != "ok":
-        return head + ["-"] * 4 + [f"{r['status']}: {r['reason']}"]
-    d = r["derived"]
-    acts = w.get("activations")
-    acts = f"  ({acts})" if acts and w["weights_format"] != "bf16" else ""
-    return head + [f"{d['time_s'] * 1e6:.1f}", f"{d['bytes_per_s'] / 1e12:.3f}", f"{100 * d['pct_read_bandwidth']:.1f}",
-                   f"{d['flop_per_s'] / 1e12:.1f}", f"{r['correctness']['max_rel_error']:.1e}{acts}"]
+    w = r.workload
+    head = [w.weights_format, f"{w.tokens_per_expert:g}", str(r.backend)]
+    if not r.ok:
+        return head + ["-"] * 4 + [f"{r.status}: {r.reason}"]
+    d = r.derived
+    acts = f"  ({w.activations})" if w.activations and w.weights_format != "bf16" else ""
+    return head + [f"{r.time_s * 1e6:.1f}", f"{d.bytes_per_s / 1e12:.3f}", f"{100 * d.read_bandwidth_fraction:.1f}",
+                   f"{d.flop_per_s / 1e12:.1f}", f"{r.correctness.max_rel_error:.1e}{acts}"]
 
 
-def progress_line(r: dict) -> str:
+def progress_line(r: Record) -> str:
     """One record as a progress line on stderr (the cells two spaces apart)."""
     return "  ".join(row_cells(r))
 
 
-def render(records: list[dict], width: int | None = None) -> list[str]:
+def render(records: list[Record], width: int | None = None) -> list[str]:
     """The table, one row per record (:func:`row_cells`), fitted into ``width`` terminal columns (None: not a
     terminal, the natural width; :mod:`truepeak.report.fit`; the error / status text wraps at spaces), then the read
     bandwidth the run measured."""
@@ -86,8 +86,9 @@ def render(records: list[dict], width: int | None = None) -> list[str]:
 
     cols = [Column(h, numeric=num, wrap=h == "error / status") for h, num in COLUMNS]
     lines = fit_lines(cols, [row_cells(r) for r in records], width)
-    if records and records[0].get("derived"):
-        footer = (f"read bandwidth measured in this run: {records[0]['derived']['read_bandwidth_bps'] / 1e12:.3f} "
+    read_bw = next((r.derived.read_bandwidth_bytes_per_s for r in records if r.derived is not None), None)
+    if read_bw:
+        footer = (f"read bandwidth measured in this run: {read_bw / 1e12:.3f} "
                   "TB/s; TB/s = 1e12 B/s of the weights of experts that received tokens (values + scales)")
         lines += [footer] if width is None else textwrap.wrap(footer, width, break_long_words=False,
                                                               break_on_hyphens=False)
@@ -152,7 +153,7 @@ def bench(
         raise fail(str(exc)) from None
     if as_json:
         for r in records:
-            typer.echo(json.dumps(r))
+            typer.echo(json.dumps(r.to_dict()))
     else:
         from truepeak.report.fit import stdout_width
 

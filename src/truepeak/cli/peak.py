@@ -103,9 +103,9 @@ def peak_command(
                + f"; records: {result.records_path}; answers: {result.out_dir / 'peak.json'}", err=True)
 
 
-def _shapes(records: list[dict]) -> int:
+def _shapes(records: list) -> int:
     """How many shapes ``records`` measured (a skipped search's one record measured none)."""
-    return sum(1 for r in records if (r.get("search") or {}).get("phase") != "skipped")
+    return sum(1 for r in records if r.search is None or r.search.phase != "skipped")
 
 
 def _print_answers(summary: dict, as_json: bool, notice: Optional[str] = None) -> None:

@@ -2,7 +2,7 @@
 
 Thin adapter: read the files tolerantly (:func:`truepeak.report.load.load_results`: a torn or malformed line, a record
 of another schema version or an empty file is named on stderr and left out, the rest is rendered; at most
-:data:`truepeak.bench.records.REPEAT_LIMIT` warnings of one kind per file, then one line counting the rest) → render
+:data:`truepeak.records.REPEAT_LIMIT` warnings of one kind per file, then one line counting the rest) → render
 (:mod:`truepeak.report.html`, :func:`truepeak.report.markdown.report_markdown`, :func:`truepeak.report.export.csv_text`)
 → write. The paths written go to stderr; ``-`` as a file writes to stdout. No valid record in any file is an error
 (exit status 2) naming the problems and the schema versions understood.
@@ -88,7 +88,7 @@ def report_command(
     md: Optional[str] = typer.Option(None, "--md", metavar="FILE", help="Write the Markdown report ('-': stdout)."),
     csv: Optional[str] = typer.Option(None, "--csv", metavar="FILE", help="Write every record as CSV ('-': stdout)."),
 ) -> None:
-    from truepeak.bench.records import cap_repeats, problem_kind
+    from truepeak.records import cap_repeats, problem_kind
     from truepeak.report.load import load_results
 
     data = load_results(results)

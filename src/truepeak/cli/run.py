@@ -142,18 +142,18 @@ def _write_report(out_dir: Path, notice: Optional[str] = None) -> Optional[Path]
     return write_run_report(out_dir, warn=lambda m: typer.echo(f"warning: {m}", err=True), notice=notice)
 
 
-def _print_records(records: list[dict], result, as_json: bool, notice: Optional[str] = None) -> None:
-    """stdout: the records as JSON (a list, the same shape finished or interrupted), or the table with ``notice`` (an
-    interrupted run's line) below its footer."""
+def _print_records(records: list, result, as_json: bool, notice: Optional[str] = None) -> None:
+    """stdout: the records as JSON (a list of :meth:`truepeak.records.Record.to_dict`, the same shape finished or
+    interrupted), or the table with ``notice`` (an interrupted run's line) below its footer."""
     if as_json:
-        typer.echo(json.dumps(records, indent=1, ensure_ascii=False))
+        typer.echo(json.dumps([r.to_dict() for r in records], indent=1, ensure_ascii=False))
         return
     from truepeak.report.table import render_table
 
     render_table(records, title=f"truepeak run: {result.device.name} ({result.device.kind})", notice=notice)
 
 
-def _asked_formats(fmts: Optional[list[str]], records: list[dict]) -> Optional[list[str]]:
+def _asked_formats(fmts: Optional[list[str]], records: list) -> Optional[list[str]]:
     """The formats asked for by name: ``--formats``, or (a --resume without it) those the records say were asked."""
     if fmts is not None:
         return fmts
@@ -195,12 +195,12 @@ def _write_summary(result, notice: Optional[str] = None) -> Optional[Path]:
         return None
 
 
-def count_line(records: list[dict], resumed_keys: frozenset[str] | set[str] = frozenset()) -> str:
+def count_line(records: list, resumed_keys: frozenset[str] | set[str] = frozenset()) -> str:
     """``"41 ok (12 resumed, 29 new), 3 skipped, 0 failed"``: per status, how many records were taken over from
     results.jsonl by --resume and how many were made by this run (the split is shown where any were resumed)."""
     parts = []
     for status in ("ok", "skipped", "failed"):
-        of = [r for r in records if r.get("status") == status]
-        old = sum(1 for r in of if r.get("key") in resumed_keys)
+        of = [r for r in records if r.status == status]
+        old = sum(1 for r in of if r.key in resumed_keys)
         parts.append(f"{len(of)} {status}" + (f" ({old} resumed, {len(of) - old} new)" if old else ""))
     return ", ".join(parts)

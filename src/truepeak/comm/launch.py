@@ -36,6 +36,7 @@ from typing import Any
 import truepeak
 from truepeak.comm.sweep import plan_cases
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError, require
+from truepeak.records import Record, read_records
 
 BACKENDS = ("nccl", "gloo")
 APIS = ("nccl", "torch")
@@ -100,18 +101,18 @@ class CommResult:
     """What a run produced: its records (this run's only), the notes (rounded sizes, ...), the output folder, and the
     algorithm/protocol NCCL chose per (op, bytes) when it was logged."""
 
-    records: list[dict]
+    records: list[Record]
     notes: list[str]
     out_dir: str | None
     results_path: str | None
     algos: dict[str, dict[str, Any]] = field(default_factory=dict)
     node_rank: int = 0
 
-    def collectives(self) -> list[dict]:
-        return [r for r in self.records if r.get("kind") == "collective"]
+    def collectives(self) -> list[Record]:
+        return [r for r in self.records if r.kind == "collective"]
 
-    def fits(self) -> list[dict]:
-        return [r for r in self.records if r.get("kind") == "collective_fit"]
+    def fits(self) -> list[Record]:
+        return [r for r in self.records if r.kind == "collective_fit"]
 
 
 class CommInterrupted(KeyboardInterrupt):
@@ -400,10 +401,8 @@ def run_comm(cfg: CommConfig) -> CommResult:
         finally:
             with contextlib.suppress(OSError):
                 config_path.unlink()
-        records: list[dict] = []
+        records: list[Record] = []
         if results.exists():
-            from truepeak.bench.records import read_records
-
             records = list(read_records(results, strict=False))[before:]  # a line torn by the stop is left out
         if interrupted:
             partial = CommResult(records, notes, None if tmp else str(out_dir), None if tmp else str(results),
@@ -429,8 +428,6 @@ def run_comm(cfg: CommConfig) -> CommResult:
 def _count_lines(path: Path) -> int:
     if not path.exists():
         return 0
-    from truepeak.bench.records import read_records
-
     return len(read_records(path, strict=False))
 
 

@@ -25,11 +25,12 @@ Units: seconds, bytes, B/s (GB/s = 1e9 B/s only when rendering).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from truepeak.errors import TruepeakError, UnknownNameError, closest
+from truepeak.records import Record, read_records
 
 __all__ = [
     "OPS", "MEASURED_OPS", "ALIASES", "DTYPE_BYTES", "INTERCONNECTS", "canonical_op", "dtype_bytes",
@@ -357,23 +358,24 @@ def fit_alpha_beta(sizes_bytes: Sequence[float], times_s: Sequence[float], op: s
 
 
 # -- measured fits (records of kind "collective_fit") -------------------------------------------------------------------
-def models_from_records(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int, str | None], CollectiveModel]:
+def models_from_records(records: Iterable[Record]) -> dict[tuple[str, int, str | None], CollectiveModel]:
     """The fitted models in records of kind ``collective_fit`` (written by ``truepeak comm``), keyed by
     ``(op, n, mode)``; later records replace earlier ones. Other kinds and non-ok records are ignored.
 
-    A ``collective_fit`` record carries ``workload = {"op", "n_ranks", "min_bytes", "max_bytes", "dtype"}``,
-    ``mode`` and ``derived = {"alpha_s", "busbw_B_per_s", "points", "max_rel_residual"}``.
+    A ``collective_fit`` record carries a :class:`~truepeak.records.CollectiveFitWorkload` (``op``, ``n_ranks``,
+    ``min_bytes``, ``max_bytes``, ``dtype``), its ``mode`` and :class:`~truepeak.records.CollectiveFitMetrics`
+    (``alpha_s``, ``busbw_bytes_per_s``, ``points``, ``max_rel_residual``).
     """
     out: dict[tuple[str, int, str | None], CollectiveModel] = {}
     for r in records:
-        if r.get("kind") != "collective_fit" or r.get("status") != "ok":
+        if r.kind != "collective_fit" or not r.ok or r.derived is None:
             continue
-        w, d = r.get("workload") or {}, r.get("derived") or {}
+        w, d = r.workload, r.derived
         try:
-            m = CollectiveModel(d["alpha_s"], d["busbw_B_per_s"], w["op"], int(w["n_ranks"]), mode=r.get("mode"),
-                                source=(f"measured: truepeak comm fit over {w.get('min_bytes')}-{w.get('max_bytes')} "
-                                        f"B, {r.get('mode')}, {r.get('timestamp', '')}").strip())
-        except (KeyError, TypeError, ValueError):
+            m = CollectiveModel(d.alpha_s, d.busbw_bytes_per_s, w.op, w.n_ranks, mode=r.mode,
+                                source=(f"measured: truepeak comm fit over {w.min_bytes}-{w.max_bytes} "
+                                        f"B, {r.mode}, {r.timestamp}").strip())
+        except (TypeError, ValueError):
             continue
         out[(m.op, m.n, m.mode)] = m
     return out
@@ -385,8 +387,6 @@ def load_fits(path: str) -> dict[tuple[str, int, str | None], CollectiveModel]:
     Raises:
         TruepeakError: the file cannot be read or holds no ``collective_fit`` record (the message names it).
     """
-    from truepeak.bench.records import read_records  # lazy: records imports numpy
-
     fits = models_from_records(read_records(path, strict=False))
     if not fits:
         raise TruepeakError(f"{path} holds no collective_fit record; write one with `truepeak comm --out DIR`")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from truepeak.records import Record
 from truepeak.units import GIGA, fmt_size, fmt_time_in
 
 _US = 1e-6
@@ -24,17 +25,16 @@ def _gb(x: float | None) -> str:
     return f"{g:.2f}" if g >= 0.1 or g == 0 else f"{g:.3g}"
 
 
-def case_rows(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, list[dict]]:
+def case_rows(records: list[Record], algos: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, list[dict]]:
     """Per op, one row per size: ``{"bytes", "count", "eager": rec|None, "graph": rec|None, "algo": str|None}``."""
     by_op: dict[str, dict[int, dict]] = {}
     for r in records:
-        if r.get("kind") != "collective":
+        if r.kind != "collective":
             continue
-        w = r.get("workload") or {}
-        row = by_op.setdefault(w.get("op"), {}).setdefault(w.get("bytes"), {"bytes": w.get("bytes"),
-                                                                           "count": w.get("count"),
-                                                                           "eager": None, "graph": None})
-        row[r.get("mode") or "eager"] = r
+        w = r.workload
+        row = by_op.setdefault(w.op, {}).setdefault(w.bytes, {"bytes": w.bytes, "count": w.count,
+                                                              "eager": None, "graph": None})
+        row[r.mode or "eager"] = r
     out = {}
     for op, rows in by_op.items():
         lst = [rows[b] for b in sorted(rows)]
@@ -45,47 +45,50 @@ def case_rows(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None
     return out
 
 
-def _cells(rec: dict | None) -> list[str]:
+def _cells(rec: Record | None) -> list[str]:
     if rec is None:
         return ["-", "-", "-", "-"]
-    if rec.get("status") == "failed" and rec.get("time_s") is None:
+    if rec.status == "failed" and rec.time_s is None:
         return ["failed", "-", "-", "-"]
-    d = rec.get("derived") or {}
-    wrong = (rec.get("correctness") or {}).get("wrong")
-    return [fmt_time_in(rec.get("time_s"), _US), _gb(d.get("algbw_B_per_s")), _gb(d.get("busbw_B_per_s")),
-            "-" if wrong is None else str(wrong)]
+    d = rec.derived
+    wrong = rec.correctness.wrong if rec.correctness is not None else None
+    return [fmt_time_in(rec.time_s, _US), _gb(d.algbw_bytes_per_s if d else None),
+            _gb(d.busbw_bytes_per_s if d else None), "-" if wrong is None else str(wrong)]
 
 
-def fit_rows(records: list[dict]) -> list[dict]:
+def fit_rows(records: list[Record]) -> list[dict]:
     """``{"op", "mode", "n", "alpha_s", "busbw", "points", "resid", "range", "status", "reason"}`` per fit record."""
     rows = []
     for r in records:
-        if r.get("kind") != "collective_fit":
+        if r.kind != "collective_fit":
             continue
-        w, d = r.get("workload") or {}, r.get("derived") or {}
-        rows.append({"op": w.get("op"), "mode": r.get("mode"), "n": w.get("n_ranks"), "alpha_s": d.get("alpha_s"),
-                     "busbw": d.get("busbw_B_per_s"), "points": d.get("points"), "resid": d.get("max_rel_residual"),
-                     "range": f"{fmt_size(w.get('min_bytes'))}–{fmt_size(w.get('max_bytes'))}",
-                     "status": r.get("status"), "reason": r.get("reason")})
+        w, d = r.workload, r.derived
+        rows.append({"op": w.op, "mode": r.mode, "n": w.n_ranks, "alpha_s": d.alpha_s if d else None,
+                     "busbw": d.busbw_bytes_per_s if d else None, "points": d.points if d else None,
+                     "resid": d.max_rel_residual if d else None,
+                     "range": f"{fmt_size(w.min_bytes)}–{fmt_size(w.max_bytes)}",
+                     "status": str(r.status), "reason": r.reason})
     return rows
 
 
-def header_line(records: list[dict]) -> str:
+def header_line(records: list[Record]) -> str:
     """``2 ranks, nccl (NCCL 2.28.9), bf16, 20 iters after 5 warm-up; NVIDIA H200``."""
-    r = next((x for x in records if x.get("kind") == "collective"), None) or (records[0] if records else {})
-    rc, env = r.get("run_config") or {}, r.get("env") or {}
-    gpu = (env.get("gpu") or {}).get("name") or env.get("cpu") or "?"
+    r = next((x for x in records if x.kind == "collective"), None) or (records[0] if records else None)
+    rc = (r.run_config if r is not None else None) or {}
+    env = r.env if r is not None else None
+    gpu = (env.gpu.name if env is not None and env.gpu is not None else None) or (env.cpu if env else None) or "?"
     nccl = f" (NCCL {rc['nccl_version']})" if rc.get("nccl_version") else ""
-    return (f"{rc.get('n_ranks', '?')} ranks, {rc.get('backend', '?')}{nccl}, {r.get('format', '?')}, "
+    fmt = r.format if r is not None else "?"
+    return (f"{rc.get('n_ranks', '?')} ranks, {rc.get('backend', '?')}{nccl}, {fmt}, "
             f"{rc.get('iters', '?')} iters after {rc.get('warmup', '?')} warm-up; {gpu}")
 
 
-def _modes(records: list[dict]) -> list[str]:
-    present = {r.get("mode") for r in records if r.get("kind") == "collective"}
+def _modes(records: list[Record]) -> list[str]:
+    present = {r.mode for r in records if r.kind == "collective"}
     return [m for m in ("eager", "graph") if m in present] or ["eager"]
 
 
-def render_tables(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None,
+def render_tables(records: list[Record], algos: Mapping[str, Mapping[str, Any]] | None = None,
                   console: Any = None) -> None:
     """Print one table per op and the α–β fits (rich, on ``console`` or stdout), each fitted to the terminal by
     :mod:`truepeak.report.fit` (the natural width when the output is not a terminal: a log keeps every digit). The
@@ -135,7 +138,7 @@ def render_tables(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | 
             print_line(console, f"  fit skipped: {line}")
 
 
-def summary_markdown(records: list[dict], algos: Mapping[str, Mapping[str, Any]] | None = None,
+def summary_markdown(records: list[Record], algos: Mapping[str, Mapping[str, Any]] | None = None,
                      command: str | None = None, notice: str | None = None) -> str:
     """summary.md: the same tables in Markdown; ``notice`` (an interrupted run's line) in bold under the title."""
     lines = ["# truepeak comm", "", *([f"**{notice}**", ""] if notice else []), header_line(records), ""]

@@ -356,13 +356,14 @@ def run_worker(cfg: dict) -> None:
 
 
 def _sweep(r: _Rank, cfg: dict) -> None:
-    from truepeak.bench import records as rec
+    from truepeak import records as rec
+    from truepeak.bench.environment import environment
 
     cases, _notes = plan_cases(cfg["ops"], cfg["sizes"], r.world, cfg["dtype"])
     modes = ["eager"] + (["graph"] if cfg.get("graph") and r.cuda else [])
     lead = r.rank == 0
     nccl = _nccl_version(r.torch) if r.backend == "nccl" else None
-    env = rec.environment(cfg.get("argv"), device=r.device.index if r.cuda else None) if lead else None
+    env = environment(cfg.get("argv"), device=r.device.index if r.cuda else None) if lead else None
     run_config = {
         "iters": cfg["iters"], "warmup": cfg["warmup"], "graph": bool(cfg.get("graph")), "n_ranks": r.world,
         "backend": r.backend, "api": "nccl" if r.nccl is not None else "torch",
@@ -424,44 +425,49 @@ def _sweep(r: _Rank, cfg: dict) -> None:
 
 
 def _case_record(rec: Any, case: Case, mode: str, result: dict | None, reason: str, backend: str, env: Any,
-                 run_config: dict) -> dict:
+                 run_config: dict) -> Any:
+    """The ``collective`` record of one case (``rec`` is :mod:`truepeak.records`)."""
+    workload = rec.CollectiveWorkload(**case.workload())
     if result is None:
-        return rec.make_record(kind="collective", workload=case.workload(), backend=backend, format=case.dtype,
+        return rec.make_record(workload=workload, backend=backend, format=case.dtype,
                                measurement=None, status="failed", reason=reason, env=env, mode=mode,
                                run_config=run_config)
     t = max(result["per_rank_median_s"])
     algbw = case.bytes / t
     factor = busbw_factor(case.op, case.n_ranks)
-    measurement = {"mode": mode, "median_s": t, "per_rank_median_s": result["per_rank_median_s"],
-                   "mean_over_ranks_s": sum(result["per_rank_median_s"]) / len(result["per_rank_median_s"]),
-                   "samples_s": result["samples_s"], "iters": run_config["iters"], "warmup": run_config["warmup"],
-                   "calls_per_sample": result["calls_per_sample"]}
+    measurement = rec.MeasurementSummary(
+        mode=mode, median_s=t, per_rank_median_s=result["per_rank_median_s"],
+        mean_over_ranks_s=sum(result["per_rank_median_s"]) / len(result["per_rank_median_s"]),
+        samples_s=result["samples_s"], iters=run_config["iters"], warmup=run_config["warmup"],
+        calls_per_sample=result["calls_per_sample"])
     wrong = result["wrong"]
     status, why = ("ok", "") if wrong == 0 else ("failed", f"{wrong} of {result['checked']} output elements wrong")
     return rec.make_record(
-        kind="collective", workload=case.workload(), backend=backend, format=case.dtype, measurement=measurement,
+        workload=workload, backend=backend, format=case.dtype, measurement=measurement,
         status=status, reason=why, env=env, mode=mode, run_config=run_config,
-        correctness={"wrong": wrong, "checked": result["checked"], "passed": wrong == 0},
-        derived={"algbw_B_per_s": algbw, "busbw_B_per_s": algbw * factor, "bus_factor": factor,
-                 "requested_bytes": case.requested_bytes})
+        correctness=rec.Correctness(wrong=wrong, checked=result["checked"], passed=wrong == 0),
+        derived=None if wrong else rec.CollectiveMetrics(algbw_bytes_per_s=algbw, busbw_bytes_per_s=algbw * factor,
+                                                         bus_factor=factor, requested_bytes=case.requested_bytes))
 
 
 def _fit_record(rec: Any, op: str, mode: str, pts: list[tuple[int, float]], n: int, dtype: str, backend: str,
-                env: Any, run_config: dict) -> dict:
+                env: Any, run_config: dict) -> Any:
+    """The ``collective_fit`` record of one op and mode over its right points (``rec`` is :mod:`truepeak.records`);
+    ``skipped`` (no measurement: the points are the collective records') when no fit can be made."""
     sizes = [p[0] for p in pts]
-    workload = {"op": op, "n_ranks": n, "dtype": dtype, "min_bytes": min(sizes), "max_bytes": max(sizes)}
-    measurement = {"mode": mode, "points": [list(p) for p in pts]}
+    workload = rec.CollectiveFitWorkload(op=op, n_ranks=n, dtype=dtype, min_bytes=min(sizes), max_bytes=max(sizes))
     try:
         m = fit_alpha_beta(sizes, [p[1] for p in pts], op, n, mode=mode)
     except Exception as exc:
-        return rec.make_record(kind="collective_fit", workload=workload, backend=backend, format=dtype,
-                               measurement=measurement, status="skipped", reason=str(exc), env=env, mode=mode,
-                               run_config=run_config)
+        return rec.make_record(workload=workload, backend=backend, format=dtype, measurement=None,
+                               status="skipped", reason=str(exc), env=env, mode=mode, run_config=run_config)
     resid = max(abs(m.time(s) - t) / t for s, t in pts)
-    return rec.make_record(kind="collective_fit", workload=workload, backend=backend, format=dtype,
-                           measurement=measurement, status="ok", env=env, mode=mode, run_config=run_config,
-                           derived={"alpha_s": m.alpha_s, "busbw_B_per_s": m.busbw_B_per_s, "points": len(pts),
-                                    "max_rel_residual": resid, "weighting": "relative (1/t^2)"})
+    return rec.make_record(workload=workload, backend=backend, format=dtype,
+                           measurement=rec.FitPoints(mode=mode, points=pts), status="ok", env=env, mode=mode,
+                           run_config=run_config,
+                           derived=rec.CollectiveFitMetrics(alpha_s=m.alpha_s, busbw_bytes_per_s=m.busbw_B_per_s,
+                                                            points=len(pts), max_rel_residual=resid,
+                                                            weighting="relative (1/t^2)"))
 
 
 def main(argv: list[str] | None = None) -> int:

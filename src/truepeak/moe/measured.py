@@ -1,37 +1,37 @@
-"""Measured times that replace the roofline in a plan: GEMMs, MoE expert blocks and collectives from JSON Lines records.
+"""Measured times that replace the roofline in a plan: GEMMs, MoE expert blocks and collectives from records files.
 
-Pure Python (``json`` only). Reads the records ``truepeak run`` / ``truepeak comm`` / the MoE benchmark write
-(truepeak.bench.records; one JSON object per line; status ``ok`` only; torn or foreign lines are skipped). What is used:
+Pure Python. Reads the records ``truepeak run`` / ``truepeak comm`` / ``truepeak moe bench`` write
+(:func:`truepeak.records.read_records`, tolerant: status ``ok`` only; torn lines, other schema versions and records of
+other kinds are counted as skipped). What is used:
 
-- kind ``gemm``: ``workload.m, .n, .k``, ``format``, ``time_s``. Serves the single-GEMM ops (attention projections,
-  shared experts, dense MLP, router, lm_head) with the same N, K and format; the time is interpolated linearly in M
-  between measured M (:func:`interpolate`); below the smallest measured M the smallest M's time is used (decode GEMMs
-  are weight-streaming bound there: time is flat in M: alibaba/InferSim
+- kind ``gemm``: ``workload.m, .n, .k``, ``format``, the time per call. Serves the single-GEMM ops (attention
+  projections, shared experts, dense MLP, router, lm_head) with the same N, K and format; the time is interpolated
+  linearly in M between measured M (:func:`interpolate`); below the smallest measured M the smallest M's time is used
+  (decode GEMMs are weight-streaming bound there: time is flat in M: alibaba/InferSim
   ``bench_data/grouped_gemm/decode/h800/data.csv``); above the largest M there is no measurement (the roofline is used).
-- kind ``moe_experts`` (grouped GEMM of one MoE layer's routed experts): ``workload.tokens_per_expert`` and
-  ``time_s``; optional ``workload`` keys narrow the match when present: experts on the GPU (``E_local`` /
-  ``num_experts`` / ``experts`` / ``E``), hidden (``H`` / ``hidden_size`` / ``hidden``), expert width per GPU
-  (``I`` / ``intermediate_size`` / ``N``) and ``format``; ``workload.gemm`` (``"gate_up"`` or ``"down"``) says the
-  time is one GEMM's, otherwise it covers the whole expert block (gate+up, activation, down), as ``truepeak moe
-  bench`` (truepeak.bench.moe) records it. ``workload.routing`` (``"uniform"``, ``"powerlaw:1.2"``), when given,
-  must equal the plan's routing label: skewed routing activates fewer experts at the same mean tokens per expert, so
-  its curve is faster and must not time a uniform plan (or the reverse). Interpolated in tokens per expert as GEMMs
-  are in M, except below the smallest measured tokens per expert: there the block streams the weights of FEWER
-  experts (at batch 1, DeepSeek-V3 EP8 activates ~2.5 of 32 local experts; at the smallest measured point, 1 token
-  per expert, ~20), so its time is not flat: the smallest point's time is scaled by active experts (the plan's / the
-  point's ``workload.active_experts``) when both are known, else no measurement is used (the roofline is).
+- kind ``moe_experts`` (grouped GEMM of one MoE layer's routed experts): ``workload.tokens_per_expert`` and the time;
+  the curve is matched on the experts on the GPU (``E_local``), hidden (``H``), expert width per GPU (``I``) and the
+  weights' format; ``workload.gemm`` (``"gate_up"`` or ``"down"``) says the time is one GEMM's, otherwise it covers
+  the whole expert block (gate+up, activation, down), as ``truepeak moe bench`` (truepeak.bench.moe) records it.
+  ``workload.routing`` (``"uniform"``, ``"powerlaw:1.2"``) must equal the plan's routing label: skewed routing
+  activates fewer experts at the same mean tokens per expert, so its curve is faster and must not time a uniform plan
+  (or the reverse). Interpolated in tokens per expert as GEMMs are in M, except below the smallest measured tokens per
+  expert: there the block streams the weights of FEWER experts (at batch 1, DeepSeek-V3 EP8 activates ~2.5 of 32
+  local experts; at the smallest measured point, 1 token per expert, ~20), so its time is not flat: the smallest
+  point's time is scaled by active experts (the plan's / the point's ``workload.active_experts``) when both are known,
+  else no measurement is used (the roofline is).
 - Several backends (``backend``) of the same workload make separate curves; a lookup takes the FASTEST matching
   curve at that point (what a serving stack would pick) and names its backend. ``mode`` ``burst`` records are used
   only where no other mode exists for that curve.
 - kind ``collective``: ``workload.op``, ``workload.bytes`` (nccl-tests total size S), ``workload.n_ranks``,
-  ``mode``, ``time_s``; interpolated linearly in S (an α–β curve is linear, so piecewise-linear is exact between
+  ``mode``, the time; interpolated linearly in S (an α–β curve is linear, so piecewise-linear is exact between
   points); below the smallest S the smallest's time (the latency floor); above the largest, the line through the last
   two points (the bandwidth regime). Modes make separate curves and a lookup takes the CUDA-graph curve first (decode
   runs under CUDA graphs; ``truepeak comm`` measures both, and on 2x H200 a 16 KiB all-reduce takes 9.8 µs replayed
   from a graph against 24.6 µs eager: docs/results/h200x2/results.jsonl), then eager, then unlabelled.
 - kind ``collective_fit``: ``workload.op``, ``workload.n_ranks``, ``mode``, ``derived.alpha_s`` and
-  ``derived.busbw_B_per_s`` (:func:`truepeak.comm.model.models_from_records`); used where no ``collective`` points
-  exist. CUDA-graph fits first (decode runs under CUDA graphs), then eager.
+  ``derived.busbw_bytes_per_s`` (:func:`truepeak.comm.model.models_from_records`); used where no ``collective``
+  points exist. CUDA-graph fits first (decode runs under CUDA graphs), then eager.
 
 Anything missing falls back to the roofline (computation) or the literature α–β defaults (collectives); the plan says
 which ops used measurements.
@@ -41,14 +41,12 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from truepeak.errors import TruepeakError
-
-_EXPERT_KEYS = ("E_local", "num_experts", "experts", "local_experts", "num_local_experts", "E")
-_HIDDEN_KEYS = ("H", "hidden_size", "hidden", "K", "k")
-_WIDTH_KEYS = ("I", "intermediate_size", "intermediate", "N", "n")
+from truepeak.records import Record, read_records
 
 
 def interpolate(points: list[tuple[float, float]], x: float, *, below: str = "clamp", above: str = "none"
@@ -99,20 +97,15 @@ def _canon_routing(label) -> str | None:
         return str(label).strip().lower()
 
 
-def _curve_id(r: dict) -> str:
+#: Workload fields that are a curve's x value or follow from it, not what identifies the curve.
+_X_FIELDS = ("m", "label", "flop", "min_bytes", "intensity", "tokens_per_expert", "T", "active_experts",
+             "max_tokens_per_expert", "bytes", "count")
+
+
+def _curve_id(r: Record) -> str:
     """What identifies one measured curve apart from its x value (mode excluded)."""
-    w = dict(r.get("workload") or {})
-    for x in ("m", "label", "flop", "min_bytes", "intensity", "tokens_per_expert", "T", "active_experts",
-              "max_tokens_per_expert", "bytes", "count"):
-        w.pop(x, None)
-    return json.dumps([w, r.get("backend"), r.get("format")], sort_keys=True, default=str)
-
-
-def _first(d: dict, keys: tuple[str, ...]):
-    for k in keys:
-        if k in d and d[k] is not None:
-            return d[k]
-    return None
+    w = {k: v for k, v in r.workload.to_dict().items() if k not in _X_FIELDS}
+    return json.dumps([w, r.backend, r.format], sort_keys=True, default=str)
 
 
 def _sorted_unique(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -229,8 +222,8 @@ class MeasuredTables:
         return None
 
     # -- loading -------------------------------------------------------------------------------------------------------
-    def add_records(self, records, source: str = "") -> None:
-        """Add parsed record dicts (module docstring for the kinds used)."""
+    def add_records(self, records: Iterable[Record], source: str = "") -> None:
+        """Add records (module docstring for the kinds used); the others are counted in ``skipped``."""
         from truepeak.comm.model import canonical_op, models_from_records
 
         gemm: dict = {}
@@ -240,44 +233,36 @@ class MeasuredTables:
         fit_records = []
         records = list(records)
         # burst-mode records only where the same curve has no other mode (serving runs back-to-back: sustained)
-        non_burst = {(r.get("kind"), _curve_id(r)) for r in records if isinstance(r, dict) and r.get("mode") != "burst"}
+        non_burst = {(r.kind, _curve_id(r)) for r in records if r.mode != "burst"}
         for r in records:
-            if not isinstance(r, dict) or r.get("status", "ok") != "ok":
+            if not r.ok:
                 self.skipped += 1
                 continue
-            kind, w, t = r.get("kind"), r.get("workload") or {}, r.get("time_s")
-            if r.get("mode") == "burst" and (kind, _curve_id(r)) in non_burst:
+            kind, w, t = r.kind, r.workload, r.time_s
+            if r.mode == "burst" and (kind, _curve_id(r)) in non_burst:
+                continue
+            if kind == "collective_fit":
+                fit_records.append(r)
                 continue
             try:
-                if kind == "collective_fit":
-                    fit_records.append(r)
-                    continue
-                t = float(t)
-                if not t > 0:
+                if t is None or not t > 0:
                     raise ValueError
                 if kind == "gemm":
-                    key = (int(w["n"]), int(w["k"]), _canon_format(r.get("format")), r.get("backend") or "")
-                    gemm.setdefault(key, []).append((float(w["m"]), t))
+                    gemm.setdefault((w.n, w.k, _canon_format(r.format), r.backend or ""), []).append((float(w.m), t))
                 elif kind == "moe_experts":
-                    keys = {"experts": _first(w, _EXPERT_KEYS), "hidden": _first(w, _HIDDEN_KEYS),
-                            "width": _first(w, _WIDTH_KEYS),
-                            "format": _canon_format(r.get("format") or w.get("weights_format") or w.get("format")),
-                            "gemm": w.get("gemm"), "backend": r.get("backend"),
-                            "routing": _canon_routing(w.get("routing"))}
-                    keys = {k: (int(v) if k in ("experts", "hidden", "width") and v is not None else v)
-                            for k, v in keys.items()}
+                    keys = {"experts": w.E_local, "hidden": w.H, "width": w.I,
+                            "format": _canon_format(r.format or w.weights_format), "gemm": w.gemm,
+                            "backend": r.backend, "routing": _canon_routing(w.routing)}
                     frozen = tuple(sorted(keys.items(), key=lambda kv: kv[0]))
-                    moe.setdefault(frozen, []).append((float(w["tokens_per_expert"]), t))
-                    if w.get("active_experts") is not None:
-                        moe_active.setdefault(frozen, []).append((float(w["tokens_per_expert"]),
-                                                                  float(w["active_experts"])))
+                    moe.setdefault(frozen, []).append((float(w.tokens_per_expert), t))
+                    if w.active_experts is not None:
+                        moe_active.setdefault(frozen, []).append((float(w.tokens_per_expert),
+                                                                  float(w.active_experts)))
                 elif kind == "collective":
-                    key = (canonical_op(w["op"]), int(w.get("n_ranks") or w.get("n") or w.get("world_size")),
-                           r.get("mode") or (r.get("measurement") or {}).get("mode") or None)
-                    coll.setdefault(key, []).append((float(w["bytes"]), t))
+                    coll.setdefault((canonical_op(w.op), w.n_ranks, r.mode), []).append((float(w.bytes), t))
                 else:
                     self.skipped += 1
-            except (KeyError, TypeError, ValueError, TruepeakError):
+            except (TypeError, ValueError, TruepeakError):
                 self.skipped += 1
         for key, pts in gemm.items():
             self.gemm[key] = _sorted_unique(self.gemm.get(key, []) + pts)
@@ -292,7 +277,8 @@ class MeasuredTables:
 
 
 def load_measured(paths) -> MeasuredTables:
-    """Read one path or a list of paths of JSON Lines record files into :class:`MeasuredTables`.
+    """Read one path or a list of paths of records files (:func:`truepeak.records.read_records`, plain or gzip) into
+    :class:`MeasuredTables`.
 
     Raises:
         TruepeakError: a file that cannot be read, or files holding no usable record (the message names the kinds
@@ -303,19 +289,10 @@ def load_measured(paths) -> MeasuredTables:
     tables = MeasuredTables()
     for p in paths:
         path = Path(p).expanduser()
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise TruepeakError(f"cannot read measured results {str(p)!r}: {exc.strerror or exc}") from None
-        records = []
-        for line in text.splitlines():
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                tables.skipped += 1
+        if not path.is_file():
+            raise TruepeakError(f"cannot read measured results {str(p)!r}: no such file")
+        records = read_records(path, strict=False)
+        tables.skipped += len(records.problems)
         tables.add_records(records, source=path.name)
     if tables.empty:
         raise TruepeakError(f"{', '.join(str(p) for p in paths)} holds no usable measurement (looked for records of "

@@ -3,7 +3,7 @@ slower, or the same within the measured noise.
 
 Matching: two records are the same case when they measured the same thing (:func:`match_key`): for a GEMM its kind,
 M, N, K, format, scale layout, mode and backend; for other kinds the workload without its provenance fields, backend,
-format and mode (recomputed with :func:`truepeak.bench.records.record_key`, never the stored ``key``, so that files of
+format and mode (recomputed with :func:`truepeak.records.record_key`, never the stored ``key``, so that files of
 any command match: a ``truepeak peak`` file keys records by search phase). A side with several records of one case (a
 peak search measures a shape in several phases) is represented by one (:func:`representatives`): an ok record, the
 re-measured one (``search.phase == "remeasure"``) else the one with the most samples; the output says how many cases
@@ -39,9 +39,9 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from truepeak.bench.records import record_key
-from truepeak.report.export import record_time
-from truepeak.report.load import Results, device_name, label
+from truepeak.records import GemmWorkload, MeasurementSummary, Record, record_key
+from truepeak.report.export import remeasured
+from truepeak.report.load import Results
 from truepeak.report.table import SCALING_LABELS, scaling_of
 from truepeak.units import fmt_pct, fmt_time
 
@@ -106,21 +106,17 @@ class Comparison:
                 "rows": [asdict(r) for r in self.rows]}
 
 
-def noise(rec: dict) -> float | None:
+def noise(rec: Record) -> float | None:
     """IQR / median of a record's samples (``steady_rel_iqr``, else ``rel_iqr``, else from ``iqr_s`` and the time,
     else computed from ``samples_s``, as collective records carry), or None when the record has none."""
-    m = rec.get("measurement") if isinstance(rec.get("measurement"), dict) else {}
-    for name in ("steady_rel_iqr", "rel_iqr"):
-        v = m.get(name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
-            return float(v)
-    iqr, t = m.get("iqr_s"), record_time(rec)
-    if isinstance(iqr, (int, float)) and t:
-        return float(iqr) / t
-    samples = m.get("samples_s")
-    if isinstance(samples, list) and len(samples) >= 4 and all(isinstance(x, (int, float)) for x in samples):
+    m = rec.measurement
+    if not isinstance(m, MeasurementSummary):
+        return None
+    if m.noise is not None:
+        return float(m.noise)
+    if m.samples_s is not None and len(m.samples_s) >= 4:
         # quartiles by linear interpolation (numpy's default, as truepeak.bench.measurement uses)
-        q1, med, q3 = statistics.quantiles([float(x) for x in samples], n=4, method="inclusive")
+        q1, med, q3 = statistics.quantiles([float(x) for x in m.samples_s], n=4, method="inclusive")
         return (q3 - q1) / med if med > 0 else None
     return None
 
@@ -130,44 +126,38 @@ def noise(rec: dict) -> float | None:
 PROVENANCE_FIELDS = frozenset({"origin", "label", "flop", "min_bytes", "intensity"})
 
 
-def match_key(rec: dict) -> str:
+def match_key(rec: Record) -> str:
     """What two records must share to be the same case: the measured workload. For a GEMM: kind, M, N, K, format,
     scale layout (``workload.scaling``), mode and backend; for other kinds: kind, the workload without its provenance
     fields (:data:`PROVENANCE_FIELDS`), backend, format and mode. Never the record's ``key`` or ``search`` fields:
     a ``truepeak peak`` file keys its records by search phase and evaluation (``...|search:coarse:0``) and writes
     several records of one shape, which must still match a ``truepeak run`` record of that shape."""
-    w = rec.get("workload")
-    if rec.get("kind") == "gemm" and isinstance(w, dict) and all(d in w for d in ("m", "n", "k")):
-        w = {"m": w["m"], "n": w["n"], "k": w["k"], "scaling": w.get("scaling")}
-    elif isinstance(w, dict):
-        w = {k: v for k, v in w.items() if k not in PROVENANCE_FIELDS}
-    return record_key(str(rec.get("kind")), w, rec.get("backend"), rec.get("format"), rec.get("mode"))
+    w = rec.workload
+    if isinstance(w, GemmWorkload):
+        ident = {"m": w.m, "n": w.n, "k": w.k, "scaling": w.scaling}
+    else:
+        ident = {k: v for k, v in w.to_dict().items() if k not in PROVENANCE_FIELDS}
+    return record_key(rec.kind, ident, rec.backend, rec.format, rec.mode)
 
 
 _key = match_key
 
 
-def _samples(rec: dict) -> int:
-    m = rec.get("measurement") if isinstance(rec.get("measurement"), dict) else {}
-    n = m.get("n_samples")
-    if isinstance(n, int) and not isinstance(n, bool):
-        return n
-    return len(m["samples_s"]) if isinstance(m.get("samples_s"), list) else 0
+def _samples(rec: Record) -> int:
+    return rec.measurement.sample_count if isinstance(rec.measurement, MeasurementSummary) else 0
 
 
-def _rank(rec: dict) -> tuple[int, int, int]:
+def _rank(rec: Record) -> tuple[bool, bool, int]:
     """Which of several records of one case represents it: an ok record first, then a re-measured one
     (``search.phase == "remeasure"``: a peak search's top shapes timed again with longer budgets), then the one with
     the most samples."""
-    search = rec.get("search")
-    remeasured = isinstance(search, dict) and search.get("phase") == "remeasure"
-    return (rec.get("status") == "ok", remeasured, _samples(rec))
+    return (rec.ok, remeasured(rec), _samples(rec))
 
 
-def representatives(records: list[dict]) -> tuple[list[dict], int]:
+def representatives(records: list[Record]) -> tuple[list[Record], int]:
     """One record per :func:`match_key`, in first-seen order: the best by :func:`_rank` (the first on a tie).
     Returns ``(records, n_set_aside)``."""
-    best: dict[str, dict] = {}
+    best: dict[str, Record] = {}
     for r in records:
         k = match_key(r)
         if k not in best or _rank(r) > _rank(best[k]):
@@ -175,11 +165,10 @@ def representatives(records: list[dict]) -> tuple[list[dict], int]:
     return list(best.values()), len(records) - len(best)
 
 
-def _loose_key(rec: dict) -> str:
-    w = rec.get("workload")
-    if isinstance(w, dict):  # a run's workload dict holds derived byte counts that differ by device; keep identity
-        w = {k: v for k, v in w.items() if k not in ("min_bytes", "intensity", "flop", "origin")}
-    return record_key(str(rec.get("kind")), w, None, rec.get("format"), None)
+def _loose_key(rec: Record) -> str:
+    # a run's workload holds derived byte counts that differ by device; keep its identity
+    w = {k: v for k, v in rec.workload.to_dict().items() if k not in ("min_bytes", "intensity", "flop", "origin")}
+    return record_key(rec.kind, w, None, rec.format, None)
 
 
 def verdict(time_a: float | None, time_b: float | None, noise_a: float | None, noise_b: float | None,
@@ -201,26 +190,25 @@ def verdict(time_a: float | None, time_b: float | None, noise_a: float | None, n
     return ("faster" if change < 0 else "slower"), change, threshold
 
 
-def _row(a: dict | None, b: dict | None, min_noise: float, note: str = "") -> Row:
+def _row(a: Record | None, b: Record | None, min_noise: float, note: str = "") -> Row:
     rec = a if a is not None else b
     assert rec is not None
-    case = label(rec) + (f" [{rec.get('backend')}]" if rec.get("backend") else "")
-    common = dict(kind=str(rec.get("kind")), case=case, format=rec.get("format"), mode=rec.get("mode"),
-                  scaling=scaling_of(rec))
+    case = rec.workload.name + (f" [{rec.backend}]" if rec.backend else "")
+    common = dict(kind=rec.kind, case=case, format=rec.format, mode=rec.mode, scaling=scaling_of(rec))
     if a is None or b is None:
         return Row(**common, time_a_s=None, time_b_s=None, ratio=None, change=None, noise_a=None, noise_b=None,
                    threshold=None, verdict="only in A" if b is None else "only in B", note=note)
-    ok_a, ok_b = a.get("status") == "ok", b.get("status") == "ok"
-    ta = record_time(a) if ok_a else None
-    tb = record_time(b) if ok_b else None
+    ok_a, ok_b = a.ok, b.ok
+    ta = a.time_s if ok_a else None
+    tb = b.time_s if ok_b else None
     na, nb = noise(a), noise(b)
-    if not ok_a and not ok_b and (a.get("status"), a.get("reason")) == (b.get("status"), b.get("reason")):
+    if not ok_a and not ok_b and (a.status, a.reason) == (b.status, b.reason):
         return Row(**common, time_a_s=None, time_b_s=None, ratio=None, change=None, noise_a=na, noise_b=nb,
                    threshold=None, verdict="not ok",
-                   note="; ".join(p for p in (note, f"{a.get('status')} in both: {a.get('reason')}") if p))
+                   note="; ".join(p for p in (note, f"{a.status} in both: {a.reason}") if p))
     if not (ok_a and ok_b):
-        why = "; ".join(f"{side} {r.get('status')}: {r.get('reason')}" for side, r, ok in (("A", a, ok_a),
-                                                                                          ("B", b, ok_b)) if not ok)
+        why = "; ".join(f"{side} {r.status}: {r.reason}" for side, r, ok in (("A", a, ok_a), ("B", b, ok_b))
+                        if not ok)
         return Row(**common, time_a_s=ta, time_b_s=tb, ratio=None, change=None, noise_a=na, noise_b=nb,
                    threshold=None, verdict="not ok", note="; ".join(p for p in (note, why) if p))
     v, change, threshold = verdict(ta, tb, na, nb, min_noise)
@@ -228,8 +216,8 @@ def _row(a: dict | None, b: dict | None, min_noise: float, note: str = "") -> Ro
                noise_a=na, noise_b=nb, threshold=threshold, verdict=v, note=note)
 
 
-def _differs(a: dict, b: dict) -> str:
-    parts = [name for name in ("backend", "mode") if a.get(name) != b.get(name)]
+def _differs(a: Record, b: Record) -> str:
+    parts = [name for name, x, y in (("backend", a.backend, b.backend), ("mode", a.mode, b.mode)) if x != y]
     return "loose match: " + (" and ".join(parts) + " differ" if parts else "workload details differ")
 
 
@@ -250,8 +238,8 @@ def compare(a: Results, b: Results, *, min_noise: float = MIN_NOISE) -> Comparis
     a.require_records()
     b.require_records()
     warnings: list[str] = []
-    dev_a = list(dict.fromkeys(device_name(r) for r in a.records))
-    dev_b = list(dict.fromkeys(device_name(r) for r in b.records))
+    dev_a = list(dict.fromkeys(r.device_name for r in a.records))
+    dev_b = list(dict.fromkeys(r.device_name for r in b.records))
     if dev_a != dev_b:
         warnings.append(f"the runs were measured on different devices (A: {', '.join(dev_a)}; B: {', '.join(dev_b)}): "
                         "the ratios compare devices, not only code")
@@ -262,9 +250,9 @@ def compare(a: Results, b: Results, *, min_noise: float = MIN_NOISE) -> Comparis
                             + (" ..." if len(res.problems) > 3 else ""))
     recs_a, dup_a = representatives(list(a.records))
     recs_b, dup_b = representatives(list(b.records))
-    b_by_key: dict[str, dict] = {_key(r): r for r in recs_b}
+    b_by_key: dict[str, Record] = {_key(r): r for r in recs_b}
     used_b: set[int] = set()
-    pairs: list[tuple[dict | None, dict | None, str]] = []
+    pairs: list[tuple[Record | None, Record | None, str]] = []
     left_a: list[int] = []
     for r in recs_a:
         m = b_by_key.get(_key(r))
@@ -279,7 +267,7 @@ def compare(a: Results, b: Results, *, min_noise: float = MIN_NOISE) -> Comparis
     cand_a: dict[str, list[int]] = {}
     for i in left_a:
         cand_a.setdefault(_loose_key(pairs[i][0]), []).append(i)
-    cand_b: dict[str, list[dict]] = {}
+    cand_b: dict[str, list[Record]] = {}
     for r in rest_b:
         cand_b.setdefault(_loose_key(r), []).append(r)
     for k, idx in cand_a.items():

@@ -5,16 +5,17 @@ Two jobs, both rendered from records alone (never measuring):
 - :func:`kind_table`: one formatted table per record kind, the cells that the HTML and Markdown reports show, so the
   two cannot disagree. GEMM and copy records use the table of ``truepeak run`` (:func:`truepeak.report.table.table_rows`);
   ``moe_experts``, ``collective`` and ``collective_fit`` records have their own columns; a kind this truepeak does not
-  know gets a plain table of its workload label, backend, format, mode, time, status and every scalar field of its
+  know gets a plain table of its workload name, backend, format, mode, time, status and every scalar field of its
   ``derived`` (so a new kind never breaks a report). Each table's footer states the units that apply to it
   (:func:`units_footer`: collectives never get the GEMM line about TFLOPS and the dense peak). Numbers are formatted by :mod:`truepeak.units`; a time column uses
   one unit chosen from the data (:func:`truepeak.report.table.time_unit`).
 - :func:`csv_text`: one row per record, for spreadsheets and pandas. SI values as the records hold them (seconds, B/s,
   FLOP/s, fractions; full precision via ``repr``), column names carry the unit (``time_s``, ``flop_per_s``), followed
-  by every scalar field of ``workload`` (``workload.m``, ...) and ``derived`` (``derived.pct_roofline``, ...) that
-  any record has, in first-seen order. Lists and dicts are written as JSON. A first column ``source`` names the file
-  of each record. (Model: hyperfine's CSV exporter, sharkdp/hyperfine ``src/export/csv.rs``: SI seconds in every
-  column.)
+  by every field of ``workload`` (``workload.m``, ...) and ``derived`` that any record has, in first-seen order. The
+  derived columns keep the names of the exported format (schema 2: ``derived.pct_roofline`` holds
+  ``roofline_fraction``, a fraction; :func:`csv_name`), so spreadsheets made from older exports keep working. Lists
+  and dicts are written as JSON. A first column ``source`` names the file of each record. (Model: hyperfine's CSV
+  exporter, sharkdp/hyperfine ``src/export/csv.rs``: SI seconds in every column.)
 
 Pure Python: imports no numpy or matplotlib.
 """
@@ -25,16 +26,18 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from truepeak.report.load import Results, device_name, field, label, number
-from truepeak.report.table import _note, columns as gemm_columns, format_label, scaling_of, table_rows, time_unit
+from truepeak.records import (V2_DERIVED_NAMES, CopyMetrics, GemmMetrics, MeasurementSummary, Record,
+                              readable_schemas)
+from truepeak.report.load import Results
+from truepeak.report.table import columns as gemm_columns, format_label, note, scaling_of, table_rows, time_unit
 from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size, fmt_time_in
 
-#: Kinds rendered by the ``truepeak run`` table.
-RUN_KINDS = ("gemm", "membw")
+#: Kinds rendered by the ``truepeak run`` table (a peak search that could not run is one row of it).
+RUN_KINDS = ("gemm", "membw", "peak_search")
 
 
 @dataclass
@@ -50,113 +53,107 @@ class KindTable:
 
 
 # -- per-kind columns --------------------------------------------------------------------------------------------------
-Cell = Callable[[dict, float], str]
+Cell = Callable[[Record, float], str]
+Get = Callable[[Record], Any]
 
 
-def _pct(*names: str) -> Cell:
-    return lambda r, _s: fmt_pct(number(r, *names), sign=False) if r.get("status") == "ok" else DASH
+def _derived(name: str) -> Get:
+    """The record's derived metric ``name`` (None without derived metrics)."""
+    return lambda r: getattr(r.derived, name) if r.derived is not None else None
 
 
-def _rate(r: dict, _s: float) -> str:
-    return fmt_rate(number(r, "flop_per_s")) if r.get("status") == "ok" else DASH
+def _ok(get: Get, fmt: Callable[[Any], str]) -> Cell:
+    """``fmt`` of ``get(record)`` for an ok record, else a dash."""
+    return lambda r, _s: fmt(get(r)) if r.ok else DASH
 
 
-def _bw(*names: str) -> Cell:
-    return lambda r, _s: fmt_bandwidth(number(r, *names)) if r.get("status") == "ok" else DASH
+def _pct(get: Get) -> Cell:
+    return _ok(get, lambda v: fmt_pct(v, sign=False))
 
 
-def _time(r: dict, scale: float) -> str:
-    return fmt_time_in(record_time(r), scale) if r.get("status") == "ok" else DASH
+def _time(r: Record, scale: float) -> str:
+    return fmt_time_in(r.time_s, scale) if r.ok else DASH
 
 
-def _text(name: str) -> Cell:
-    def get(r: dict, _s: float) -> str:
-        v = field(r, name)
-        return DASH if v is None else str(v)
-    return get
+def _shown(get: Get, fmt: Callable[[Any], str] = str) -> Cell:
+    """``fmt`` of ``get(record)``, whatever the status, or a dash when it is None."""
+    def cell(r: Record, _s: float) -> str:
+        v = get(r)
+        return DASH if v is None else fmt(v)
+    return cell
 
 
-def _top(name: str) -> Cell:
-    return lambda r, _s: DASH if r.get(name) is None else str(r.get(name))
+def _text(get: Get) -> Cell:
+    return _shown(get)
 
 
-def _size(*names: str) -> Cell:
-    return lambda r, _s: fmt_size(number(r, *names))
+def _int(get: Get) -> Cell:
+    return _shown(get, lambda v: f"{v:.0f}")
 
 
-def _int(*names: str) -> Cell:
-    def get(r: dict, _s: float) -> str:
-        v = number(r, *names)
-        return DASH if v is None else f"{v:.0f}"
-    return get
+def _us(get: Get) -> Cell:
+    return _shown(get, lambda v: f"{v * 1e6:.4g}")
 
 
-def _num(*names: str) -> Cell:
-    def get(r: dict, _s: float) -> str:
-        v = number(r, *names)
-        return DASH if v is None else f"{v:g}"
-    return get
+def _status(r: Record, _s: float) -> str:
+    return str(r.status)
 
 
-def _status(r: dict, _s: float) -> str:
-    return str(r.get("status") or DASH)
+def _note_cell(r: Record, _s: float) -> str:
+    return note(r)
 
 
-def _note_cell(r: dict, _s: float) -> str:
-    return _note(r)
+def _sizes(r: Record, _s: float) -> str:
+    return f"{fmt_size(r.workload.min_bytes)} to {fmt_size(r.workload.max_bytes)}"
 
 
-def _ratio_us(*names: str) -> Cell:
-    def get(r: dict, _s: float) -> str:
-        v = number(r, *names)
-        return DASH if v is None else f"{v * 1e6:.4g}"
-    return get
-
+_BACKEND, _FORMAT, _MODE = _text(lambda r: r.backend), _text(lambda r: r.format), _text(lambda r: r.mode)
+_WRONG = _int(lambda r: r.correctness.wrong if r.correctness is not None else None)
 
 #: (header, numeric, cell) per kind. ``{time}`` in a header is replaced by the column's unit.
 SPECS: dict[str, list[tuple[str, bool, Cell]]] = {
     "moe_experts": [
-        ("model", False, _text("model")), ("layout", False, _text("layout")), ("routing", False, _text("routing")),
-        ("tokens/expert", True, _num("tokens_per_expert")), ("format", False, _top("format")),
-        ("backend", False, _top("backend")), ("mode", False, _top("mode")), ("time ({time})", True, _time),
-        ("TFLOPS", True, _rate), ("GB/s", True, _bw("bytes_per_s")),
-        ("% read BW", True, _pct("pct_read_bandwidth")), ("status", False, _status), ("note", False, _note_cell),
+        ("model", False, _text(lambda r: r.workload.model)), ("layout", False, _text(lambda r: r.workload.layout)),
+        ("routing", False, _text(lambda r: r.workload.routing)),
+        ("tokens/expert", True, lambda r, _s: f"{r.workload.tokens_per_expert:g}"), ("format", False, _FORMAT),
+        ("backend", False, _BACKEND), ("mode", False, _MODE), ("time ({time})", True, _time),
+        ("TFLOPS", True, _ok(_derived("flop_per_s"), fmt_rate)),
+        ("GB/s", True, _ok(_derived("bytes_per_s"), fmt_bandwidth)),
+        ("% read BW", True, _pct(_derived("read_bandwidth_fraction"))), ("status", False, _status),
+        ("note", False, _note_cell),
     ],
     "collective": [
-        ("op", False, _text("op")), ("size", True, _size("bytes", "nbytes", "size_bytes")),
-        ("ranks", True, _int("n_ranks", "world_size", "nranks")), ("dtype", False, _text("dtype")),
-        ("mode", False, _top("mode")), ("time ({time})", True, _time),
-        ("algbw GB/s", True, _bw("algbw_B_per_s", "algbw_bytes_per_s")),
-        ("busbw GB/s", True, _bw("busbw_B_per_s", "busbw_bytes_per_s")),
-        ("#wrong", True, _int("wrong")), ("status", False, _status), ("note", False, _note_cell),
+        ("op", False, _text(lambda r: r.workload.op)), ("size", True, lambda r, _s: fmt_size(r.workload.bytes)),
+        ("ranks", True, _int(lambda r: r.workload.n_ranks)), ("dtype", False, _text(lambda r: r.workload.dtype)),
+        ("mode", False, _MODE), ("time ({time})", True, _time),
+        ("algbw GB/s", True, _ok(_derived("algbw_bytes_per_s"), fmt_bandwidth)),
+        ("busbw GB/s", True, _ok(_derived("busbw_bytes_per_s"), fmt_bandwidth)),
+        ("#wrong", True, _WRONG), ("status", False, _status), ("note", False, _note_cell),
     ],
     "collective_fit": [
-        ("op", False, _text("op")), ("mode", False, _top("mode")),
-        ("ranks", True, _int("n_ranks", "world_size", "nranks")), ("dtype", False, _text("dtype")),
-        ("α (µs)", True, _ratio_us("alpha_s", "alpha")),
-        ("busbw GB/s", True, _bw("busbw_B_per_s", "bandwidth_B_per_s", "beta_B_per_s")),
-        ("sizes", False, lambda r, _s: f"{fmt_size(number(r, 'min_bytes'))} to {fmt_size(number(r, 'max_bytes'))}"),
-        ("points", True, _int("points")),
-        ("max rel. residual", True, _pct("max_rel_residual")),
+        ("op", False, _text(lambda r: r.workload.op)), ("mode", False, _MODE),
+        ("ranks", True, _int(lambda r: r.workload.n_ranks)), ("dtype", False, _text(lambda r: r.workload.dtype)),
+        ("α (µs)", True, _us(_derived("alpha_s"))),
+        ("busbw GB/s", True, _ok(_derived("busbw_bytes_per_s"), fmt_bandwidth)),
+        ("sizes", False, _sizes), ("points", True, _int(_derived("points"))),
+        ("max rel. residual", True, _pct(_derived("max_rel_residual"))),
         ("status", False, _status), ("note", False, _note_cell),
     ],
 }
 
 
-def record_time(rec: Mapping[str, Any]) -> float | None:
-    """A record's time per call in seconds: ``time_s``, else its measurement's steady median or median."""
-    return number(rec, "time_s", "steady_median_s", "median_s")
+def _is_scalar(v: Any) -> bool:
+    return v is None or isinstance(v, (str, int, float, bool))
 
 
-def _generic_spec(records: Sequence[dict]) -> list[tuple[str, bool, Cell]]:
+def _generic_spec(records: Sequence[Record]) -> list[tuple[str, bool, Cell]]:
     names: list[str] = []
     for r in records:
-        d = r.get("derived")
-        if isinstance(d, Mapping):
-            names += [k for k, v in d.items() if k not in names and _is_scalar(v) and v is not None]
+        if r.derived is not None:
+            names += [k for k, v in r.derived.to_dict().items() if k not in names and _is_scalar(v)]
     spec: list[tuple[str, bool, Cell]] = [
-        ("workload", False, lambda r, _s: label(r)), ("backend", False, _top("backend")),
-        ("format", False, _top("format")), ("mode", False, _top("mode")), ("time ({time})", True, _time)]
+        ("workload", False, lambda r, _s: r.workload.name), ("backend", False, _BACKEND),
+        ("format", False, _FORMAT), ("mode", False, _MODE), ("time ({time})", True, _time)]
     for name in names:
         spec.append((name, True, _derived_cell(name)))
     spec += [("status", False, _status), ("note", False, _note_cell)]
@@ -164,8 +161,8 @@ def _generic_spec(records: Sequence[dict]) -> list[tuple[str, bool, Cell]]:
 
 
 def _derived_cell(name: str) -> Cell:
-    def get(r: dict, _s: float) -> str:
-        v = (r.get("derived") or {}).get(name)
+    def get(r: Record, _s: float) -> str:
+        v = r.derived.to_dict().get(name) if r.derived is not None else None
         if v is None:
             return DASH
         if isinstance(v, float):
@@ -174,7 +171,7 @@ def _derived_cell(name: str) -> Cell:
     return get
 
 
-def kind_table(kind: str, records: Sequence[dict]) -> KindTable:
+def kind_table(kind: str, records: Sequence[Record]) -> KindTable:
     """The formatted table of the records of one kind (see the module docstring for the columns)."""
     if kind in RUN_KINDS:
         rows, meta = table_rows(records)
@@ -183,11 +180,11 @@ def kind_table(kind: str, records: Sequence[dict]) -> KindTable:
         return KindTable(kind, [h for _, h in cols], [[row[c] for c, _ in cols] for row in rows],
                          [c in NUMERIC for c, _ in cols], meta["footer"])
     spec = SPECS.get(kind) or _generic_spec(records)
-    unit, scale = time_unit(record_time(r) for r in records if r.get("status") == "ok")
+    unit, scale = time_unit(r.time_s for r in records if r.ok)
     shown = "µs" if unit == "us" else unit
     headers = [h.replace("{time}", shown) for h, _, _ in spec]
     rows = [[cell(r, scale) for _, _, cell in spec] for r in records]
-    modes = sorted({str(r.get("mode")) for r in records if r.get("mode")})
+    modes = sorted({r.mode for r in records if r.mode})
     footer = units_footer(kind, unit) + (f"; mode: {', '.join(modes)}" if modes else "")
     return KindTable(kind, headers, rows, [n for _, n, _ in spec], footer)
 
@@ -226,33 +223,55 @@ def units_footer(kind: str, time_unit: str = "us") -> str:
 
 
 # -- CSV ---------------------------------------------------------------------------------------------------------------
+def _timing(r: Record) -> MeasurementSummary | None:
+    return r.measurement if isinstance(r.measurement, MeasurementSummary) else None
+
+
+def _telemetry(r: Record, name: str) -> Any:
+    m = _timing(r)
+    return getattr(m.telemetry, name) if m is not None and m.telemetry is not None else None
+
+
+def _rel_iqr(r: Record) -> float | None:
+    m = _timing(r)
+    if m is None:
+        return None
+    return m.steady_rel_iqr if m.steady_rel_iqr is not None else m.rel_iqr
+
+
 #: The fixed leading columns of the CSV: (column, getter).
-CSV_FIXED: tuple[tuple[str, Callable[[dict], Any]], ...] = (
-    ("kind", lambda r: r.get("kind")),
-    ("status", lambda r: r.get("status")),
-    ("reason", lambda r: r.get("reason")),
-    ("device", device_name),
-    ("workload", label),
-    ("backend", lambda r: r.get("backend")),
-    ("format", lambda r: r.get("format")),
-    ("mode", lambda r: r.get("mode")),
-    ("time_s", record_time),
-    ("q1_s", lambda r: (r.get("measurement") or {}).get("q1_s")),
-    ("q3_s", lambda r: (r.get("measurement") or {}).get("q3_s")),
-    ("rel_iqr", lambda r: (r.get("measurement") or {}).get("steady_rel_iqr",
-                                                             (r.get("measurement") or {}).get("rel_iqr"))),
-    ("n_samples", lambda r: (r.get("measurement") or {}).get("n_samples")),
-    ("sm_clock_median_hz", lambda r: ((r.get("measurement") or {}).get("telemetry") or {}).get("sm_clock_median_hz")),
-    ("power_median_w", lambda r: ((r.get("measurement") or {}).get("telemetry") or {}).get("power_median_w")),
-    ("warnings", lambda r: " | ".join(str(w) for w in r.get("warnings") or []) or None),
-    ("schema_version", lambda r: r.get("schema_version")),
-    ("timestamp", lambda r: r.get("timestamp")),
-    ("key", lambda r: r.get("key")),
+CSV_FIXED: tuple[tuple[str, Callable[[Record], Any]], ...] = (
+    ("kind", lambda r: r.kind),
+    ("status", lambda r: str(r.status)),
+    ("reason", lambda r: r.reason),
+    ("device", lambda r: r.device_name),
+    ("workload", lambda r: r.workload.name),
+    ("backend", lambda r: r.backend),
+    ("format", lambda r: r.format),
+    ("mode", lambda r: r.mode),
+    ("time_s", lambda r: r.time_s),
+    ("q1_s", lambda r: _timing(r).q1_s if _timing(r) else None),
+    ("q3_s", lambda r: _timing(r).q3_s if _timing(r) else None),
+    ("rel_iqr", _rel_iqr),
+    ("n_samples", lambda r: _timing(r).n_samples if _timing(r) else None),
+    ("sm_clock_median_hz", lambda r: _telemetry(r, "sm_clock_median_hz")),
+    ("power_median_w", lambda r: _telemetry(r, "power_median_w")),
+    ("warnings", lambda r: " | ".join(r.warnings) or None),
+    ("schema_version", lambda r: r.source_schema),
+    ("timestamp", lambda r: r.timestamp),
+    ("key", lambda r: r.key),
 )
 
+#: Per kind, the CSV column name of each derived metric that schema 3 renamed (the exported format keeps the
+#: schema-2 names: ``roofline_fraction`` -> ``pct_roofline``).
+CSV_NAMES: dict[str, dict[str, str]] = {kind: {new: old for old, new in names.items()}
+                                         for kind, names in V2_DERIVED_NAMES.items()}
 
-def _is_scalar(v: Any) -> bool:
-    return v is None or isinstance(v, (str, int, float, bool))
+
+def csv_name(kind: str, metric: str) -> str:
+    """The CSV column (after ``derived.``) of a derived metric of ``kind``: its schema-2 name where schema 3 renamed
+    it (``csv_name("gemm", "dense_fraction") == "pct_dense"``), else the metric's own name."""
+    return CSV_NAMES.get(kind, {}).get(metric, metric)
 
 
 def _csv_value(v: Any) -> str:
@@ -267,19 +286,24 @@ def _csv_value(v: Any) -> str:
     return str(v)
 
 
-def csv_columns(records: Sequence[dict]) -> list[str]:
+def _parts(rec: Record) -> dict[str, dict[str, Any]]:
+    """The record's ``workload`` and ``derived`` as the CSV names their fields."""
+    derived = rec.derived.to_dict() if rec.derived is not None else {}
+    return {"workload": rec.workload.to_dict(), "derived": {csv_name(rec.kind, k): v for k, v in derived.items()}}
+
+
+def csv_columns(records: Sequence[Record]) -> list[str]:
     """``source``, the fixed columns, then ``workload.*`` and ``derived.*`` of every field any record has."""
     extra: dict[str, None] = {}
+    parts = [_parts(r) for r in records]
     for place in ("workload", "derived"):
-        for r in records:
-            holder = r.get(place)
-            if isinstance(holder, Mapping):
-                for k in holder:
-                    extra.setdefault(f"{place}.{k}", None)
+        for p in parts:
+            for k in p[place]:
+                extra.setdefault(f"{place}.{k}", None)
     return ["source", *(c for c, _ in CSV_FIXED), *extra]
 
 
-def csv_text(data: Results | Sequence[dict], sources: Sequence[str] | None = None) -> str:
+def csv_text(data: Results | Sequence[Record], sources: Sequence[str] | None = None) -> str:
     """The records as CSV text (``\\n`` line ends, a header row first). ``sources`` (default the Results' files, or
     empty) fills the ``source`` column."""
     if isinstance(data, Results):
@@ -294,10 +318,10 @@ def csv_text(data: Results | Sequence[dict], sources: Sequence[str] | None = Non
     for rec, src in zip(records, sources):
         row = [src]
         row += [_csv_value(get(rec)) for _, get in CSV_FIXED]
+        parts = _parts(rec)
         for col in cols[len(CSV_FIXED) + 1:]:
             place, _, name = col.partition(".")
-            holder = rec.get(place)
-            row.append(_csv_value(holder.get(name) if isinstance(holder, Mapping) else None))
+            row.append(_csv_value(parts[place].get(name)))
         w.writerow(row)
     return buf.getvalue()
 
@@ -326,13 +350,12 @@ def _catalog_sparse(acc: Any, fmt: str | None) -> tuple[float | None, bool]:
     return p.implied_sparse, p.sparse is not None
 
 
-def _remeasured(rec: Mapping[str, Any]) -> bool:
+def remeasured(rec: Record) -> bool:
     """Whether a record is a ``truepeak peak`` re-measurement (``search.phase == "remeasure"``)."""
-    search = rec.get("search")
-    return isinstance(search, Mapping) and search.get("phase") == "remeasure"
+    return rec.search is not None and rec.search.phase == "remeasure"
 
 
-def peak_rows(records: Sequence[dict], accelerator: Any = None) -> list[dict[str, Any]]:
+def peak_rows(records: Sequence[Record], accelerator: Any = None) -> list[dict[str, Any]]:
     """Spec against measured peaks, per (format, scale layout, mode) of the GEMM records of ONE device, in first-seen
     order.
 
@@ -345,35 +368,34 @@ def peak_rows(records: Sequence[dict], accelerator: Any = None) -> list[dict[str
     ``remeasured`` (the best is a re-measured record), ``dense`` (the dense
     spec peak the record was measured against, FLOP/s), ``sparse`` (the catalog's 2:4-sparse rate, display only;
     ``sparse_published`` False when it is 2 x dense because the vendor prints none), ``measured`` (FLOP/s),
-    ``pct_dense``, ``clock_hz`` (median SM clock of that record), ``at_clock`` (the dense peak at that clock:
-    ``measured / pct_at_clock`` = FLOP/clk/SM x SMs x clock), ``pct_at_clock``, ``shape``, ``estimated`` (the peak is an
+    ``dense_fraction``, ``clock_hz`` (median SM clock of that record), ``at_clock`` (the dense peak at that clock:
+    ``measured / at_clock_fraction`` = FLOP/clk/SM x SMs x clock), ``at_clock_fraction``, ``shape``, ``estimated`` (the peak is an
     estimate, as on a CPU), ``n`` (records of that format, layout and mode), and ``reason`` for a format with no ok
-    record
-    (its first skipped or failed reason).
+    record (its first skipped or failed reason; a peak search that could not run counts as a record of its format).
     """
     order: list[tuple[str, str, str]] = []  # (format, scaling or "", mode or "")
-    best: dict[tuple[str, str, str], dict] = {}
+    best: dict[tuple[str, str, str], Record] = {}
     count: dict[tuple[str, str, str], int] = {}
     reasons: dict[tuple[str, str, str], str] = {}
     labels: dict[tuple[str, str, str], str] = {}
     for rec in records:
-        if rec.get("kind") != "gemm":
+        if rec.kind not in ("gemm", "peak_search"):
             continue
-        key = (str(rec.get("format")), scaling_of(rec) or "", str(rec.get("mode") or ""))
+        key = (str(rec.format), scaling_of(rec) or "", rec.mode or "")
         if key not in count:
             order.append(key)
             count[key] = 0
             labels[key] = format_label(rec)
         count[key] += 1
-        rate = number(rec, "flop_per_s")
-        if rec.get("status") != "ok" or rate is None:
-            reasons.setdefault(key, f"{rec.get('status')}: {rec.get('reason')}")
+        rate = rec.derived.flop_per_s if rec.kind == "gemm" and rec.derived is not None else None
+        if not rec.ok or rate is None:
+            reasons.setdefault(key, f"{rec.status}: {rec.reason}")
             continue
         if key not in best:
             best[key] = rec
             continue
-        held, new = _remeasured(best[key]), _remeasured(rec)
-        if (new and not held) or (new == held and rate > number(best[key], "flop_per_s")):
+        held, new = remeasured(best[key]), remeasured(rec)
+        if (new and not held) or (new == held and rate > best[key].derived.flop_per_s):
             best[key] = rec
     out = []
     for key in order:
@@ -381,10 +403,11 @@ def peak_rows(records: Sequence[dict], accelerator: Any = None) -> list[dict[str
         rec = best.get(key)
         sparse, published = _catalog_sparse(accelerator, fmt)
         row: dict[str, Any] = {"format": fmt, "scaling": scaling or None, "label": labels[key], "mode": mode,
-                               "remeasured": rec is not None and _remeasured(rec), "n": count[key], "sparse": sparse,
-                               "sparse_published": published, "dense": None, "measured": None, "pct_dense": None,
-                               "clock_hz": None, "at_clock": None, "pct_at_clock": None, "shape": None,
-                               "estimated": False, "reason": None if rec is not None else reasons.get(key)}
+                               "remeasured": rec is not None and remeasured(rec), "n": count[key], "sparse": sparse,
+                               "sparse_published": published, "dense": None, "measured": None,
+                               "dense_fraction": None, "clock_hz": None, "at_clock": None, "at_clock_fraction": None,
+                               "shape": None, "estimated": False,
+                               "reason": None if rec is not None else reasons.get(key)}
         if rec is None:
             try:
                 row["dense"] = accelerator.dense_flops(fmt) if accelerator is not None else None
@@ -392,13 +415,11 @@ def peak_rows(records: Sequence[dict], accelerator: Any = None) -> list[dict[str
                 pass
             out.append(row)
             continue
-        d = rec.get("derived") or {}
-        rate = number(rec, "flop_per_s")
-        at = number(rec, "pct_at_clock")
-        row.update(dense=number(rec, "dense_peak_flop_per_s"), measured=rate, pct_dense=number(rec, "pct_dense"),
-                   clock_hz=number(rec, "sm_clock_hz"), pct_at_clock=at,
-                   at_clock=rate / at if rate and at else None, shape=label(rec),
-                   estimated=bool(d.get("peak_estimated")))
+        d = rec.derived
+        rate, at = d.flop_per_s, d.at_clock_fraction
+        row.update(dense=d.dense_peak_flop_per_s, measured=rate, dense_fraction=d.dense_fraction,
+                   clock_hz=d.sm_clock_hz, at_clock_fraction=at, at_clock=rate / at if rate and at else None,
+                   shape=rec.workload.name, estimated=bool(d.peak_estimated))
         out.append(row)
     return out
 
@@ -414,16 +435,16 @@ class ReportWarning:
     items: list[str]
 
 
-def _case(rec: Mapping[str, Any]) -> str:
-    parts = [str(rec.get("kind") or "?"), label(rec)]
-    if rec.get("format"):
+def _case(rec: Record) -> str:
+    parts = [rec.kind, rec.workload.name]
+    if rec.format:
         parts.append(format_label(rec))
-    if rec.get("mode"):
-        parts.append(str(rec["mode"]))
+    if rec.mode:
+        parts.append(rec.mode)
     return " ".join(parts)
 
 
-def report_warnings(records: Sequence[dict], problems: Sequence[Any] = ()) -> list[ReportWarning]:
+def report_warnings(records: Sequence[Record], problems: Sequence[Any] = ()) -> list[ReportWarning]:
     """What a reader must know before trusting the numbers, from the records alone.
 
     - input: lines of the results files that could not be used (torn, not JSON, another schema version; with the
@@ -441,22 +462,21 @@ def report_warnings(records: Sequence[dict], problems: Sequence[Any] = ()) -> li
     """
     out: list[ReportWarning] = []
     if problems:
-        from truepeak.report.load import UNDERSTOOD_SCHEMAS
         other = any("schema" in str(getattr(p, "why", p)) for p in problems)
         text = f"{len(problems)} line(s) or file(s) could not be used and are not shown"
         if other:
-            text += f" (this truepeak understands record schema version {', '.join(map(str, UNDERSTOOD_SCHEMAS))})"
+            text += f" (this truepeak understands record schema versions {readable_schemas()})"
         out.append(ReportWarning("input", text, [str(p) for p in problems]))
-    devices = list(dict.fromkeys(device_name(r) for r in records))
+    devices = list(dict.fromkeys(r.device_name for r in records))
     if len(devices) > 1:
         out.append(ReportWarning("devices", f"records of {len(devices)} different devices: compare numbers across "
                                             "devices with care", devices))
     throttled, noisy, warm, cache, inputs, other = [], [], [], [], [], []
     failed, skipped = [], {}
     for rec in records:
-        m = rec.get("measurement") if isinstance(rec.get("measurement"), dict) else {}
-        codes = list(m.get("warning_codes") or [])
-        own = list(m.get("warnings") or [])
+        m = _timing(rec)
+        codes = list(m.warning_codes) if m is not None else []
+        own = list(m.warnings) if m is not None else []
         by_code = dict(zip(codes, own))
         case = _case(rec)
         if "low_clock" in by_code:
@@ -468,22 +488,18 @@ def report_warnings(records: Sequence[dict], problems: Sequence[Any] = ()) -> li
             warm.append(f"{case}: {by_code['warmup_in_window']}")
         if "inputs_not_random" in by_code:
             inputs.append(f"{case}: {by_code['inputs_not_random']}")
-        rot = rec.get("rotation") if isinstance(rec.get("rotation"), dict) else {}
-        if rot.get("capped"):
-            cache.append(f"{case}: rotation capped: {rot.get('note')}")
-        note = (rec.get("derived") or {}).get("memory_note") if isinstance(rec.get("derived"), dict) else None
-        if note:
-            cache.append(f"{case}: {note}")
-        for w in rec.get("warnings") or []:
-            w = str(w)
+        if rec.rotation is not None and rec.rotation.capped:
+            cache.append(f"{case}: rotation capped: {rec.rotation.note}")
+        if isinstance(rec.derived, (GemmMetrics, CopyMetrics)) and rec.derived.memory_note:
+            cache.append(f"{case}: {rec.derived.memory_note}")
+        for w in rec.warnings:
             if w in own:
                 continue
             if "cache" in w.lower() or "L2" in w:
                 cache.append(f"{case}: {w}")
             else:
                 other.append(f"{case}: {w}")
-        status = rec.get("status")
-        reason = str(rec.get("reason") or "")
+        status, reason = rec.status, rec.reason
         if status == "failed":
             failed.append(f"{case}: {reason}")
         elif status == "skipped":
@@ -517,4 +533,6 @@ def report_warnings(records: Sequence[dict], problems: Sequence[Any] = ()) -> li
     return out
 
 
-__all__ = ["KindTable", "units_footer", "KIND_FOOTERS", "GENERIC_FOOTER", "peak_rows", "report_warnings", "ReportWarning", "catalog_accelerator", "kind_table", "record_time", "csv_text", "csv_columns", "SPECS", "RUN_KINDS", "CSV_FIXED"]
+__all__ = ["KindTable", "units_footer", "KIND_FOOTERS", "GENERIC_FOOTER", "peak_rows", "remeasured", "report_warnings",
+           "ReportWarning", "catalog_accelerator", "kind_table", "csv_text", "csv_columns", "csv_name", "CSV_NAMES",
+           "SPECS", "RUN_KINDS", "CSV_FIXED"]

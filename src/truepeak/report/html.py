@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import truepeak
-from truepeak.report.export import (RUN_KINDS, catalog_accelerator, kind_table, peak_rows, record_time,
-                                    report_warnings)
-from truepeak.report.load import (Results, accelerator_key, device_name, env_of, field, kinds_in, label, load_results,
-                                  number)
+from truepeak.records import (CollectiveWorkload, CopyMetrics, Environment, GemmMetrics, GemmWorkload, GpuInfo,
+                              MoeExpertsWorkload, Record)
+from truepeak.report.export import RUN_KINDS, catalog_accelerator, kind_table, peak_rows, report_warnings
+from truepeak.report.load import Results, accelerator_key, kinds_in, load_results
 from truepeak.report.table import format_label
 from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size
 
@@ -121,7 +121,7 @@ def _ghz(hz: Any) -> str | None:
 
 
 # -- sections ----------------------------------------------------------------------------------------------------------
-def _warnings_section(records: Sequence[dict], problems: Sequence[Any]) -> str:
+def _warnings_section(records: Sequence[Record], problems: Sequence[Any]) -> str:
     warns = report_warnings(records, problems)
     if not warns:
         return '<h2 id="warnings">Warnings</h2><p class="muted">None: no throttling, noise, cache-resident working ' \
@@ -140,48 +140,45 @@ def _warnings_section(records: Sequence[dict], problems: Sequence[Any]) -> str:
     return f'<h2 id="warnings">Warnings</h2><div class="warnings"><ul>{"".join(items)}</ul></div>'
 
 
-def _device_section(name: str, records: Sequence[dict], acc: Any) -> str:
-    env = env_of(records[0]) if records else {}
-    dev = env.get("device") if isinstance(env.get("device"), dict) else {}
-    gpu = env.get("gpu") if isinstance(env.get("gpu"), dict) else {}
-    get = lambda k: dev.get(k) or gpu.get(k)  # noqa: E731
+def _device_section(name: str, records: Sequence[Record], acc: Any) -> str:
+    env = (records[0].env if records else None) or Environment()
+    gpu = env.gpu or GpuInfo()
     catalog = (f"{acc.name} ({acc.key}); efficiency is against its DENSE peaks" if acc is not None else
                "not in the truepeak catalog: peaks are estimates or absent")
-    commands = list(dict.fromkeys(str(env_of(r).get("command_line")) for r in records
-                                  if env_of(r).get("command_line")))
-    stamps = sorted(str(r["timestamp"]) for r in records if r.get("timestamp"))
-    versions = sorted({f"schema {r.get('schema_version')}, method {r.get('methodology_version')}" for r in records})
+    commands = list(dict.fromkeys(r.env.command_line for r in records if r.env is not None and r.env.command_line))
+    stamps = sorted(r.timestamp for r in records if r.timestamp)
+    versions = sorted({f"schema {r.source_schema}, method {r.methodology_version}" for r in records})
+    cpu = env.device is not None and env.device.kind == "cpu"
     return "".join([
         "<h3>Device and environment</h3>",
         _kv([
             ("device", name), ("catalog entry", catalog),
-            ("compute capability", get("compute_capability")), ("SMs (cores on a CPU)", get("sm_count")),
-            ("memory", fmt_size(get("memory_bytes")) if get("memory_bytes") else None),
-            ("L2 / last-level cache", fmt_size(get("l2_bytes")) if get("l2_bytes") else None),
-            ("CPU clock" if dev.get("kind") == "cpu" else "max SM clock", _ghz(get("max_sm_clock_hz"))),
-            ("power limit", f"{gpu['power_limit_w']:.0f} W" if isinstance(gpu.get("power_limit_w"), (int, float))
-             else None),
-            ("driver", gpu.get("driver")), ("GPUs visible", gpu.get("count")),
-            ("torch", env.get("torch")), ("CUDA (torch build)", env.get("cuda")), ("NCCL", env.get("nccl")),
-            ("triton", env.get("triton")), ("Python", env.get("python")), ("platform", env.get("platform")),
-            ("CPU", env.get("cpu")), ("truepeak", env.get("truepeak_version")),
+            ("compute capability", env.compute_capability), ("SMs (cores on a CPU)", env.sm_count),
+            ("memory", fmt_size(env.memory_bytes) if env.memory_bytes else None),
+            ("L2 / last-level cache", fmt_size(env.l2_bytes) if env.l2_bytes else None),
+            ("CPU clock" if cpu else "max SM clock", _ghz(env.max_sm_clock_hz)),
+            ("power limit", f"{gpu.power_limit_w:.0f} W" if gpu.power_limit_w is not None else None),
+            ("driver", gpu.driver), ("GPUs visible", gpu.count),
+            ("torch", env.torch), ("CUDA (torch build)", env.cuda), ("NCCL", env.nccl),
+            ("triton", env.triton), ("Python", env.python), ("platform", env.platform),
+            ("CPU", env.cpu), ("truepeak", env.truepeak_version),
             ("records", f"{len(records)} ({', '.join(f'{k}: {n}' for k, n in _counts(records).items())})"),
             ("record versions", "; ".join(versions)),
-            ("environment variables", ", ".join(f"{k}={v}" for k, v in (env.get("env_vars") or {}).items())),
+            ("environment variables", ", ".join(f"{k}={v}" for k, v in env.env_vars.items())),
             ("command", " | ".join(commands)),
             ("measured (UTC)", f"{stamps[0]} to {stamps[-1]}" if stamps else None),
         ]),
     ])
 
 
-def _counts(records: Sequence[dict]) -> dict[str, int]:
+def _counts(records: Sequence[Record]) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in records:
-        out[str(r.get("kind"))] = out.get(str(r.get("kind")), 0) + 1
+        out[r.kind] = out.get(r.kind, 0) + 1
     return out
 
 
-def _peaks_section(records: Sequence[dict], acc: Any) -> str:
+def _peaks_section(records: Sequence[Record], acc: Any) -> str:
     rows = peak_rows(records, acc)
     if not rows:
         return ""
@@ -193,8 +190,8 @@ def _peaks_section(records: Sequence[dict], acc: Any) -> str:
         clock = f"{r['clock_hz'] / 1e6:.0f}" if r["clock_hz"] else DASH
         dense = fmt_rate(r["dense"]) + (" (estimated)" if r["estimated"] else "") if r["dense"] else DASH
         cells.append([r.get("label") or r["format"], r["mode"] or DASH, dense, sparse, fmt_rate(r["measured"]),
-                      fmt_pct(r["pct_dense"], sign=False), clock, fmt_rate(r["at_clock"]),
-                      fmt_pct(r["pct_at_clock"], sign=False), r["shape"] or (r["reason"] or DASH)])
+                      fmt_pct(r["dense_fraction"], sign=False), clock, fmt_rate(r["at_clock"]),
+                      fmt_pct(r["at_clock_fraction"], sign=False), r["shape"] or (r["reason"] or DASH)])
         classes.append("" if r["measured"] else "skipped")
     table = _table(["format", "mode", "spec dense TFLOPS", "spec 2:4 sparse TFLOPS (display only)", "best measured",
                     "% of dense", "SM clock (MHz)", "dense peak at that clock", "% of it", "shape (MxNxK) / reason"],
@@ -217,47 +214,52 @@ def _peaks_section(records: Sequence[dict], acc: Any) -> str:
             + "</p>" + chart)
 
 
-def _intensity(rec: dict) -> float | None:
+def _intensity(rec: Record) -> float | None:
     """A GEMM record's arithmetic intensity (FLOP/B): its workload's ``intensity``, else ``flop / min_bytes``, else
-    computed from M, N, K and the format (:class:`truepeak.roofline.Gemm`); None when none of these is there."""
-    x = number(rec, "intensity")
-    if x is None:
-        flop, nbytes = number(rec, "flop"), number(rec, "min_bytes")
-        x = flop / nbytes if flop and nbytes else None
-    w = rec.get("workload") if isinstance(rec.get("workload"), dict) else {}
-    if x is None and all(isinstance(w.get(d), int) for d in ("m", "n", "k")) and rec.get("format"):
-        try:
-            from truepeak.roofline import Gemm
+    computed from M, N, K and the format (:class:`truepeak.roofline.Gemm`); None for other kinds."""
+    w = rec.workload
+    if not isinstance(w, GemmWorkload):
+        return None
+    if w.intensity is not None:
+        return w.intensity
+    if w.flop and w.min_bytes:
+        return w.flop / w.min_bytes
+    if not rec.format:
+        return None
+    try:
+        from truepeak.roofline import Gemm
 
-            x = Gemm(w["m"], w["n"], w["k"], rec["format"], w.get("out_format"), w.get("scaling")).intensity
-        except Exception:
-            x = None
-    return x
+        return Gemm(w.m, w.n, w.k, rec.format, w.out_format, w.scaling).intensity
+    except Exception:
+        return None
 
 
-def _roofline_section(name: str, records: Sequence[dict], acc: Any) -> str:
-    gemms = [r for r in records if r.get("kind") == "gemm" and r.get("status") == "ok"
-             and number(r, "flop_per_s") and _intensity(r)]
+def _gemm_metrics(rec: Record) -> GemmMetrics | None:
+    return rec.derived if isinstance(rec.derived, GemmMetrics) else None
+
+
+def _roofline_section(name: str, records: Sequence[Record], acc: Any) -> str:
+    gemms = [r for r in records if r.kind == "gemm" and r.ok and _gemm_metrics(r) and r.derived.flop_per_s
+             and _intensity(r)]
     if not gemms:
         return ""
     points: dict[str, list[tuple[float, float, str]]] = {}
     ceilings: dict[str, float] = {}
     for r in gemms:
-        fmt = str(r.get("format"))
+        fmt = str(r.format)
         # one series per format AND scale layout (fp8_e4m3 (per-tensor) / (per-row) / (block128)): they differ
-        points.setdefault(format_label(r), []).append((_intensity(r), number(r, "flop_per_s"),
-                                                       str(r.get("mode") or "")))
+        points.setdefault(format_label(r), []).append((_intensity(r), r.derived.flop_per_s, r.mode or ""))
         peak = None
         if acc is not None:
             try:
                 peak = acc.dense_flops(fmt)
             except Exception:
                 peak = None
-        ceilings.setdefault(fmt, peak or number(r, "dense_peak_flop_per_s"))
+        ceilings.setdefault(fmt, peak or r.derived.dense_peak_flop_per_s)
     bw = acc.bandwidth_bytes_per_s if acc is not None else None
     source = "catalog"
     if not bw:
-        bw = next((number(r, "bandwidth_bytes_per_s") for r in gemms if number(r, "bandwidth_bytes_per_s")), None)
+        bw = next((r.derived.bandwidth_bytes_per_s for r in gemms if r.derived.bandwidth_bytes_per_s), None)
         source = "measured copy" if bw else ""
     bw_label = f"{fmt_bandwidth(bw)} GB/s ({source})" if bw else ""
     from truepeak.report import plots
@@ -272,19 +274,18 @@ def _roofline_section(name: str, records: Sequence[dict], acc: Any) -> str:
         "roofline is its distance below the lower of the two.")
 
 
-def _decode_section(records: Sequence[dict]) -> str:
+def _decode_section(records: Sequence[Record]) -> str:
     series: dict[str, list[tuple[float, float | None, float | None]]] = {}
     formats: dict[str, str] = {}
-    modes = {r.get("mode") for r in records if r.get("kind") == "gemm" and r.get("status") == "ok"}
+    modes = {r.mode for r in records if r.kind == "gemm" and r.ok}
     for r in records:
-        w = r.get("workload") if isinstance(r.get("workload"), dict) else {}
-        m = w.get("m")
-        if (r.get("kind") != "gemm" or r.get("status") != "ok" or not isinstance(m, int) or m > DECODE_MAX_M
-                or w.get("origin") in ("square", "format probe") or str(w.get("origin", "")).startswith("peak")):
+        w, d = r.workload, _gemm_metrics(r)
+        if (not isinstance(w, GemmWorkload) or not r.ok or d is None or w.m > DECODE_MAX_M
+                or w.origin in ("square", "format probe") or (w.origin or "").startswith("peak")):
             continue
-        key = f"{format_label(r)} N={w.get('n')} K={w.get('k')}" + (f" {r.get('mode')}" if len(modes) > 1 else "")
-        formats[key] = str(r.get("format"))
-        series.setdefault(key, []).append((float(m), number(r, "pct_dense"), number(r, "pct_roofline")))
+        key = f"{format_label(r)} N={w.n} K={w.k}" + (f" {r.mode}" if len(modes) > 1 else "")
+        formats[key] = str(r.format)
+        series.setdefault(key, []).append((float(w.m), d.dense_fraction, d.roofline_fraction))
     series = {k: v for k, v in series.items() if len(v) >= 2}
     if not series:
         return ""
@@ -297,46 +298,48 @@ def _decode_section(records: Sequence[dict]) -> str:
         "to the bandwidth they run.")
 
 
-def _bandwidth_section(records: Sequence[dict]) -> str:
-    copies = [r for r in records if r.get("kind") == "membw"]
+def _bandwidth_section(records: Sequence[Record]) -> str:
+    copies = [r for r in records if r.kind == "membw"]
     if not copies:
         return ""
     items = []
     for r in copies:
-        if r.get("status") != "ok":
-            items.append(f"<li>{_e(label(r))}: {_e(r.get('status'))}: {_e(r.get('reason'))}</li>")
+        d = r.derived
+        if not r.ok or not isinstance(d, CopyMetrics):
+            items.append(f"<li>{_e(r.workload.name)}: {_e(r.status)}: {_e(r.reason)}</li>")
             continue
-        spec = number(r, "bandwidth_bytes_per_s")
-        tail = (f" = {fmt_pct(number(r, 'pct_bandwidth'))} of the catalog's {fmt_bandwidth(spec)} GB/s" if spec
+        spec = d.bandwidth_bytes_per_s
+        tail = (f" = {fmt_pct(d.bandwidth_fraction)} of the catalog's {fmt_bandwidth(spec)} GB/s" if spec
                 else " (no catalog bandwidth: this measured copy is the roofline's memory ceiling)")
-        items.append(f"<li>{_e(label(r))} ({_e(r.get('mode'))}): <b>{_e(fmt_bandwidth(number(r, 'bytes_per_s')))} "
+        items.append(f"<li>{_e(r.workload.name)} ({_e(r.mode)}): <b>{_e(fmt_bandwidth(d.bytes_per_s))} "
                      f"GB/s</b> counting read + write{_e(tail)}</li>")
     return "<h3>Memory bandwidth</h3><ul>" + "".join(items) + "</ul>"
 
 
-def _group(records: Sequence[dict], keys: Sequence[str]) -> dict[tuple, list[dict]]:
-    out: dict[tuple, list[dict]] = {}
+def _group(records: Sequence[Record], key: Any) -> dict[tuple, list[Record]]:
+    """``records`` grouped by ``key(record)`` (a tuple of strings), in first-seen order."""
+    out: dict[tuple, list[Record]] = {}
     for r in records:
-        out.setdefault(tuple(str(field(r, k) or "") for k in keys), []).append(r)
+        out.setdefault(key(r), []).append(r)
     return out
 
 
-def _moe_section(records: Sequence[dict]) -> str:
-    moe = [r for r in records if r.get("kind") == "moe_experts"]
+def _moe_section(records: Sequence[Record]) -> str:
+    moe = [r for r in records if isinstance(r.workload, MoeExpertsWorkload)]
     if not moe:
         return ""
     parts = ['<h2 id="moe">MoE expert layer at decode</h2>']
-    for key, recs in _group(moe, ("model", "layout", "routing")).items():
-        dev = device_name(recs[0])
+    for key, recs in _group(moe, lambda r: (r.workload.model, r.workload.layout, r.workload.routing)).items():
+        dev = recs[0].device_name
         title = " ".join(k for k in key if k) or "MoE experts"
         series: dict[str, list[tuple[float, float]]] = {}
-        multi_mode = len({r.get("mode") for r in recs}) > 1
+        multi_mode = len({r.mode for r in recs}) > 1
         for r in recs:
-            x, y = number(r, "tokens_per_expert"), number(r, "pct_read_bandwidth")
-            if r.get("status") != "ok" or x is None or y is None:
+            x = r.workload.tokens_per_expert
+            y = r.derived.read_bandwidth_fraction if r.derived is not None else None
+            if not r.ok or y is None:
                 continue
-            name = " ".join(str(p) for p in (r.get("backend"), r.get("format"),
-                                              r.get("mode") if multi_mode else None) if p)
+            name = " ".join(str(p) for p in (r.backend, r.format, r.mode if multi_mode else None) if p)
             series.setdefault(name, []).append((x, y))
         parts.append(f"<h3>{_e(title)} on {_e(dev)}</h3>")
         if series:
@@ -351,23 +354,23 @@ def _moe_section(records: Sequence[dict]) -> str:
     return "".join(parts)
 
 
-def _collective_section(records: Sequence[dict]) -> str:
-    coll = [r for r in records if r.get("kind") == "collective"]
-    fits = [r for r in records if r.get("kind") == "collective_fit"]
+def _collective_section(records: Sequence[Record]) -> str:
+    coll = [r for r in records if isinstance(r.workload, CollectiveWorkload)]
+    fits = [r for r in records if r.kind == "collective_fit"]
     if not coll and not fits:
         return ""
     parts = ['<h2 id="collectives">Collectives</h2>']
-    for key, recs in _group(coll, ("n_ranks", "dtype")).items():
+    for key, recs in _group(coll, lambda r: (str(r.workload.n_ranks), r.workload.dtype)).items():
         series: dict[str, list[tuple[float, float | None, float | None, float | None]]] = {}
         for r in recs:
-            x = number(r, "bytes", "nbytes", "size_bytes")
-            if r.get("status") != "ok" or x is None:
+            d = r.derived
+            if not r.ok or d is None:
                 continue
-            name = " ".join(str(p) for p in (field(r, "op"), r.get("mode")) if p)
-            series.setdefault(name, []).append((x, record_time(r), number(r, "algbw_B_per_s", "algbw_bytes_per_s"),
-                                                number(r, "busbw_B_per_s", "busbw_bytes_per_s")))
+            name = " ".join(str(p) for p in (r.workload.op, r.mode) if p)
+            series.setdefault(name, []).append((float(r.workload.bytes), r.time_s, d.algbw_bytes_per_s,
+                                                d.busbw_bytes_per_s))
         ranks, dtype = key
-        title = f"{device_name(recs[0])}" + (f", {ranks} ranks" if ranks else "") + (f", {dtype}" if dtype else "")
+        title = f"{recs[0].device_name}" + (f", {ranks} ranks" if ranks else "") + (f", {dtype}" if dtype else "")
         parts.append(f"<h3>{_e(title)}</h3>")
         if series:
             from truepeak.report import plots
@@ -384,27 +387,27 @@ def _collective_section(records: Sequence[dict]) -> str:
     return "".join(parts)
 
 
-def _all_records_section(records: Sequence[dict]) -> str:
+def _all_records_section(records: Sequence[Record]) -> str:
     parts = ['<h2 id="records">All records</h2>']
     for kind in kinds_in(records):
-        recs = [r for r in records if str(r.get("kind") or "unknown") == kind]
+        recs = [r for r in records if r.kind == kind]
         t = kind_table(kind, recs)
         known = "" if kind in SECTION_KINDS else " (a record kind this truepeak has no section for: its fields)"
         parts.append(f"<details{' open' if len(recs) <= 12 else ''}><summary>{_e(kind)}: {len(recs)} record(s)"
                      f"{_e(known)}</summary>"
-                     + _table(t.headers, t.rows, t.numeric, [str(r.get("status") or "") for r in recs])
+                     + _table(t.headers, t.rows, t.numeric, [str(r.status) for r in recs])
                      + f'<p class="footer">{_e(t.footer)}</p></details>')
     return "".join(parts)
 
 
-def _device_groups(records: Sequence[dict]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
+def _device_groups(records: Sequence[Record]) -> dict[str, list[Record]]:
+    out: dict[str, list[Record]] = {}
     for r in records:
-        out.setdefault(device_name(r), []).append(r)
+        out.setdefault(r.device_name, []).append(r)
     return out
 
 
-def html_report(data: Results | Sequence[dict], *, title: str | None = None, notice: str | None = None) -> str:
+def html_report(data: Results | Sequence[Record], *, title: str | None = None, notice: str | None = None) -> str:
     """Render records as one self-contained HTML page (see the module docstring for the sections).
 
     Args:
@@ -428,11 +431,11 @@ def html_report(data: Results | Sequence[dict], *, title: str | None = None, not
             + (f" from {_e(', '.join(files))}" if files else "")
             + f"; rendered by truepeak {_e(truepeak.__version__)} at "
             + _e(_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")) + ". "
-            + _e(UNITS_FOOTER if any(r.get("kind") in RUN_KINDS for r in records) else
+            + _e(UNITS_FOOTER if any(r.kind in RUN_KINDS for r in records) else
                  "GB/s = 1e9 B/s, TFLOPS = 1e12 FLOP/s (decimal); each table states its units below it") + ".</p>",
             _warnings_section(records, problems)]
     for name, recs in groups.items():
-        run = [r for r in recs if r.get("kind") in RUN_KINDS]
+        run = [r for r in recs if r.kind in RUN_KINDS]
         if not run:
             continue
         acc = catalog_accelerator(accelerator_key(recs[0]))
@@ -445,7 +448,7 @@ def html_report(data: Results | Sequence[dict], *, title: str | None = None, not
     body.append(_moe_section(records))
     body.append(_collective_section(records))
     for name, recs in groups.items():  # devices with no GEMM or copy records still get their environment
-        if not any(r.get("kind") in RUN_KINDS for r in recs):
+        if not any(r.kind in RUN_KINDS for r in recs):
             body.append(f"<h2>{_e(name)}</h2>" + _device_section(name, recs, catalog_accelerator(
                 accelerator_key(recs[0]))))
     body.append(_all_records_section(records))
@@ -456,7 +459,7 @@ def html_report(data: Results | Sequence[dict], *, title: str | None = None, not
             + "\n".join(b for b in body if b) + "\n</body></html>\n")
 
 
-def write_html(data: Results | Sequence[dict], path: str | os.PathLike[str], *, title: str | None = None,
+def write_html(data: Results | Sequence[Record], path: str | os.PathLike[str], *, title: str | None = None,
                notice: str | None = None) -> Path:
     """Write :func:`html_report` to ``path`` (UTF-8) and return the path.
 

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from truepeak.report.table import NUMERIC, check_schema, columns, format_label, scaling_of, table_rows
+from truepeak.records import (CopyMetrics, DeviceSummary, Environment, GemmMetrics, GemmWorkload, MeasurementSummary,
+                              Record)
+from truepeak.report.table import NUMERIC, columns, format_label, scaling_of, table_rows
 from truepeak.units import DASH, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size, fmt_time
 
 
@@ -23,7 +25,7 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown_table(records: Sequence[dict]) -> str:
+def markdown_table(records: Sequence[Record]) -> str:
     """The full results table as GitHub Markdown, with the units footer below it."""
     rows, meta = table_rows(records)
     cols = columns(meta)
@@ -36,25 +38,23 @@ def markdown_table(records: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
-def best_per_format(records: Sequence[dict]) -> list[dict[str, Any]]:
+def best_per_format(records: Sequence[Record]) -> list[Record]:
     """For each GEMM (format, scale layout, mode) with an ok record: the record with the highest FLOP/s, in first-seen
     order. Re-measured records of a ``truepeak peak`` search (``search.phase == "remeasure"``), when present, are the
     only candidates of their group (the maximum over first-pass trials is biased upward: the winner's curse)."""
-    from truepeak.report.export import _remeasured
+    from truepeak.report.export import remeasured
 
-    best: dict[tuple[Any, str, str], dict] = {}
+    best: dict[tuple[Any, str, str], Record] = {}
     for rec in records:
-        if rec.get("kind") != "gemm" or rec.get("status") != "ok":
+        if rec.kind != "gemm" or not rec.ok or not isinstance(rec.derived, GemmMetrics):
             continue
-        rate = (rec.get("derived") or {}).get("flop_per_s")
-        if rate is None:
-            continue
-        key = (rec.get("format"), scaling_of(rec) or "", str(rec.get("mode") or ""))
+        rate = rec.derived.flop_per_s
+        key = (rec.format, scaling_of(rec) or "", rec.mode or "")
         if key not in best:
             best[key] = rec
             continue
-        held, new = _remeasured(best[key]), _remeasured(rec)
-        if (new and not held) or (new == held and rate > best[key]["derived"]["flop_per_s"]):
+        held, new = remeasured(best[key]), remeasured(rec)
+        if (new and not held) or (new == held and rate > best[key].derived.flop_per_s):
             best[key] = rec
     return list(best.values())
 
@@ -67,39 +67,36 @@ def _ghz(hz: Any) -> str:
     return f"{hz / 1e9:.3f} GHz" if isinstance(hz, (int, float)) and hz else "unknown"
 
 
-def _run_config(records: Sequence[dict]) -> dict[str, Any]:
+def _run_config(records: Sequence[Record]) -> dict[str, Any]:
     """The run's settings: the ``run_config`` of its first record that has one (all records of a run share it)."""
-    return next((r["run_config"] for r in records if isinstance(r.get("run_config"), dict)), {})
+    return next((dict(r.run_config) for r in records if r.run_config), {})
 
 
-def _measured(records: Sequence[dict], kind: str = "gemm") -> list[dict]:
-    """The measurement dicts of the ``kind`` records that were timed."""
-    return [r["measurement"] for r in records if r.get("kind") == kind and isinstance(r.get("measurement"), dict)]
+def _measured(records: Sequence[Record], kind: str = "gemm") -> list[MeasurementSummary]:
+    """The measurements of the ``kind`` records that were timed."""
+    return [r.measurement for r in records if r.kind == kind and isinstance(r.measurement, MeasurementSummary)]
 
 
-def summary_markdown(records: Sequence[dict], device: Any = None, notice: str | None = None) -> str:
+def summary_markdown(records: Sequence[Record], device: Any = None, notice: str | None = None) -> str:
     """Build summary.md's text from the records.
 
     Args:
-        records: the run's records (one per case; see :func:`truepeak.bench.run.latest_records`).
+        records: the run's records (one per case; see :func:`truepeak.records.latest`).
         device: the :class:`~truepeak.hardware.detect.DeviceInfo`, or None (then read from the records'
-            ``env["device"]``).
+            ``env.device``).
         notice: a line shown in bold under the title, before anything else: an interrupted run's
             :func:`~truepeak.report.table.interrupted_line`, so a partial summary never reads like a finished one.
-
-    Raises:
-        TruepeakError: a record of another schema version (:func:`~truepeak.report.table.check_schema`).
     """
-    check_schema(records)
-    env = dict((records[0].get("env") if records else None) or {})
-    dev = device.to_dict() if device is not None and hasattr(device, "to_dict") else dict(env.get("device") or {})
-    gpu = env.get("gpu") or {}
-    name = dev.get("name") or gpu.get("name") or env.get("cpu") or "unknown device"
+    env = records[0].env if records and records[0].env is not None else Environment()
+    if device is not None and hasattr(device, "to_dict"):
+        env = env.replace(device=DeviceSummary.from_dict(device.to_dict(), "device"))
+    dev = env.device or DeviceSummary()
+    name = env.device_name or "unknown device"
     quick = bool(_run_config(records).get("quick"))
     sections = [
         [f"# truepeak run: {name}" + (" (quick)" if quick else "")],
         [f"**{notice}**"] if notice else [],
-        _device_section(name, dev, gpu),
+        _device_section(name, env),
         _environment_section(env, records),
         _method_section(records, dev),
         _bandwidth_section(records),
@@ -109,55 +106,54 @@ def summary_markdown(records: Sequence[dict], device: Any = None, notice: str | 
     return "\n".join(line for section in sections if section for line in [*section, ""]).rstrip("\n") + "\n"
 
 
-def _device_section(name: str, dev: dict, gpu: dict) -> list[str]:
+def _device_section(name: str, env: Environment) -> list[str]:
     out = ["## Device", ""]
-    if dev.get("kind") == "cuda" or gpu:
-        out.append(f"- GPU: {name}, compute capability {dev.get('compute_capability') or gpu.get('compute_capability')}, "
-                   f"{dev.get('sm_count') or gpu.get('sm_count')} SMs, "
-                   f"L2 {_size(dev.get('l2_bytes') or gpu.get('l2_bytes'))}, "
-                   f"memory {_size(dev.get('memory_bytes') or gpu.get('memory_bytes'))}, "
-                   f"max SM clock {_ghz(dev.get('max_sm_clock_hz') or gpu.get('max_sm_clock_hz'))}")
-        if gpu.get("power_limit_w"):
-            out.append(f"- Power limit: {gpu['power_limit_w']:.0f} W; driver {gpu.get('driver')}")
+    dev, gpu = env.device or DeviceSummary(), env.gpu
+    if dev.kind == "cuda" or gpu:
+        out.append(f"- GPU: {name}, compute capability {env.compute_capability}, {env.sm_count} SMs, "
+                   f"L2 {_size(env.l2_bytes)}, memory {_size(env.memory_bytes)}, "
+                   f"max SM clock {_ghz(env.max_sm_clock_hz)}")
+        if gpu is not None and gpu.power_limit_w:
+            out.append(f"- Power limit: {gpu.power_limit_w:.0f} W; driver {gpu.driver}")
     else:
-        out.append(f"- CPU: {name}, {dev.get('sm_count')} cores, last-level cache {_size(dev.get('l2_bytes'))}, "
-                   f"memory {_size(dev.get('memory_bytes'))}, clock {_ghz(dev.get('max_sm_clock_hz'))}")
-    if dev.get("matched_catalog"):
-        out.append(f"- Catalog entry: {dev.get('accelerator_name')} (`{dev.get('accelerator')}`); efficiency is against "
+        out.append(f"- CPU: {name}, {dev.sm_count} cores, last-level cache {_size(dev.l2_bytes)}, "
+                   f"memory {_size(dev.memory_bytes)}, clock {_ghz(dev.max_sm_clock_hz)}")
+    if dev.matched_catalog:
+        out.append(f"- Catalog entry: {dev.accelerator_name} (`{dev.accelerator}`); efficiency is against "
                    "its DENSE peaks")
-    elif dev.get("kind") == "cuda":
+    elif dev.kind == "cuda":
         out.append("- Not in the truepeak catalog: measured, but no peaks, so no efficiency figures")
-    out += [f"- Note: {note}" for note in dev.get("notes") or []]
+    out += [f"- Note: {note}" for note in dev.notes]
     return out
 
 
-def _environment_section(env: dict, records: Sequence[dict]) -> list[str]:
+def _environment_section(env: Environment, records: Sequence[Record]) -> list[str]:
     out = ["## Environment", ""]
-    for label, key in (("truepeak", "truepeak_version"), ("Python", "python"), ("torch", "torch"),
-                       ("CUDA (torch build)", "cuda"), ("cuDNN", "cudnn"), ("triton", "triton"),
-                       ("Platform", "platform")):
-        if env.get(key):
-            out.append(f"- {label}: {env[key]}")
-    if env.get("env_vars"):
-        out.append("- Environment variables: " + ", ".join(f"`{k}={v}`" for k, v in env["env_vars"].items()))
-    if env.get("command_line"):
-        out.append(f"- Command: `{env['command_line']}`")
-    stamps = sorted(r.get("timestamp") for r in records if r.get("timestamp"))
+    for label, value in (("truepeak", env.truepeak_version), ("Python", env.python), ("torch", env.torch),
+                         ("CUDA (torch build)", env.cuda), ("cuDNN", env.cudnn), ("triton", env.triton),
+                         ("Platform", env.platform)):
+        if value:
+            out.append(f"- {label}: {value}")
+    if env.env_vars:
+        out.append("- Environment variables: " + ", ".join(f"`{k}={v}`" for k, v in env.env_vars.items()))
+    if env.command_line:
+        out.append(f"- Command: `{env.command_line}`")
+    stamps = sorted(r.timestamp for r in records if r.timestamp)
     if stamps:
         out.append(f"- Measured: {stamps[0]} to {stamps[-1]} (UTC)")
     return out
 
 
-def _method_section(records: Sequence[dict], dev: dict) -> list[str]:
+def _method_section(records: Sequence[Record], dev: DeviceSummary) -> list[str]:
     config = _run_config(records)
-    modes = sorted({r.get("mode") for r in records if r.get("mode")})
+    modes = sorted({r.mode for r in records if r.mode})
     out = ["## Method", ""]
     if "sustained" in modes:
         out.append("- Mode: **sustained**: back-to-back launches, timed with one CUDA event pair per sample"
                    f"{_graph_text(records, config)}, NVML clock/power sampled while timing")
     if "burst" in modes:
-        gaps = sorted({m["burst_gap_s"] for r in records if r.get("mode") == "burst"
-                       for m in [r.get("measurement") or {}] if isinstance(m.get("burst_gap_s"), (int, float))})
+        gaps = sorted({r.measurement.burst_gap_s for r in records if r.mode == "burst"
+                       and isinstance(r.measurement, MeasurementSummary) and r.measurement.burst_gap_s is not None})
         gap = f"a {fmt_time(gaps[0])} " if len(gaps) == 1 else "an "
         out.append(f"- Mode: **burst**: {gap}idle gap (`torch.cuda._sleep`, outside the event pair) before each timed "
                    "sample, so clocks recover between launches (mamf-finder's setting); higher than sustained on a "
@@ -172,13 +168,13 @@ def _method_section(records: Sequence[dict], dev: dict) -> list[str]:
     return out
 
 
-def _graph_text(records: Sequence[dict], config: dict) -> str:
+def _graph_text(records: Sequence[Record], config: dict) -> str:
     """`` (CUDA-graph replays for kernels under 50 µs: 41 of 120 cases)`` from the run's threshold and the records."""
     threshold = config.get("graph_threshold_s")
     timed = _measured(records)
     if not threshold or not timed:
         return ""
-    graphs = sum(1 for m in timed if m.get("graph"))
+    graphs = sum(1 for m in timed if m.graph)
     return f" (CUDA-graph replays for kernels under {fmt_time(threshold)}: {graphs} of {len(timed)} GEMM cases)"
 
 
@@ -196,24 +192,24 @@ def _warmup_lines(config: dict) -> list[str]:
     return [f"- Warm-up per case: {per_case}"]
 
 
-def _rotation_lines(records: Sequence[dict], dev: dict) -> list[str]:
-    plans = [r["rotation"] for r in records if isinstance(r.get("rotation"), dict)]
+def _rotation_lines(records: Sequence[Record], dev: DeviceSummary) -> list[str]:
+    plans = [r.rotation for r in records if r.rotation is not None]
     if not plans:
         return []
-    sets = sorted({p["n_sets"] for p in plans})
+    sets = sorted({p.n_sets for p in plans})
     count = f"{sets[0]}" if len(sets) == 1 else f"{sets[0]} to {sets[-1]}"
-    l2 = dev.get("l2_bytes") or plans[0].get("l2_bytes")
+    l2 = dev.l2_bytes or plans[0].l2_bytes
     out = [f"- Rotation: {count} input sets (A, B, C) per GEMM, so that they total at least 2x the {_size(l2)} cache "
            "the device reports; call i uses set i mod n"]
-    capped = [p for p in plans if p.get("capped")]
+    capped = [p for p in plans if p.capped]
     if capped:
         out.append(f"- Rotation capped by memory in {len(capped)} case(s) (the note column says which): "
-                   f"{capped[0].get('note')}")
+                   f"{capped[0].note}")
     return out
 
 
-def _input_lines(records: Sequence[dict]) -> list[str]:
-    kinds = sorted({m.get("input_kind") for m in _measured(records) if m.get("input_kind")})
+def _input_lines(records: Sequence[Record]) -> list[str]:
+    kinds = sorted({m.input_kind for m in _measured(records) if m.input_kind})
     if not kinds:
         return []
     if kinds == ["random"]:
@@ -222,16 +218,16 @@ def _input_lines(records: Sequence[dict]) -> list[str]:
             "docs/method.md, 'Random inputs')"]
 
 
-def _correctness_lines(records: Sequence[dict]) -> list[str]:
+def _correctness_lines(records: Sequence[Record]) -> list[str]:
     tolerances: dict[str, float] = {}
     checked = passed = 0
     for rec in records:
-        c = rec.get("correctness")
-        if rec.get("kind") != "gemm" or not isinstance(c, dict) or c.get("tolerance") is None:
+        c = rec.correctness
+        if rec.kind != "gemm" or c is None or c.tolerance is None:
             continue
-        tolerances.setdefault(rec.get("format"), c["tolerance"])
+        tolerances.setdefault(rec.format, c.tolerance)
         checked += 1
-        passed += bool(c.get("passed"))
+        passed += bool(c.passed)
     if not checked:
         return []
     tols = ", ".join(f"{fmt} {'exact' if tol == 0 else f'{tol:g}'}" for fmt, tol in tolerances.items())
@@ -239,73 +235,72 @@ def _correctness_lines(records: Sequence[dict]) -> list[str]:
             f"(relative Frobenius error; tolerances {tols}); {passed} of {checked} passed"]
 
 
-def _bandwidth_section(records: Sequence[dict]) -> list[str]:
+def _bandwidth_section(records: Sequence[Record]) -> list[str]:
     out = ["## Memory bandwidth", ""]
-    copies = [r for r in records if r.get("kind") == "membw"]
+    copies = [r for r in records if r.kind == "membw"]
     for rec in copies:
-        d = rec.get("derived") or {}
-        label = (rec.get("workload") or {}).get("label", "copy")
-        if rec.get("status") != "ok":
-            out.append(f"- {label}: {rec.get('status')}: {rec.get('reason')}")
+        d = rec.derived
+        label = rec.workload.label
+        if not rec.ok or not isinstance(d, CopyMetrics):
+            out.append(f"- {label}: {rec.status}: {rec.reason}")
             continue
-        spec = d.get("bandwidth_bytes_per_s")
-        tail = (f" = {fmt_pct(d.get('pct_bandwidth'))} of the catalog's {fmt_bandwidth(spec)} GB/s" if spec else
+        spec = d.bandwidth_bytes_per_s
+        tail = (f" = {fmt_pct(d.bandwidth_fraction)} of the catalog's {fmt_bandwidth(spec)} GB/s" if spec else
                 " (no catalog bandwidth for this device: this measured value is the roofline's memory ceiling)")
-        out.append(f"- {label}: **{fmt_bandwidth(d.get('bytes_per_s'))} GB/s** counting read + write{tail}")
+        out.append(f"- {label}: **{fmt_bandwidth(d.bytes_per_s)} GB/s** counting read + write{tail}")
     if not copies:
         out.append("- not measured")
     return out
 
 
-def _on_cpu(records: Sequence[dict], dev: dict) -> bool:
+def _on_cpu(records: Sequence[Record], dev: DeviceSummary) -> bool:
     """Whether the run measured a CPU: the device says so, or (no device) every timed record is in ``cpu`` mode."""
-    if dev.get("kind"):
-        return dev.get("kind") == "cpu"
-    modes = {r.get("mode") for r in records if r.get("mode")}
+    if dev.kind:
+        return dev.kind == "cpu"
+    modes = {r.mode for r in records if r.mode}
     return modes == {"cpu"}
 
 
-def _best_section(records: Sequence[dict], dev: dict | None = None) -> list[str]:
-    clock = "clock (MHz)" if _on_cpu(records, dev or {}) else "SM clock (MHz)"  # a CPU has cores, not SMs
+def _best_section(records: Sequence[Record], dev: DeviceSummary | None = None) -> list[str]:
+    clock = "clock (MHz)" if _on_cpu(records, dev or DeviceSummary()) else "SM clock (MHz)"  # a CPU has cores
     bests = best_per_format(records)
-    several = len({r.get("mode") for r in bests if r.get("mode")}) > 1  # --mode both: one row per format and mode
+    several = len({r.mode for r in bests if r.mode}) > 1  # --mode both: one row per format and mode
     out = ["## Best measured TFLOPS per format", "",
            f"| format |{' mode |' if several else ''} best TFLOPS | % of dense peak | dense peak (TFLOPS) | "
            f"shape (MxNxK) | {clock} | % of peak at that clock |",
            f"| --- |{' --- |' if several else ''} ---: | ---: | ---: | --- | ---: | ---: |"]
     for rec in bests:
-        d = rec["derived"]
-        peak = d.get("dense_peak_flop_per_s")
-        clk = d.get("sm_clock_hz")
-        est = " (estimated)" if d.get("peak_estimated") else ""
-        mode = f" {rec.get('mode') or DASH} |" if several else ""
-        out.append(f"| {format_label(rec)} |{mode} {fmt_rate(d.get('flop_per_s'))} | "
-                   f"{fmt_pct(d.get('pct_dense'), sign=False)} | "
-                   f"{fmt_rate(peak) + est if peak else DASH} | {(rec.get('workload') or {}).get('label', DASH)} | "
-                   f"{f'{clk / 1e6:.0f}' if clk else DASH} | {fmt_pct(d.get('pct_at_clock'), sign=False)} |")
-    probes = [r for r in records if r.get("kind") == "gemm" and r.get("status") == "skipped"
-              and (r.get("workload") or {}).get("origin") == "format probe"]
+        d = rec.derived
+        peak = d.dense_peak_flop_per_s
+        clk = d.sm_clock_hz
+        est = " (estimated)" if d.peak_estimated else ""
+        mode = f" {rec.mode or DASH} |" if several else ""
+        out.append(f"| {format_label(rec)} |{mode} {fmt_rate(d.flop_per_s)} | "
+                   f"{fmt_pct(d.dense_fraction, sign=False)} | "
+                   f"{fmt_rate(peak) + est if peak else DASH} | {rec.workload.label or DASH} | "
+                   f"{f'{clk / 1e6:.0f}' if clk else DASH} | {fmt_pct(d.at_clock_fraction, sign=False)} |")
+    probes = [r for r in records if r.kind == "gemm" and r.status == "skipped"
+              and isinstance(r.workload, GemmWorkload) and r.workload.origin == "format probe"]
     if probes:
         out.append("")
-        out += [f"- {r.get('format')}: skipped: {r.get('reason')}" for r in sorted(probes, key=lambda r: r["format"])]
+        out += [f"- {r.format}: skipped: {r.reason}" for r in sorted(probes, key=lambda r: r.format or "")]
     return out
 
 
-def _results_section(records: Sequence[dict]) -> list[str]:
+def _results_section(records: Sequence[Record]) -> list[str]:
     out = ["## All results", "", markdown_table(records)]
-    failed = sum(1 for r in records if r.get("status") == "failed")
+    failed = sum(1 for r in records if r.status == "failed")
     if failed:
         out += ["", f"{failed} case(s) failed; the reasons are in the note column and in results.jsonl."]
     return out
 
 
-def write_summary(records: Sequence[dict], path: str | os.PathLike, device: Any = None,
+def write_summary(records: Sequence[Record], path: str | os.PathLike, device: Any = None,
                   notice: str | None = None) -> Path:
     """Write :func:`summary_markdown` (with ``notice`` under the title) to ``path`` (UTF-8) and return the path.
 
     Raises:
         OSError: the file cannot be written.
-        TruepeakError: a record of another schema version.
     """
     p = Path(path)
     p.write_text(summary_markdown(records, device, notice), encoding="utf-8")
@@ -338,16 +333,16 @@ def report_markdown(data: Any) -> str:
     this truepeak does not know gets a plain table of its fields.
 
     Args:
-        data: a :class:`truepeak.report.load.Results` or a list of records (already of the understood schema).
+        data: a :class:`truepeak.report.load.Results` or a list of :class:`~truepeak.records.Record`.
     """
-    from truepeak.report.export import catalog_accelerator, kind_table, peak_rows, report_warnings
-    from truepeak.report.load import Results, accelerator_key, device_name, kinds_in
+    from truepeak.report.export import RUN_KINDS, catalog_accelerator, kind_table, peak_rows, report_warnings
+    from truepeak.report.load import Results, accelerator_key, kinds_in
 
     if isinstance(data, Results):
         records, problems, files = data.records, data.problems, data.files
     else:
         records, problems, files = list(data), [], []
-    devices = list(dict.fromkeys(device_name(r) for r in records))
+    devices = list(dict.fromkeys(r.device_name for r in records))
     out = [f"# truepeak report: {', '.join(devices) if devices else 'no records'}", ""]
     out += [f"{len(records)} record(s)" + (f" from {', '.join(f'`{f}`' for f in files)}" if files else "") + ".", ""]
     warns = report_warnings(records, problems)
@@ -361,7 +356,7 @@ def report_markdown(data: Any) -> str:
             out.append(f"  - ... and {len(w.items) - MD_WARNING_ITEMS} more")
     out.append("")
     for name in devices:
-        recs = [r for r in records if device_name(r) == name and r.get("kind") in ("gemm", "membw")]
+        recs = [r for r in records if r.device_name == name and r.kind in RUN_KINDS]
         if not recs:
             continue
         acc = catalog_accelerator(accelerator_key(recs[0]))
@@ -376,9 +371,9 @@ def report_markdown(data: Any) -> str:
                                                                                else " (2x dense)")
                 dense = fmt_rate(r["dense"]) + (" (estimated)" if r["estimated"] else "") if r["dense"] else DASH
                 cells.append([r.get("label") or r["format"], r["mode"] or DASH, dense, sparse, fmt_rate(r["measured"]),
-                              fmt_pct(r["pct_dense"], sign=False),
+                              fmt_pct(r["dense_fraction"], sign=False),
                               f"{r['clock_hz'] / 1e6:.0f}" if r["clock_hz"] else DASH, fmt_rate(r["at_clock"]),
-                              fmt_pct(r["pct_at_clock"], sign=False), r["shape"] or r["reason"] or DASH])
+                              fmt_pct(r["at_clock_fraction"], sign=False), r["shape"] or r["reason"] or DASH])
             out += ["### Spec against measured peaks per format", ""]
             out += _md_table(["format", "mode", "spec dense TFLOPS", "spec 2:4 sparse TFLOPS (display only)",
                               "best measured", "% of dense", "SM clock (MHz)", "dense peak at that clock", "% of it",
@@ -389,7 +384,7 @@ def report_markdown(data: Any) -> str:
         if len(bw) > 2 and bw[2] != "- not measured":
             out += ["### " + bw[0][3:], *bw[1:], ""]
     for kind in kinds_in(records):
-        recs = [r for r in records if str(r.get("kind") or "unknown") == kind]
+        recs = [r for r in records if r.kind == kind]
         t = kind_table(kind, recs)
         out += [f"## Records: {kind} ({len(recs)})", ""]
         out += _md_table(t.headers, t.rows, t.numeric)

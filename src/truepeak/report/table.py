@@ -23,8 +23,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from truepeak.bench.records import schema_mismatch
-from truepeak.errors import TruepeakError
+from truepeak.records import CopyMetrics, GemmMetrics, GemmWorkload, PeakSearchWorkload, Record
 from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_time_in
 
 #: Column id -> header text (the time header gets its unit appended).
@@ -43,21 +42,6 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("note", "note"),
 )
 NUMERIC = frozenset({"time", "rate", "bandwidth", "pct_dense", "pct_roofline", "pct_at_clock"})
-
-
-def check_schema(records: Iterable[dict]) -> None:
-    """Refuse records of a schema version this truepeak does not render (their fields mean something else), by the
-    same rule that reading a records file applies (:func:`truepeak.bench.records.schema_mismatch`).
-
-    Raises:
-        TruepeakError: one line naming the version found and the one understood.
-    """
-    for i, rec in enumerate(records, start=1):
-        mismatch = schema_mismatch(rec)
-        if mismatch is not None:
-            raise TruepeakError(
-                f"record {i} ({rec.get('key', 'no key')}) has {mismatch} (since version 2, derived metrics are SI: "
-                "flop_per_s, bytes_per_s, ...); run `truepeak run` again to regenerate them")
 
 
 def interrupted_line(done: int, total: int, command: str) -> str:
@@ -86,40 +70,38 @@ def time_unit(times_s: Iterable[float | None]) -> tuple[str, float]:
 SCALING_LABELS: dict[str, str] = {"tensor": "per-tensor", "row": "per-row", "block128": "block128"}
 
 
-def scaling_of(rec: dict) -> str | None:
+def scaling_of(rec: Record) -> str | None:
     """The record's fp8/int8 scale layout (``workload.scaling``: ``"tensor"``, ``"row"``, ``"block128"``), or None."""
-    w = rec.get("workload")
-    s = w.get("scaling") if isinstance(w, dict) else None
-    return str(s) if s else None
+    w = rec.workload
+    return w.scaling if isinstance(w, (GemmWorkload, PeakSearchWorkload)) and w.scaling else None
 
 
-def format_label(rec: dict) -> str:
+def format_label(rec: Record) -> str:
     """The format as a table shows it: ``"bf16"``; with a scale layout ``"fp8_e4m3 (per-row)"``; a copy ``"copy"``."""
-    fmt = rec.get("format") or ("copy" if rec.get("kind") == "membw" else DASH)
+    fmt = rec.format or ("copy" if rec.kind == "membw" else DASH)
     s = scaling_of(rec)
     return f"{fmt} ({SCALING_LABELS.get(s, s)})" if s else str(fmt)
 
 
-def _shape(rec: dict) -> str:
-    w = rec.get("workload")
-    if isinstance(w, dict):
-        if rec.get("kind") == "gemm" and all(k in w for k in ("m", "n", "k")):
-            return f"{w['m']}x{w['n']}x{w['k']}"
-        return str(w.get("label", DASH))
-    return str(w) if w is not None else DASH
+def _shape(rec: Record) -> str:
+    w = rec.workload
+    if isinstance(w, GemmWorkload):
+        return f"{w.m}x{w.n}x{w.k}"
+    return w.name
 
 
-def _note(rec: dict) -> str:
-    status = rec.get("status")
-    if status in ("skipped", "failed"):
-        return rec.get("reason") or ""
+def note(rec: Record) -> str:
+    """A record's note: the reason of a skipped or failed one; else its reason, the measurement's warning codes (or
+    its first warning) and the record's own warnings in full (a result above its roofline, ...)."""
+    if not rec.ok:
+        return rec.reason
     parts = []
-    if rec.get("reason"):
-        parts.append(rec["reason"])
-    warnings = rec.get("warnings") or []
-    measurement = rec.get("measurement") or {}
-    codes = measurement.get("warning_codes") or []
-    own = set(measurement.get("warnings") or [])
+    if rec.reason:
+        parts.append(rec.reason)
+    warnings = rec.warnings
+    measurement = rec.measurement
+    codes = getattr(measurement, "warning_codes", ()) or ()
+    own = set(getattr(measurement, "warnings", ()) or ())
     extra = [w for w in warnings if w not in own]  # the record's own (a result above its roofline, ...), in full
     timing = [w for w in warnings if w in own]
     if codes:
@@ -130,42 +112,41 @@ def _note(rec: dict) -> str:
     return "; ".join(parts)
 
 
-def _cells(rec: dict, scale: float) -> dict[str, str]:
+def _cells(rec: Record, scale: float) -> dict[str, str]:
     """The numeric cells of an ok record (a copy's % of roofline is its % of the memory ceiling, and it is bound by
     memory by definition)."""
-    d = rec.get("derived") or {}
-    copy = rec.get("kind") == "membw"
-    return {
-        "time": fmt_time_in(rec.get("time_s"), scale),
-        "rate": fmt_rate(d.get("flop_per_s")),
-        "bandwidth": fmt_bandwidth(d.get("bytes_per_s")),
-        "pct_dense": fmt_pct(d.get("pct_dense"), sign=False),
-        "pct_roofline": fmt_pct(d.get("pct_bandwidth") if copy else d.get("pct_roofline"), sign=False),
-        "bound": "memory" if copy else (d.get("bound") or DASH),
-        "pct_at_clock": fmt_pct(d.get("pct_at_clock"), sign=False),
-    }
+    d = rec.derived
+    cells = dict.fromkeys(NUMERIC | {"bound"}, DASH)
+    cells["time"] = fmt_time_in(rec.time_s, scale)
+    if isinstance(d, CopyMetrics):
+        cells.update(bandwidth=fmt_bandwidth(d.bytes_per_s), pct_roofline=fmt_pct(d.bandwidth_fraction, sign=False),
+                     bound="memory")
+    elif isinstance(d, GemmMetrics):
+        cells.update(rate=fmt_rate(d.flop_per_s), bandwidth=fmt_bandwidth(d.bytes_per_s),
+                     pct_dense=fmt_pct(d.dense_fraction, sign=False),
+                     pct_roofline=fmt_pct(d.roofline_fraction, sign=False), bound=d.bound or DASH,
+                     pct_at_clock=fmt_pct(d.at_clock_fraction, sign=False))
+    elif rec.kind == "membw":
+        cells["bound"] = "memory"
+    return cells
 
 
-def table_rows(records: Sequence[dict]) -> tuple[list[dict[str, str]], dict[str, Any]]:
-    """Format every record as a row of strings.
+def table_rows(records: Sequence[Record]) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """Format every record (of kind ``gemm``, ``membw`` or ``peak_search``) as a row of strings.
 
     Returns:
         ``(rows, meta)``: ``rows`` are dicts keyed by the ids in :data:`COLUMNS`; ``meta`` holds ``time_unit``
         ("us"/"ms"/"s"), ``modes`` (sorted set of record modes), ``has_clock`` (any % at clock), and ``footer``.
-
-    Raises:
-        TruepeakError: a record of another schema version (:func:`check_schema`).
     """
-    check_schema(records)
-    unit, scale = time_unit(r.get("time_s") for r in records if r.get("status") == "ok")
+    unit, scale = time_unit(r.time_s for r in records if r.ok)
     rows = []
     for rec in records:
-        row = {"shape": _shape(rec), "format": format_label(rec), "mode": rec.get("mode") or DASH}
-        row.update(_cells(rec, scale) if rec.get("status") == "ok" else dict.fromkeys(NUMERIC | {"bound"}, DASH))
-        row.update(status=rec.get("status") or DASH, note=_note(rec))
+        row = {"shape": _shape(rec), "format": format_label(rec), "mode": rec.mode or DASH}
+        row.update(_cells(rec, scale) if rec.ok else dict.fromkeys(NUMERIC | {"bound"}, DASH))
+        row.update(status=str(rec.status), note=note(rec))
         rows.append(row)
-    modes = sorted({r.get("mode") for r in records if r.get("mode")})
-    has_clock = any((r.get("derived") or {}).get("pct_at_clock") is not None for r in records)
+    modes = sorted({r.mode for r in records if r.mode})
+    has_clock = any(isinstance(r.derived, GemmMetrics) and r.derived.at_clock_fraction is not None for r in records)
     footer = f"{UNITS_FOOTER}; mode: {', '.join(modes) if modes else 'sustained'}"
     return rows, {"time_unit": unit, "modes": modes, "has_clock": has_clock, "footer": footer}
 
@@ -205,7 +186,7 @@ def _fit_rows(rows: list[dict[str, str]], cols: list[tuple[str, Any]]) -> list[l
              for cid, _ in cols] for row in rows]
 
 
-def build_table(records: Sequence[dict], title: str | None = None, width: int | None = None):
+def build_table(records: Sequence[Record], title: str | None = None, width: int | None = None):
     """The records' table fitted into ``width`` terminal columns (None: the natural width, for output that is not a
     terminal), as a :class:`truepeak.report.fit.Fitted` (a rich renderable and the line naming a column left out);
     without the units footer (:func:`render_table` prints it below)."""
@@ -216,7 +197,7 @@ def build_table(records: Sequence[dict], title: str | None = None, width: int | 
     return fit_table([c for _, c in cols], _fit_rows(rows, cols), width, title=title)
 
 
-def render_table(records: Sequence[dict], *, title: str | None = None, file=None, width: int | None = None,
+def render_table(records: Sequence[Record], *, title: str | None = None, file=None, width: int | None = None,
                  notice: str | None = None) -> None:
     """Print the table (to ``file``, default stdout) by the one rule of :mod:`truepeak.report.fit`: fitted to the
     terminal's width (or ``width``), at its natural width when the output is not a terminal (never cut, never
@@ -228,7 +209,7 @@ def render_table(records: Sequence[dict], *, title: str | None = None, file=None
     _print(console, records, title, notice)
 
 
-def table_text(records: Sequence[dict], *, title: str | None = None, width: int | None = None,
+def table_text(records: Sequence[Record], *, title: str | None = None, width: int | None = None,
                notice: str | None = None) -> str:
     """The table as plain text (no colour codes): at its natural width with every footer on one line (``width``
     None: as when piped, for logs), or as a terminal of ``width`` columns shows it."""
@@ -240,7 +221,7 @@ def table_text(records: Sequence[dict], *, title: str | None = None, width: int 
     return buf.getvalue()
 
 
-def _print(console: Any, records: Sequence[dict], title: str | None, notice: str | None = None) -> None:
+def _print(console: Any, records: Sequence[Record], title: str | None, notice: str | None = None) -> None:
     """The table, then the units footer (and the notice) on lines of their own (wrapped at spaces to a terminal's
     width, one line each when not a terminal)."""
     from truepeak.report.fit import print_line, print_table
@@ -253,6 +234,6 @@ def _print(console: Any, records: Sequence[dict], title: str | None, notice: str
         print_line(console, notice)
 
 
-__all__ = ["COLUMNS", "NUMERIC", "SCALING_LABELS", "scaling_of", "format_label", "check_schema", "interrupted_line",
+__all__ = ["COLUMNS", "NUMERIC", "SCALING_LABELS", "scaling_of", "format_label", "note", "interrupted_line",
            "table_rows", "columns", "fit_columns", "build_table", "render_table", "table_text",
            "time_unit"]

@@ -27,15 +27,27 @@ def _jsonl(path, records):
     return str(path)
 
 
+def _fit(n, busbw, op="all_reduce"):
+    """A collective_fit record (schema 3): alpha 0, ``busbw`` B/s on ``n`` GPUs, CUDA-graph mode."""
+    return {"schema_version": 3, "kind": "collective_fit", "status": "ok", "mode": "graph",
+            "workload": {"op": op, "n_ranks": n, "dtype": "bf16", "min_bytes": 1024, "max_bytes": 2**30},
+            "measurement": {"mode": "graph", "points": [[1024, 1e-5], [2**30, 1e-2]]},
+            "derived": {"alpha_s": 0.0, "busbw_bytes_per_s": busbw}}
+
+
+def _timed(kind, workload, t, **fields):
+    """An ok record (schema 3) of ``kind`` taking ``t`` seconds; ``fields``: format, backend, ..."""
+    return {"schema_version": 3, "kind": kind, "status": "ok", "mode": "sustained", "workload": workload,
+            "measurement": {"mode": "sustained", "steady_median_s": t}, "correctness": {"passed": True}, **fields}
+
+
 # -- communication -----------------------------------------------------------------------------------------------------
 
 
 def test_c19_collective_time_uses_algbw(tmp_path):
     # C19: 8 GPUs on PCIe, ring all-reduce busbw 28 GB/s -> algbw = 28 * 8 / (2 * 7) = 16.0 GB/s: 1 GB in 62.5 ms;
     # 4 GPUs at busbw 35 -> algbw 23.3 GB/s: 1 GB in 42.9 ms. Bandwidth does not scale with the GPU count.
-    fits = [{"kind": "collective_fit", "status": "ok", "mode": "graph",
-             "workload": {"op": "all_reduce", "n_ranks": n, "min_bytes": 1024, "max_bytes": 2**30},
-             "derived": {"alpha_s": 0.0, "busbw_B_per_s": bw}} for n, bw in ((8, 28e9), (4, 35e9))]
+    fits = [_fit(n, bw) for n, bw in ((8, 28e9), (4, 35e9))]
     t = load_measured(_jsonl(tmp_path / "fit.jsonl", fits))
     t8, src = t.collective_time("allreduce", 8, 1e9)
     assert t8 == pytest.approx(62.5e-3) and "measured fit (graph)" in src
@@ -45,8 +57,7 @@ def test_c19_collective_time_uses_algbw(tmp_path):
 
 
 def test_c19_plan_allreduce_from_measured_fit(tmp_path, glm5, ws):
-    fit = {"kind": "collective_fit", "status": "ok", "mode": "graph",
-           "workload": {"op": "all_reduce", "n_ranks": 8}, "derived": {"alpha_s": 0.0, "busbw_B_per_s": 28e9}}
+    fit = _fit(8, 28e9)
     p = plan(glm5, ws, "tp8", 512, weights="nvfp4", measured=load_measured(_jsonl(tmp_path / "f.jsonl", [fit])))
     ar = next(op for op in p.ops if op.name == "TP all-reduce after attention")
     assert ar.bytes == 512 * 6144 * 2
@@ -77,8 +88,8 @@ def _hundred_allreduce_model(tmp_path):
 def test_c20_hundred_allreduces_cost_1_94_ms(tmp_path):
     # C20: 4 GPUs behind one PCIe switch, 4 KB all-reduce 19.4 µs (NCCL), ~100 all-reduces per token -> 1.94 ms.
     model = _hundred_allreduce_model(tmp_path)
-    rec = {"kind": "collective", "status": "ok", "time_s": 19.4e-6,
-           "workload": {"op": "all_reduce", "bytes": 4096, "n_ranks": 4, "dtype": "bf16"}}
+    rec = _timed("collective", {"op": "all_reduce", "bytes": 4096, "count": 2048, "n_ranks": 4, "dtype": "bf16"},
+                 19.4e-6, derived={"algbw_bytes_per_s": 4096 / 19.4e-6, "busbw_bytes_per_s": 4096 / 19.4e-6 * 1.5})
     meas = load_measured(_jsonl(tmp_path / "c.jsonl", [rec]))
     p = plan(model, get_accelerator("NVIDIA GeForce RTX 5090"), "tp4", 1, measured=meas)
     layer_ar = [op for op in p.ops if op.detail.get("collective") == "all_reduce"
@@ -130,10 +141,9 @@ def test_interpolate():
 
 def test_measured_gemm_replaces_roofline_and_missing_falls_back(tmp_path, dsv3, h200):
     # o_proj of DeepSeek-V3 at TP8: M = batch, N = 7168, K = 128 heads / 8 x 128 = 2048, fp8
-    recs = [{"kind": "gemm", "status": "ok", "format": "fp8_e4m3", "time_s": t,
-             "workload": {"m": m, "n": 7168, "k": 2048}} for m, t in ((1, 10e-6), (64, 20e-6))]
-    recs.append({"kind": "gemm", "status": "failed", "format": "fp8_e4m3", "time_s": 1.0,
-                 "workload": {"m": 32, "n": 7168, "k": 2048}})
+    recs = [_timed("gemm", {"m": m, "n": 7168, "k": 2048}, t, format="fp8_e4m3") for m, t in ((1, 10e-6), (64, 20e-6))]
+    recs.append({**_timed("gemm", {"m": 32, "n": 7168, "k": 2048}, 1.0, format="fp8_e4m3"), "status": "failed",
+                 "reason": "out of memory", "correctness": None})
     meas = load_measured(_jsonl(tmp_path / "g.jsonl", recs + [{"not": "a record"}]))
     p = plan(dsv3, h200, "tp8", 32, weights="fp8", measured=meas)
     o = next(op for op in p.ops if op.name == "o_proj")
@@ -144,8 +154,10 @@ def test_measured_gemm_replaces_roofline_and_missing_falls_back(tmp_path, dsv3, 
 
 
 def test_measured_moe_experts(tmp_path, glm5, ws):
-    recs = [{"kind": "moe_experts", "status": "ok", "format": "nvfp4", "time_s": t,
-             "workload": {"tokens_per_expert": tpe, "num_experts": 256, "hidden_size": 6144}}
+    # GLM-5 at TP8: 256 experts on each GPU, hidden 6144, expert width 2048 / 8 = 256
+    recs = [_timed("moe_experts", {"model": "glm-5", "layout": "tp8", "routing": "uniform", "tokens_per_expert": tpe,
+                                   "E_local": 256, "H": 6144, "I": 256, "top_k": 8, "T": tpe * 32,
+                                   "weights_format": "nvfp4"}, t, format="nvfp4")
             for tpe, t in ((8, 300e-6), (32, 500e-6))]
     p = plan(glm5, ws, "tp8", 512, weights="nvfp4", measured=load_measured(_jsonl(tmp_path / "m.jsonl", recs)))
     gu, dn = p.expert_op("gate+up"), p.expert_op("down")
@@ -155,7 +167,7 @@ def test_measured_moe_experts(tmp_path, glm5, ws):
 
 def test_measured_file_without_usable_records(tmp_path):
     with pytest.raises(TruepeakError, match="no usable measurement"):
-        load_measured(_jsonl(tmp_path / "x.jsonl", [{"kind": "membw", "status": "ok", "time_s": 1.0}]))
+        load_measured(_jsonl(tmp_path / "x.jsonl", [_timed("membw", {"label": "copy", "nbytes": 8}, 1.0)]))
     with pytest.raises(TruepeakError, match="cannot read"):
         load_measured(str(tmp_path / "missing.jsonl"))
 
