@@ -23,7 +23,7 @@ from truepeak.report.load import load_results
 from truepeak.report.plots import FORMAT_COLOURS
 
 ROOT = Path(__file__).resolve().parents[2]
-H200 = ROOT / "docs" / "results" / "h200" / "results.jsonl"
+H200 = ROOT / "docs" / "results" / "h200" / "results.jsonl.gz"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
 
@@ -153,7 +153,7 @@ def test_format_labels_stay_on_one_line(tmp_path):
     """Regression: in a narrow window "fp8_e4m3 (per-tensor)" wrapped at its hyphen ("fp8_e4m3 (per-" / "tensor)").
     The re-measured records of the committed H200 peak search, laid out 500 px wide: every format cell is one line;
     the same page without the nowrap rule wraps the fp8 label (so the check can fail)."""
-    peak = load_results([ROOT / "docs" / "results" / "h200" / "peak" / "results.jsonl"])
+    peak = load_results([ROOT / "docs" / "results" / "h200" / "peak" / "results.jsonl.gz"])
     recs = [r for r in peak.records if r.search is not None and r.search.phase == "remeasure"]
     assert {r.format for r in recs} == {"bf16", "fp8_e4m3"} and len(recs) == 12
     page = html_report(recs)

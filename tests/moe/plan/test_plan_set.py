@@ -48,8 +48,11 @@ def test_six_gpus_default_to_a_layout_that_fits():
 
 def test_measured_paths_are_loaded(tmp_path, dsv3, h200):
     f = tmp_path / "c.jsonl"
-    f.write_text(json.dumps({"kind": "collective", "status": "ok", "time_s": 20e-6,
-                             "workload": {"op": "all_reduce", "bytes": 14336, "n_ranks": 8}}) + "\n")
+    f.write_text(json.dumps({"schema_version": 3, "kind": "collective", "status": "ok", "mode": "graph",
+                             "workload": {"op": "all_reduce", "bytes": 14336, "count": 7168, "dtype": "bf16",
+                                          "n_ranks": 8},
+                             "measurement": {"mode": "graph", "median_s": 20e-6},
+                             "correctness": {"wrong": 0, "checked": 7168, "passed": True}}) + "\n")
     r = plan_set(dsv3, h200, gpus=8, weights="fp8", measured=[str(f)])
     assert r.measured is not None and r.measured.sources == ["c.jsonl"]
     ar = next(op for op in r.plans[0].ops if op.name == "TP all-reduce after attention")
