@@ -392,8 +392,9 @@ def test_resume_caps_the_warnings_about_many_bad_lines(tmp_path, cpu, fake_timin
 def test_resume_reads_the_results_file_once(tmp_path, cpu, monkeypatch, fake_timing):
     R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
     reads = []
-    real = R.read_records
-    monkeypatch.setattr(R, "read_records", lambda *a, **k: reads.append(a) or real(*a, **k))
+    from truepeak.bench import outdir
+    real = outdir.read_records
+    monkeypatch.setattr(outdir, "read_records", lambda *a, **k: reads.append(a) or real(*a, **k))
     R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
     assert len(reads) == 1
 

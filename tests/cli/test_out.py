@@ -1,6 +1,6 @@
 """One check of an ``--out`` folder argument for every command that writes a results folder (run, peak, comm, moe
 bench): the same one-line error, exit status 2, and nothing measured or created
-(:func:`truepeak.bench.run.check_out_arg`)."""
+(:func:`truepeak.bench.outdir.check_out_arg`)."""
 
 from __future__ import annotations
 

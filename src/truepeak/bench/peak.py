@@ -557,6 +557,7 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
     torch = require("torch", "truepeak peak")
     from truepeak.bench import gemm as G
     from truepeak.bench import run as R
+    from truepeak.bench.outdir import prepare_out_dir
     from truepeak.bench.environment import environment
     from truepeak.hardware.detect import DeviceInfo, detect
     from truepeak.records import RecordWriter, make_record, read_records, record_key
@@ -581,7 +582,7 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
             notes.append(f"--mode {modes if isinstance(modes, str) else ','.join(modes)} has no meaning on a CPU: "
                          "measured with the host timer (mode cpu)")
     budget = float(budget_s) if budget_s is not None else DEFAULT_BUDGET_S["cuda" if dev.kind == "cuda" else "cpu"]
-    out = R.prepare_out_dir(out_dir, resume, command="peak")
+    out = prepare_out_dir(out_dir, resume, command="peak")
     path = out / "results.jsonl"
     base_plan = plan or (gpu_plan() if dev.kind == "cuda" else cpu_plan())
     order = [(fmt, mode) for mode in mode_list for fmt in fmts]
@@ -648,7 +649,7 @@ def _previous_searches(path: Path, warn: Callable[[str], None]) -> dict[tuple[st
     Raises:
         TruepeakError: a record of another schema version (appending this schema's records to it would mix two).
     """
-    from truepeak.bench.run import refuse_other_schemas
+    from truepeak.bench.outdir import refuse_other_schemas
     from truepeak.records import problem_warnings, read_records
 
     recs = read_records(path, strict=False)

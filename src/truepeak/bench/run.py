@@ -51,7 +51,6 @@ Units: seconds, bytes, FLOP inside; records store SI values and fractions (0.68)
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import itertools
 import math
 import os
@@ -62,18 +61,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import truepeak
 from truepeak.bench import cuda_timer, membw, timing
 from truepeak.bench import gemm as G
 from truepeak.bench.cuda_timer import GRAPH_THRESHOLD_S, RotationPlan, plan_rotation
 from truepeak.bench.environment import environment
+from truepeak.bench.outdir import (check_out_arg, default_out_dir, make_out_dir, prepare_out_dir,  # noqa: F401
+                                   read_previous, refuse_other_schemas)
 from truepeak.efficiency import derived_metrics
 from truepeak.errors import MeasurementError, TruepeakError, require
 from truepeak.formats import get_format
 from truepeak.hardware.detect import DeviceInfo, detect, with_measured_bandwidth
 from truepeak.records import (DONE_STATUSES, CopyMetrics, CopyWorkload, Correctness, Environment, GemmMetrics,
-                              GemmWorkload, Record, RecordWriter, Rotation, latest, make_record, problem_warnings,
-                              read_records, record_key, schema_found)
+                              GemmWorkload, Record, RecordWriter, Rotation, latest, make_record, record_key)
 from truepeak.roofline import Copy
 from truepeak.units import fmt_bandwidth, fmt_pct, fmt_rate, fmt_size, rate_unit
 
@@ -244,13 +243,6 @@ class RunInterrupted(KeyboardInterrupt):
         return self.result.records_path
 
 
-def default_out_dir(now: _dt.datetime | None = None, command: str = "run") -> Path:
-    """The folder a command writes to without ``--out``: ``./truepeak-<command>-YYYYmmdd-HHMMSS`` (local time), e.g.
-    ``truepeak-run-20261130-010203``; ``truepeak run``, ``peak`` and ``comm`` all name theirs so."""
-    now = now or _dt.datetime.now()
-    return Path(f"truepeak-{command}-{now:%Y%m%d-%H%M%S}")
-
-
 def default_formats(device: DeviceInfo, quick: bool = False) -> list[str]:
     """Formats of the default sweep: GPU: fp32, tf32, bf16, fp16, fp8_e4m3, int8 + probes mxfp8, nvfp4, mxfp4 (skipped
     where unsupported); CPU: fp32, and bf16 outside quick mode."""
@@ -384,75 +376,6 @@ def settle_format(device: DeviceInfo) -> str:
 
 # ----------------------------------------------------------------------------------------------------------------------
 # Running
-
-
-def check_out_arg(out_dir: str | os.PathLike | None, command: str = "run") -> None:
-    """The one check of an ``--out`` folder argument, for every command that writes a results folder (``run``,
-    ``peak``, ``comm``, ``moe bench``), before anything is measured or created. None (no ``--out``) passes.
-
-    Refused: an empty value (``""`` or blanks, which ``Path`` would silently turn into the current folder); a path
-    that is an existing file (``/dev/null``, a results file); a path ending in ``.jsonl`` that is not an existing
-    folder: ``--out`` names a folder, and the records go to ``results.jsonl`` inside it.
-
-    Args:
-        command: the command's name after ``truepeak`` (``"moe bench"``), for the default folder the message names.
-
-    Raises:
-        TruepeakError: one line naming the value and what to give instead.
-    """
-    if out_dir is None:
-        return
-    text = os.fspath(out_dir)
-    default = f"truepeak-{command.replace(' ', '-')}-YYYYmmdd-HHMMSS"  # default_out_dir's pattern
-    if not text.strip():
-        raise TruepeakError(f"--out is empty; give a folder for the results (e.g. --out h200-run), or omit --out "
-                            f"for ./{default}")
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise TruepeakError(f"--out {text} is an existing file, not a folder; choose a folder path for the results")
-    if text.rstrip("/").lower().endswith(".jsonl") and not path.is_dir():
-        raise TruepeakError(f"--out {text}: --out is a folder, and the records go to results.jsonl inside it; give a "
-                            f"folder, e.g. --out {text.rstrip('/')[:-len('.jsonl')] or 'results'}")
-
-
-def make_out_dir(out_dir: str | os.PathLike) -> Path:
-    """Create an ``--out`` folder (and its parents) that :func:`check_out_arg` accepted, and check that it can be
-    written; returns it.
-
-    Raises:
-        TruepeakError: it cannot be created (under a file, no permission: the message names the path and why) or
-            written.
-    """
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise TruepeakError(f"cannot create the --out folder {out}: {exc.strerror or exc}") from exc
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise TruepeakError(f"cannot write into the --out folder {out}: permission denied")
-    return out
-
-
-def prepare_out_dir(out_dir: str | os.PathLike | None, resume: bool = False, command: str = "run") -> Path:
-    """Check and create the output folder before anything is measured; returns it (default
-    :func:`default_out_dir` for ``command``).
-
-    Raises:
-        TruepeakError: ``out_dir`` is refused by :func:`check_out_arg` (empty, a file, a ``.jsonl`` name), cannot be
-            created or written (:func:`make_out_dir`), already holds ``results.jsonl`` without ``resume``, or holds
-            none with ``resume`` (nothing to continue; the folder is not created then).
-    """
-    check_out_arg(out_dir, command)
-    out = Path(out_dir) if out_dir is not None else default_out_dir(command=command)
-    if resume and not (out / "results.jsonl").exists():  # checked before the folder is created
-        raise TruepeakError(f"--resume: no results.jsonl in {out} to resume; drop --resume to start a new run there")
-    make_out_dir(out)
-    path = out / "results.jsonl"
-    if path.exists() and not path.is_file():
-        raise TruepeakError(f"{path} exists but is not a file; choose another --out")
-    if path.exists() and path.stat().st_size > 0 and not resume:
-        raise TruepeakError(f"{path} already holds results; pass --resume to continue it, or choose another --out")
-    return out
 
 
 def budgets_name(budgets: Budgets) -> str:
@@ -612,7 +535,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
     out = prepare_out_dir(out_dir, resume)  # before anything is measured
     path = out / "results.jsonl"
     budgets = budgets or default_budgets(dev, quick)
-    previous = _read_previous(path, warn) if resume and path.exists() else {}
+    previous = read_previous(path, warn) if resume and path.exists() else {}
     given = fmts is not None
     recorded = recorded_formats(previous.values()) if fmts is None else None
     if recorded is not None:  # --resume without --formats: the formats of the run being continued
@@ -693,37 +616,6 @@ def _use_copy(sweep: _Sweep, copy_record: Record, notes: list[str]) -> None:
     sweep.ceiling_from_copy = sweep.acc is not sweep.dev.accelerator
     if sweep.bandwidth_note:
         notes.append(sweep.bandwidth_note)
-
-
-def _read_previous(path: Path, warn: Callable[[str], None]) -> dict[str, Record]:
-    """The records of a results file being resumed, by key (the last of a key wins). Each line that is not a valid
-    record (torn by a crash, not JSON, not a record) is reported through ``warn`` and ignored (at most
-    :data:`~truepeak.records.REPEAT_LIMIT` lines of each kind, then one that counts the rest).
-
-    Raises:
-        TruepeakError: a record of another schema version, older (read by migration) or unreadable: appending this
-            schema's records to it would mix two.
-    """
-    recs = read_records(path, strict=False)
-    refuse_other_schemas(recs, path)
-    for line in problem_warnings(path, recs.problems, "{path} line {line} is not a valid record and is ignored: {why}"):
-        warn(line)  # at most REPEAT_LIMIT per kind of problem, then one line counting the rest
-    return {rec.key: rec for rec in recs}
-
-
-def refuse_other_schemas(recs: Any, path: Path) -> None:
-    """``--resume`` appends to a file of the current schema only (:class:`~truepeak.records.RecordList` of
-    ``path``).
-
-    Raises:
-        TruepeakError: a line of another schema version (an older one that reading migrates, or one it cannot read):
-            one line naming the file, the line and the versions.
-    """
-    other = sorted([*recs.other_schema, *recs.migrated], key=lambda p: p[0])
-    if other:
-        n, version = other[0]
-        raise TruepeakError(f"cannot --resume {path}: line {n} has {schema_found(version)}, and this truepeak writes "
-                            f"version {truepeak.SCHEMA_VERSION} only; choose another --out")
 
 
 def _roofline_accelerator(dev: DeviceInfo, copy_record: Record) -> tuple[Any, str]:

@@ -72,7 +72,7 @@ def comm(
     fit: bool = typer.Option(True, "--fit/--no-fit", help="Fit α and β per op and mode."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
-    from truepeak.bench.run import check_out_arg, default_out_dir
+    from truepeak.bench.outdir import check_out_arg, default_out_dir
     from truepeak.comm.launch import CommConfig, CommInterrupted, run_comm
     from truepeak.comm.model import dtype_bytes
     from truepeak.comm.render import render_tables

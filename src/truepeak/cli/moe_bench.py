@@ -128,7 +128,7 @@ def bench(
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON Lines."),
 ) -> None:
     from truepeak.bench import moe
-    from truepeak.bench.run import check_out_arg, default_out_dir
+    from truepeak.bench.outdir import check_out_arg, default_out_dir
 
     try:
         check_out_arg(out, "moe bench")  # a folder: `--out moe.jsonl` is refused, saying what --out is

@@ -62,7 +62,8 @@ def peak_command(
 ) -> None:
     require("torch", "truepeak peak")
     from truepeak.bench.peak import PeakInterrupted, run_peak
-    from truepeak.bench.run import check_out_arg, parse_formats, parse_modes
+    from truepeak.bench.outdir import check_out_arg
+    from truepeak.bench.run import parse_formats, parse_modes
     from truepeak.formats import FORMAT_NAMES
     from truepeak.hardware.detect import parse_device
 

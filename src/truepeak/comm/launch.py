@@ -358,13 +358,13 @@ def run_comm(cfg: CommConfig) -> CommResult:
 
     Raises:
         TruepeakError (and subclasses): an ``out_dir`` that cannot be a folder
-            (:func:`truepeak.bench.run.check_out_arg`, :func:`~truepeak.bench.run.make_out_dir`), bad settings or
+            (:func:`truepeak.bench.outdir.check_out_arg`, :func:`~truepeak.bench.outdir.make_out_dir`), bad settings or
             machine (:func:`preflight`), an unreachable rendezvous, or a worker that failed (the message carries the
             worker's one-line error).
         CommInterrupted: Ctrl-C or another death signal (the workers are stopped by torchrun); it carries the
             records finished so far. A KeyboardInterrupt before torchrun starts or after it ends propagates as is.
     """
-    from truepeak.bench.run import check_out_arg, make_out_dir
+    from truepeak.bench.outdir import check_out_arg, make_out_dir
 
     check_out_arg(cfg.out_dir, "comm")
     notes = preflight(cfg)
