@@ -38,6 +38,19 @@ class MeasurementError(TruepeakError):
     """A value that cannot be a real measurement (for example a throughput above the peak, or a zero time)."""
 
 
+class ConfigError(TruepeakError):
+    """A configuration object (a run's, a search's, a bench's settings) refused one of its fields.
+
+    Raised by the frozen configuration dataclasses when they are built, before anything heavy is imported, so a bad
+    flag is named on a machine without torch. ``field`` is the configuration field; the message names the value and
+    what would be accepted.
+    """
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
+
+
 class MissingDependencyError(TruepeakError):
     """An optional package is needed for this action; the message carries the install command."""
 
