@@ -1,7 +1,8 @@
 """`truepeak comm`: nccl-tests-grade collective benchmarks (all_reduce, all_gather, reduce_scatter, all_to_all) with
 algbw/busbw, a correctness count per case, a CUDA-graph mode, and a fitted α–β model per op.
 
-Thin adapter: parse → :func:`truepeak.comm.launch.run_comm` (torchrun workers; rank 0 writes results.jsonl) → render
+Thin adapter: parse → :class:`truepeak.bench.comm.config.CommConfig` (checks itself before torch is imported) →
+:func:`truepeak.bench.comm.launch.run_comm` (torchrun workers; rank 0 writes results.jsonl) → render
 (:mod:`truepeak.comm.render`: tables on stdout, summary.md beside the records). Without --out the records go to a new
 folder ./truepeak-comm-YYYYmmdd-HHMMSS (on node 0; other nodes write none). Bad input and an unusable machine print
 ``error: <one line>`` (status 2). After Ctrl-C the finished cases are still rendered: the tables (or --json records)
@@ -73,22 +74,17 @@ def comm(
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     from truepeak.bench.outdir import check_out_arg, default_out_dir
-    from truepeak.comm.launch import CommConfig, CommInterrupted, run_comm
+    from truepeak.bench.comm.config import CommConfig
+    from truepeak.bench.comm.launch import CommInterrupted, run_comm
     from truepeak.comm.model import dtype_bytes
     from truepeak.comm.render import render_tables
     from truepeak.comm.sweep import parse_ops, parse_sizes
-    from truepeak.errors import TruepeakError
 
     check_out_arg(out, "comm")
     op_list = parse_ops(ops)
     size_list = parse_sizes(sizes)
     dtype_bytes(dtype)
     backend = backend.strip().lower()
-    if nproc_per_node is None:
-        nproc_per_node = _visible_gpus() if backend == "nccl" else 2
-        if backend == "nccl" and nproc_per_node == 0:
-            raise TruepeakError("the NCCL backend needs CUDA GPUs and none is visible; pass --backend gloo to measure "
-                                "CPU collectives instead")
     argv = invoked_argv(ctx) or ["truepeak", "comm"]
     # node 0 keeps its records; the other nodes write none (a temporary folder holds their worker files)
     out_dir = out if out is not None or node_rank > 0 else str(default_out_dir(command="comm"))
@@ -171,11 +167,3 @@ def _write_summary(result, argv: list[str], notice: Optional[str] = None) -> Opt
         return None
     return path
 
-
-def _visible_gpus() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
-        return 0
