@@ -419,7 +419,7 @@ ALGOS = {"all_reduce|1024": {"algo": "Ring", "proto": "LL"}, "all_reduce|1048576
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_comm_tables(width):
-    from truepeak.comm.render import render_tables
+    from truepeak.report.comm import render_tables
 
     con, buf = console_at(width)
     render_tables(COMM, ALGOS, console=con)

@@ -3,7 +3,7 @@ algbw/busbw, a correctness count per case, a CUDA-graph mode, and a fitted α–
 
 Thin adapter: parse → :class:`truepeak.bench.comm.config.CommConfig` (checks itself before torch is imported) →
 :func:`truepeak.bench.comm.launch.run_comm` (torchrun workers; rank 0 writes results.jsonl) → render
-(:mod:`truepeak.comm.render`: tables on stdout, summary.md beside the records). Without --out the records go to a new
+(:mod:`truepeak.report.comm`: tables on stdout, summary.md beside the records). Without --out the records go to a new
 folder ./truepeak-comm-YYYYmmdd-HHMMSS (on node 0; other nodes write none). Bad input and an unusable machine print
 ``error: <one line>`` (status 2). After Ctrl-C the finished cases are still rendered: the tables (or --json records)
 and summary.md end with "Interrupted after N of M cases; run again with: <command>" (:func:`rerun_command`), and one
@@ -77,7 +77,7 @@ def comm(
     from truepeak.bench.comm.config import CommConfig
     from truepeak.bench.comm.launch import CommInterrupted, run_comm
     from truepeak.comm.model import dtype_bytes
-    from truepeak.comm.render import render_tables
+    from truepeak.report.comm import render_tables
     from truepeak.comm.sweep import parse_ops, parse_sizes
 
     check_out_arg(out, "comm")
@@ -143,7 +143,7 @@ def _report_interrupted(stop, argv: list[str], out: Optional[str], as_json: bool
         typer.echo(json.dumps([r.to_dict() for r in result.records], indent=1, ensure_ascii=False))
     else:
         if result.records:
-            from truepeak.comm.render import render_tables
+            from truepeak.report.comm import render_tables
 
             render_tables(result.records, result.algos)
         typer.echo(notice)
@@ -157,7 +157,7 @@ def _report_interrupted(stop, argv: list[str], out: Optional[str], as_json: bool
 def _write_summary(result, argv: list[str], notice: Optional[str] = None) -> Optional[Path]:
     """summary.md beside the records (``notice`` under the title: an interrupted run's line); on an OS error a
     warning on stderr and None (the records are safe in results.jsonl)."""
-    from truepeak.comm.render import summary_markdown
+    from truepeak.report.comm import summary_markdown
 
     path = Path(result.out_dir) / "summary.md"
     try:

@@ -1,10 +1,10 @@
-"""truepeak comm's text output (truepeak.comm.render): regressions from the new-user review."""
+"""truepeak comm's text output (truepeak.report.comm): regressions from the new-user review."""
 
 from __future__ import annotations
 
 import io
 
-from truepeak.comm.render import _gb, render_tables
+from truepeak.report.comm import _gb, render_tables
 
 
 def test_small_bandwidths_are_not_all_zero():
