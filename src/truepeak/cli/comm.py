@@ -76,19 +76,19 @@ def comm(
     from truepeak.bench.outdir import check_out_arg, default_out_dir
     from truepeak.bench.comm.config import CommConfig
     from truepeak.bench.comm.launch import CommInterrupted, run_comm
-    from truepeak.comm.model import dtype_bytes
+    from truepeak.comm.model import canonical_dtype
     from truepeak.report.comm import render_tables
     from truepeak.comm.sweep import parse_ops, parse_sizes
 
     check_out_arg(out, "comm")
     op_list = parse_ops(ops)
     size_list = parse_sizes(sizes)
-    dtype_bytes(dtype)
+    dtype = canonical_dtype(dtype)
     backend = backend.strip().lower()
     argv = invoked_argv(ctx) or ["truepeak", "comm"]
     # node 0 keeps its records; the other nodes write none (a temporary folder holds their worker files)
     out_dir = out if out is not None or node_rank > 0 else str(default_out_dir(command="comm"))
-    cfg = CommConfig(nproc_per_node=nproc_per_node, ops=op_list, sizes=size_list, dtype=dtype.strip().lower(),
+    cfg = CommConfig(nproc_per_node=nproc_per_node, ops=op_list, sizes=size_list, dtype=dtype,
                      iters=iters, warmup=warmup, graph=graph, backend=backend,
                      api=None if api is None else api.strip().lower(),
                      out_dir=out_dir, nnodes=nnodes, node_rank=node_rank,

@@ -66,6 +66,12 @@ def test_defaults_are_filled_in_and_lists_kept_as_tuples():
         nccl.iters = 3
 
 
+def test_a_dtype_alias_is_kept_as_its_canonical_name():
+    # regression: --dtype bfloat16 was accepted, then every case failed in the worker with KeyError: 'bfloat16'
+    assert CommConfig(**BASE, dtype="bfloat16").dtype == "bf16"
+    assert CommConfig(**BASE, dtype="float").dtype == "fp32"
+
+
 def test_endpoint_and_world():
     assert CommConfig(**BASE).endpoint is None and CommConfig(**BASE).world == 2
     two = CommConfig(**{**BASE, "nproc_per_node": 8}, nnodes=2, master_addr="10.0.0.1")

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from truepeak.comm.model import MEASURED_OPS, dtype_bytes
+from truepeak.comm.model import MEASURED_OPS, canonical_dtype
 from truepeak.comm.sweep import MAX_BYTES
 from truepeak.errors import ConfigError, UnknownNameError
 
@@ -36,7 +36,8 @@ class CommConfig:
             (found when the run starts, :func:`truepeak.bench.comm.launch.run_comm`), 2 with gloo.
         ops, sizes: canonical op names (:data:`truepeak.comm.model.MEASURED_OPS`) and nccl-tests total sizes in bytes
             (:mod:`truepeak.comm.sweep`); lists are kept as tuples.
-        dtype: element type (``bf16``, ...; :data:`truepeak.comm.model.DTYPE_BYTES`).
+        dtype: element type (``bf16``, ...; :data:`truepeak.comm.model.DTYPE_BYTES`); an alias (``bfloat16``) is kept
+            as its canonical name (:func:`truepeak.comm.model.canonical_dtype`).
         iters, warmup: timed and untimed calls per case (nccl-tests ``-n 20 -w 5``).
         graph: also measure in CUDA-graph mode (NCCL on CUDA only).
         backend: ``nccl`` or ``gloo`` (CPU tensors).
@@ -135,7 +136,7 @@ class CommConfig:
                 raise ConfigError(f"message size {s!r} must be a whole number of bytes from 1 to {MAX_BYTES} (16 GiB)",
                                   field="sizes")
         try:
-            dtype_bytes(self.dtype)
+            object.__setattr__(self, "dtype", canonical_dtype(self.dtype))  # the worker knows the canonical names only
         except UnknownNameError as exc:
             raise ConfigError(str(exc), field="dtype") from None
         t = self.timeout_s
