@@ -9,10 +9,10 @@ the output folder. Running torchrun in-process lets a worker failure or a rendez
 :class:`~truepeak.errors.TruepeakError`) instead of torchrun's traceback.
 
 The settings check themselves when the :class:`~truepeak.bench.comm.config.CommConfig` is built. Checks of the
-machine before starting anything (each a one-line error): no visible GPU for the default ``--nproc-per-node``
-with NCCL, fewer than 2 ranks in all ("one GPU only"), the NCCL backend
-without CUDA or without NCCL in this torch (pass ``--backend gloo``), fewer GPUs than ``--nproc-per-node``, and on a
-node other than 0 an endpoint that does not answer within ``--rdzv-timeout`` seconds (named in the message).
+machine before starting anything (each a one-line error): no visible GPU for the default ``--nproc-per-node`` with
+NCCL, fewer than 2 ranks in all ("one GPU only"), the NCCL backend without CUDA or without NCCL in this torch (pass
+``--backend gloo``), fewer GPUs than ``--nproc-per-node``, more gloo processes than cores, and on a node other than 0
+an endpoint that does not answer within ``--rdzv-timeout`` seconds (named in the message).
 
 Ctrl-C (or another death signal torchrun's agent receives) stops the workers and ends in :class:`CommInterrupted`,
 which carries the records rank 0 finished; the CLI reports them (torchrun's own "Received 2 death signal" warning
