@@ -9,10 +9,13 @@
 - ``stub_timing``: ``stub_timing(mp, gemm_s=..., copy_s=...)`` makes every CPU GEMM timing and every copy "take" the
   given seconds, so the run tests (tests/bench/test_run.py, tests/cli/test_run.py) compute derived values by hand.
 - ``interrupt_gemm``: ``interrupt_gemm(mp, n)`` presses Ctrl-C at the n-th GEMM case of a run (the same run tests).
+- ``without_torch``: ``import torch`` and ``import triton`` (and their submodules) fail for the test, as on a machine
+  without them, so a check that must come before torch is needed is tested where torch is installed.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 import sys
 import types
@@ -167,3 +170,17 @@ def _interrupt_gemm(mp: pytest.MonkeyPatch, n: int) -> None:
 def interrupt_gemm():
     """The Ctrl-C stand-in, ``interrupt_gemm(mp, n)``."""
     return _interrupt_gemm
+
+
+@pytest.fixture
+def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import torch`` / ``import triton`` (and ``torch.x``, ``from torch import x``) raise ImportError, as on a
+    machine without them; every other import goes through."""
+    real_import = builtins.__import__
+
+    def fake_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and name.split(".")[0] in ("torch", "triton"):
+            raise ImportError(f"No module named {name!r}")
+        return real_import(name, globals, locals, fromlist, level)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
