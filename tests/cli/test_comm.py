@@ -105,7 +105,7 @@ def _fake_gpus(monkeypatch, count):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
     monkeypatch.setattr(dist, "is_nccl_available", lambda: True)
-    monkeypatch.setattr(pynccl, "load_library", lambda: None)
+    monkeypatch.setattr(pynccl, "load_library", lambda path=None: None)
 
 
 def test_one_gpu_says_so_without_traceback(capsys, monkeypatch):

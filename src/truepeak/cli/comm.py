@@ -74,6 +74,10 @@ def comm(
     nccl_debug_log: bool = typer.Option(False, "--nccl-debug-log", help="Log NCCL's algorithm/protocol per size "
                                         "(NCCL_DEBUG_SUBSYS=TUNING); timings then include logging: use a separate run."),
     fit: bool = typer.Option(True, "--fit/--no-fit", help="Fit α and β per op and mode."),
+    nccl_library: Optional[str] = typer.Option(None, "--nccl-library", metavar="PATH",
+                                               help="The NCCL shared library --api nccl loads (default: the one "
+                                                    "torch loaded, libnccl.so.2 of the nvidia-nccl wheel)."),
+    debug: bool = typer.Option(False, "--debug", help="A failing worker also prints its Python traceback."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     from truepeak.bench.comm.config import CommConfig
@@ -96,7 +100,7 @@ def comm(
                      out_dir=out_dir, nnodes=nnodes, node_rank=node_rank,
                      rdzv_endpoint=rdzv_endpoint, rdzv_backend=rdzv_backend, rdzv_id=rdzv_id, master_addr=master_addr,
                      master_port=master_port, rdzv_timeout_s=rdzv_timeout, nccl_debug_log=nccl_debug_log, fit=fit,
-                     progress=not no_progress and not as_json, argv=argv)
+                     nccl_library=nccl_library, debug=debug, progress=not no_progress and not as_json, argv=argv)
     try:
         result = run_comm(cfg)
     except CommInterrupted as stop:

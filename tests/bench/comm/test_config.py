@@ -114,3 +114,23 @@ def test_without_torch_really_hides_torch(without_torch):
         import torch  # noqa: F401
     with pytest.raises(ImportError):
         from torch import distributed  # noqa: F401
+
+
+def test_nccl_library_is_tried_first_and_named_in_the_refusal(tmp_path, monkeypatch):
+    """--nccl-library is the first library tried, and a failure to load any says which flag names one."""
+    import ctypes
+
+    from truepeak.bench.comm import pynccl
+
+    missing = str(tmp_path / "libnccl-missing.so")
+    assert pynccl._candidates(missing)[0] == missing
+    assert pynccl._candidates()[0] == "libnccl.so.2"
+    cfg = CommConfig(**{**BASE, "nccl_library": missing, "debug": True})
+    assert cfg.nccl_library == missing and cfg.debug
+
+    def cannot_open(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    monkeypatch.setattr(ctypes, "CDLL", cannot_open)
+    with pytest.raises(OSError, match=r"tried .*libnccl-missing\.so.*--nccl-library PATH or pass --api torch"):
+        pynccl.load_library(missing)

@@ -54,6 +54,9 @@ class CommConfig:
         progress: a progress bar on rank 0 (stderr).
         argv: the command line to record.
         timeout_s: the workers' process-group timeout (torch.distributed ``init_process_group``), seconds.
+        nccl_library: the NCCL shared library the ``nccl`` API loads (a path or a soname); None: the one torch
+            loaded (``libnccl.so.2`` from the nvidia-nccl wheel).
+        debug: a failing worker also prints its Python traceback to stderr.
 
     Raises:
         ConfigError: a field no machine could run, in this order: a count below its minimum (``--nproc-per-node``,
@@ -85,6 +88,8 @@ class CommConfig:
     progress: bool = True
     argv: tuple[str, ...] | None = None
     timeout_s: float = 300.0
+    nccl_library: str | None = None
+    debug: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: the normalised values are set once, here

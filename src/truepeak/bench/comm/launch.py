@@ -147,7 +147,7 @@ def preflight(cfg: CommConfig) -> list[str]:
             from truepeak.bench.comm.pynccl import load_library
 
             try:
-                load_library()
+                load_library(cfg.nccl_library)
             except OSError as exc:
                 raise UnsupportedError(str(exc)) from exc
         if world < 2:
@@ -393,5 +393,5 @@ def _raise_launch_error(cfg: CommConfig, exc: BaseException, out_dir: Path) -> N
         raise TruepeakError(f"cannot reach the rendezvous at {where} within {cfg.rdzv_timeout_s:g} s ({name}: "
                             f"{text[:200]}); start node 0 first, check --rdzv-endpoint, or raise --rdzv-timeout"
                             ) from exc
-    raise MeasurementError(f"the comm workers failed ({name}: {text[:300]}); run with TRUEPEAK_DEBUG=1 for the "
+    raise MeasurementError(f"the comm workers failed ({name}: {text[:300]}); run with --debug for the "
                            "workers' tracebacks") from exc

@@ -5,7 +5,7 @@ Used by the ``nccl`` API of ``truepeak comm`` (``--api nccl``, the default on GP
 ``ncclAllGather``, ``ncclReduceScatter`` and an all-to-all made of ``ncclSend``/``ncclRecv`` pairs in one group, as
 ``NVIDIA/nccl-tests:src/alltoall.cu`` does. The communicator's unique id is handed out over the torch.distributed
 process group that torchrun's rendezvous set up. The library is the one torch loaded (``libnccl.so.2``, from the
-nvidia-nccl wheel), or ``TRUEPEAK_NCCL_LIBRARY``.
+nvidia-nccl wheel), or the one ``truepeak comm --nccl-library PATH`` names.
 
 Signatures: NCCL ``nccl.h`` (``ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)``, ...); enum values from the same
@@ -28,11 +28,8 @@ class _UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_byte * 128)]
 
 
-def _candidates() -> list[str]:
-    out = []
-    env = os.environ.get("TRUEPEAK_NCCL_LIBRARY")
-    if env:
-        out.append(env)
+def _candidates(path: str | None = None) -> list[str]:
+    out = [path] if path else []
     out.append("libnccl.so.2")
     try:
         import nvidia.nccl as nv  # the wheel torch depends on
@@ -45,22 +42,23 @@ def _candidates() -> list[str]:
     return out
 
 
-def load_library() -> ctypes.CDLL:
-    """The NCCL shared library (the one already in the process when torch loaded it).
+def load_library(path: str | None = None) -> ctypes.CDLL:
+    """The NCCL shared library: ``path`` when given (``--nccl-library``), else the one already in the process when
+    torch loaded it.
 
     Raises:
         OSError: none could be loaded (the message lists what was tried).
     """
     tried = []
-    for name in _candidates():
+    for name in _candidates(path):
         try:
             lib = ctypes.CDLL(name)
             lib.ncclGetVersion  # noqa: B018 (is it NCCL?)
             return lib
         except (OSError, AttributeError) as exc:
             tried.append(f"{name} ({exc})")
-    raise OSError("cannot load the NCCL library; tried " + "; ".join(tried) + ". Set TRUEPEAK_NCCL_LIBRARY or pass "
-                  "--api torch")
+    raise OSError("cannot load the NCCL library; tried " + "; ".join(tried) + ". Name it with --nccl-library PATH "
+                  "or pass --api torch")
 
 
 class NcclComm:
@@ -71,9 +69,9 @@ class NcclComm:
         torch: the torch module. device: this rank's CUDA device.
     """
 
-    def __init__(self, torch: Any, dist: Any, device: Any):
+    def __init__(self, torch: Any, dist: Any, device: Any, library: str | None = None):
         self.torch = torch
-        lib = self.lib = load_library()
+        lib = self.lib = load_library(library)
         vp, sz, ci = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
         lib.ncclGetErrorString.restype = ctypes.c_char_p
         lib.ncclGetErrorString.argtypes = [ci]

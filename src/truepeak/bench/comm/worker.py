@@ -348,7 +348,7 @@ def run_worker(cfg: dict) -> None:
         if backend == "nccl" and cfg.get("api", "nccl") == "nccl":
             from truepeak.bench.comm.pynccl import NcclComm
 
-            r.nccl = NcclComm(torch, dist, device)
+            r.nccl = NcclComm(torch, dist, device, cfg.get("nccl_library"))
         _sweep(r, cfg)
     finally:
         if r.nccl is not None:
@@ -486,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         msg = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         try:
             Path(cfg["out_dir"], ERROR_FILE.format(rank=rank)).write_text(msg + "\n", encoding="utf-8")
-            if os.environ.get("TRUEPEAK_DEBUG"):
+            if cfg.get("debug"):
                 traceback.print_exc()
         except OSError:
             pass
