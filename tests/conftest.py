@@ -9,6 +9,8 @@
 - ``stub_timing``: ``stub_timing(mp, gemm_s=..., copy_s=...)`` makes every CPU GEMM timing and every copy "take" the
   given seconds, so the run tests (tests/bench/test_run.py, tests/cli/test_run.py) compute derived values by hand.
 - ``interrupt_gemm``: ``interrupt_gemm(mp, n)`` presses Ctrl-C at the n-th GEMM case of a run (the same run tests).
+- ``without_torch``: ``import torch`` / ``import triton`` (and their submodules) fail for the test, as on a laptop
+  without them, even where they are installed and already imported.
 """
 
 from __future__ import annotations
@@ -167,3 +169,33 @@ def _interrupt_gemm(mp: pytest.MonkeyPatch, n: int) -> None:
 def interrupt_gemm():
     """The Ctrl-C stand-in, ``interrupt_gemm(mp, n)``."""
     return _interrupt_gemm
+
+
+_HIDDEN_MODULES = ("torch", "triton")
+
+
+@pytest.fixture
+def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make importing torch or triton raise ImportError for this test: a monkeypatch of ``builtins.__import__`` (the
+    ``import`` statement) and of ``importlib.import_module`` (what :func:`truepeak.errors.require` calls; it does not
+    go through ``builtins.__import__`` and would return the module already in ``sys.modules``)."""
+    import builtins
+    import importlib
+
+    real_import, real_import_module = builtins.__import__, importlib.import_module
+
+    def hidden(name: str) -> bool:
+        return name.split(".")[0] in _HIDDEN_MODULES
+
+    def fake_import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and hidden(name):
+            raise ImportError(f"No module named {name!r} (hidden by the without_torch fixture)")
+        return real_import(name, globals, locals, fromlist, level)
+
+    def fake_import_module(name, package=None):
+        if hidden(name):
+            raise ImportError(f"No module named {name!r} (hidden by the without_torch fixture)")
+        return real_import_module(name, package)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setattr(importlib, "import_module", fake_import_module)
