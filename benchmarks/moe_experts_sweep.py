@@ -21,6 +21,7 @@ import time
 
 from truepeak.bench import moe
 from truepeak.bench.environment import environment
+from truepeak.report.moe import plot_records
 
 TOKENS_PER_EXPERT = (1, 4, 8, 16, 32, 64, 256)
 FORMATS = ("bf16", "fp8", "nvfp4", "mxfp4")
@@ -98,7 +99,7 @@ def main(argv=None) -> None:
                and r.workload.routing == "uniform"]
         if sel:
             try:
-                moe.plot_records(sel, os.path.join(args.out, name))
+                plot_records(sel, os.path.join(args.out, name))
             except Exception as exc:
                 print("plot failed:", exc)
     print(f"total {time.time() - t0:.0f} s")

@@ -59,10 +59,11 @@ def test_records_go_to_results_jsonl_in_the_out_folder_and_the_plot_beside_them(
     """The CLI's mapping of --out and --plot onto the library (which measures on a GPU only): the records file is
     DIR/results.jsonl, a relative --plot lands in DIR, an absolute one where it says."""
     from truepeak.bench import moe
+    from truepeak.cli import moe_bench
 
     calls = []
     monkeypatch.setattr(moe, "run_bench", lambda model, **kw: calls.append(("bench", kw["out_path"])) or [])
-    monkeypatch.setattr(moe, "plot_records", lambda records, path: calls.append(("plot", path)) or path)
+    monkeypatch.setattr(moe_bench, "plot_records", lambda records, path: calls.append(("plot", path)) or path)
     monkeypatch.chdir(tmp_path)
     code, _, err = run(capsys, "--model", "deepseek-v3", "--out", "dsv3", "--plot", "moe.png")
     assert code == 0, err

@@ -691,28 +691,3 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
 def _moe_record(*, workload: dict[str, Any], **kw: Any) -> Record:
     """:func:`truepeak.records.make_record` of one point, its workload fields as the point built them up."""
     return make_record(workload=MoeExpertsWorkload(**workload), **kw)
-
-
-def plot_records(records: Iterable[Record], path: str) -> str:
-    """Plot % of read bandwidth vs tokens per expert, one line per (backend, format); matplotlib imported here."""
-    plt = require("matplotlib.pyplot", "plotting", "pip install matplotlib")
-    series: dict[str, list[tuple[float, float]]] = {}
-    for r in records:
-        if not r.ok or r.derived.read_bandwidth_fraction is None:
-            continue
-        key = f"{r.backend} {r.format}"
-        point = (r.workload.tokens_per_expert, 100 * r.derived.read_bandwidth_fraction)
-        series.setdefault(key, []).append(point)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for key, pts in sorted(series.items()):
-        pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=key)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("tokens per expert (mean)")
-    ax.set_ylabel("% of measured read bandwidth")
-    ax.axhline(95, color="grey", lw=0.5, ls="--")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

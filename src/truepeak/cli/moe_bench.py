@@ -2,14 +2,13 @@
 
 Thin adapter: parse → :func:`truepeak.bench.moe.run_bench` (validates, measures, appends JSON Lines records to
 results.jsonl in the --out folder, ./truepeak-moe-bench-YYYYmmdd-HHMMSS by default, as ``truepeak run`` does) → a
-table (or ``--json``) and an optional plot beside the records. Registered on the ``truepeak moe`` sub-app
-(:mod:`truepeak.cli.moe_app`).
+table (or ``--json``) and an optional plot beside the records, both drawn by :mod:`truepeak.report.moe`. Registered on
+the ``truepeak moe`` sub-app (:mod:`truepeak.cli.moe_app`).
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -18,8 +17,8 @@ import typer
 from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
 from truepeak.cli.options import comma_items, number_list
-from truepeak.records import Record
 from truepeak.errors import TruepeakError
+from truepeak.report.moe import COLUMNS, plot_records, progress_line, render, row_cells
 
 HELP = "\n\n".join([
     "Time one MoE layer's routed experts at decode: hidden states [T, H] and the router's top-k ids and weights → "
@@ -53,46 +52,6 @@ HELP = "\n\n".join([
 def _names(text: str, what: str, example: str) -> list[str]:
     """The lower-case names of a comma list option (:func:`truepeak.cli.options.comma_items`: no empty items)."""
     return [p.lower() for p in comma_items(text, what, example)]
-
-
-#: The table's columns: headers, and which are numbers (right-aligned, never wrapped).
-COLUMNS = (("weights", False), ("tok/exp", True), ("backend", False), ("time µs", True), ("TB/s", True),
-           ("% read bw", True), ("TFLOPS", True), ("error / status", False))
-
-
-def row_cells(r: Record) -> list[str]:
-    """One record's cells: format, tokens per expert, backend, µs, TB/s, % read bandwidth, TFLOPS, then the error
-    against the reference (with the activations that ran) or the status and its reason."""
-    w = r.workload
-    head = [w.weights_format, f"{w.tokens_per_expert:g}", str(r.backend)]
-    if not r.ok:
-        return head + ["-"] * 4 + [f"{r.status}: {r.reason}"]
-    d = r.derived
-    acts = f"  ({w.activations})" if w.activations and w.weights_format != "bf16" else ""
-    return head + [f"{r.time_s * 1e6:.1f}", f"{d.bytes_per_s / 1e12:.3f}", f"{100 * d.read_bandwidth_fraction:.1f}",
-                   f"{d.flop_per_s / 1e12:.1f}", f"{r.correctness.max_rel_error:.1e}{acts}"]
-
-
-def progress_line(r: Record) -> str:
-    """One record as a progress line on stderr (the cells two spaces apart)."""
-    return "  ".join(row_cells(r))
-
-
-def render(records: list[Record], width: int | None = None) -> list[str]:
-    """The table, one row per record (:func:`row_cells`), fitted into ``width`` terminal columns (None: not a
-    terminal, the natural width; :mod:`truepeak.report.fit`; the error / status text wraps at spaces), then the read
-    bandwidth the run measured."""
-    from truepeak.report.fit import Column, fit_lines
-
-    cols = [Column(h, numeric=num, wrap=h == "error / status") for h, num in COLUMNS]
-    lines = fit_lines(cols, [row_cells(r) for r in records], width)
-    read_bw = next((r.derived.read_bandwidth_bytes_per_s for r in records if r.derived is not None), None)
-    if read_bw:
-        footer = (f"read bandwidth measured in this run: {read_bw / 1e12:.3f} "
-                  "TB/s; TB/s = 1e12 B/s of the weights of experts that received tokens (values + scales)")
-        lines += [footer] if width is None else textwrap.wrap(footer, width, break_long_words=False,
-                                                              break_on_hyphens=False)
-    return lines
 
 
 def bench(
@@ -148,7 +107,7 @@ def bench(
                                 fp8_activations=fp8_activations, fp4_activations=fp4_activations,
                                 fp4_kernel=fp4_kernel)
         if plot_path is not None:
-            moe.plot_records(records, str(plot_path))
+            plot_records(records, str(plot_path))
     except TruepeakError as exc:
         raise fail(str(exc)) from None
     if as_json:
