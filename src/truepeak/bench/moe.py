@@ -16,7 +16,8 @@ are computed (``E_local``); with ``--tp N`` every expert's width ``I`` is divide
 
 Per point (one record, kind ``moe_experts``): time, TFLOPS (2 · 3 · H · I per routed slot), bytes of the weights of
 the experts that received tokens (values + scales) and GB/s, the fraction of the read bandwidth measured in the same
-run (:func:`measure_read_bandwidth`, a Triton read-only reduction over 4 GiB) and of the roofline
+run (:func:`truepeak.bench.read_bandwidth.measure_read_bandwidth`, a Triton read-only reduction over
+4 GiB) and of the roofline
 ``max(bytes / read_bw, flop / dense_peak)``, the error against a float32 reference (on up to 16 tokens), status.
 
 Backends: ``per_expert`` (two matmuls per active expert, replayed from a CUDA graph), ``bmm`` (padded batched matmul
@@ -36,6 +37,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
+from truepeak.bench.read_bandwidth import measure_read_bandwidth
 from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError, closest, require
 from truepeak.records import Correctness, MoeExpertsMetrics, MoeExpertsWorkload, Record, RecordWriter, make_record
 
@@ -359,36 +361,6 @@ def active_bytes(w1: Any, w2: Any, counts: Iterable[int]) -> int:
 def unit_flop(shape: ExpertShape, routed_slots: int) -> int:
     """FLOP of the unit: 2 · (2I · H + H · I) per routed (token, expert) slot."""
     return 2 * 3 * shape.H * shape.I * routed_slots
-
-
-# -- read bandwidth ----------------------------------------------------------------------------------------------------
-def measure_read_bandwidth(nbytes: int = 4 << 30, budget_s: float = 0.5) -> float:
-    """The read-only ceiling of this run: a Triton reduction over ``nbytes`` (≥ 4 GiB by default), CUDA-graph timed;
-    returns bytes/s (median of the best of three launch shapes). The issue's H200 figure: 4.54 TB/s."""
-    torch = require("torch", "measuring read bandwidth")
-    if not torch.cuda.is_available():
-        raise UnsupportedError("measuring the read bandwidth needs a CUDA GPU (torch sees none)")
-    from truepeak.bench.cuda_timer import time_cuda
-    from truepeak.kernels._moe_jit import read_sum_kernel
-
-    n = nbytes // 4
-    # A private generator: the default CUDA generator is unusable after an aborted graph capture elsewhere.
-    buf = torch.rand(n, device="cuda", dtype=torch.float32, generator=torch.Generator(device="cuda").manual_seed(0))
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    best = 0.0
-    for block, per_sm, warps in ((4096, 8, 8), (8192, 4, 8), (2048, 16, 4)):  # the best of three launch shapes
-        programs = sms * per_sm
-        per = (n + programs - 1) // programs
-        per = (per + block - 1) // block * block
-        part = torch.empty(programs, device="cuda", dtype=torch.float32)
-
-        def fn(_i: int, buf=buf, block=block, programs=programs, per=per, part=part, warps=warps) -> None:
-            read_sum_kernel[(programs,)](buf, part, n, per, BLOCK=block, num_warps=warps)
-
-        m = time_cuda(fn, n_sets=1, warmup_s=0.2, budget_s=budget_s / 3, graph=True, min_samples=5, telemetry=False)
-        best = max(best, n * 4 / m.steady_median_s)
-    del buf
-    return best
 
 
 # -- the sweep ---------------------------------------------------------------------------------------------------------
