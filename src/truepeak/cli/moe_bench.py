@@ -1,6 +1,7 @@
 """`truepeak moe bench`: time one MoE layer's routed-expert forward at decode per backend, against the read roofline.
 
-Thin adapter: parse → :func:`truepeak.bench.moe.run_bench` (validates, measures, appends JSON Lines records to
+Thin adapter: parse → :class:`truepeak.bench.moe.MoeBenchConfig` (validates; a refused field's message names its
+flag, :data:`FLAG_FOR`) → :func:`truepeak.bench.moe.run_bench` (measures, appends JSON Lines records to
 results.jsonl in the --out folder, ./truepeak-moe-bench-YYYYmmdd-HHMMSS by default, as ``truepeak run`` does) → a
 table (or ``--json``) and an optional plot beside the records, both drawn by :mod:`truepeak.report.moe`. Registered on
 the ``truepeak moe`` sub-app (:mod:`truepeak.cli.moe_app`).
@@ -18,6 +19,7 @@ from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
 from truepeak.cli.options import comma_items, number_list
 from truepeak.errors import TruepeakError
+from truepeak.records import Record
 from truepeak.report.moe import COLUMNS, plot_records, progress_line, render, row_cells
 
 HELP = "\n\n".join([
@@ -47,6 +49,22 @@ HELP = "\n\n".join([
     "  truepeak moe bench --model glm-5 --ep 8 --routing powerlaw:1.2 --weights nvfp4 --backends triton",
     "Units: µs; TB/s = 1e12 B/s; TFLOPS = 1e12 FLOP/s (decimal). Needs a CUDA GPU, torch and triton.",
 ])
+
+
+#: The flag of each :class:`truepeak.bench.moe.MoeBenchConfig` field this command sets. The library's messages write
+#: a field in backticks (```budget_s` 0 must be ...``); the command's say its flag (``--budget 0 must be ...``).
+FLAG_FOR = {"model": "--model", "tp": "--tp", "ep": "--ep", "tokens_per_expert": "--tokens-per-expert",
+            "routing": "--routing", "weights": "--weights", "backends": "--backends",
+            "fp8_activations": "--fp8-activations", "fp4_activations": "--fp4-activations",
+            "fp4_kernel": "--fp4-kernel", "budget_s": "--budget"}
+
+
+def flag_message(exc: TruepeakError) -> str:
+    """``exc``'s message with every field of :data:`FLAG_FOR` written in backticks replaced by its flag."""
+    text = str(exc)
+    for name, flag in FLAG_FOR.items():
+        text = text.replace(f"`{name}`", flag)
+    return text
 
 
 def _names(text: str, what: str, example: str) -> list[str]:
@@ -97,19 +115,19 @@ def bench(
         tpes = number_list(tokens_per_expert, "tokens per expert", float, "1,2,4,8,16,32")
         fmts = _names(weights, "--weights", "bf16,fp8")
         bks = _names(backends, "--backends", "per_expert,triton")
+        config = moe.MoeBenchConfig(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
+                                    backends=bks, budget_s=budget, fp8_activations=fp8_activations,
+                                    fp4_activations=fp4_activations, fp4_kernel=fp4_kernel)
 
-        def progress(rec: dict) -> None:
+        def progress(rec: Record) -> None:
             if not as_json:
                 typer.echo(progress_line(rec), err=True)
 
-        records = moe.run_bench(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
-                                backends=bks, out_path=str(records_path), budget_s=budget, progress=progress,
-                                fp8_activations=fp8_activations, fp4_activations=fp4_activations,
-                                fp4_kernel=fp4_kernel)
+        records = moe.run_bench(config, out_path=str(records_path), progress=progress)
         if plot_path is not None:
             plot_records(records, str(plot_path))
     except TruepeakError as exc:
-        raise fail(str(exc)) from None
+        raise fail(flag_message(exc)) from None
     if as_json:
         for r in records:
             typer.echo(json.dumps(r.to_dict()))
@@ -124,4 +142,4 @@ def bench(
 
 moe_app.command("bench", help=HELP)(bench)    # on the `truepeak moe` sub-app (cli/moe_app.py)
 
-__all__ = ["bench", "render", "row_cells", "progress_line", "COLUMNS", "HELP"]
+__all__ = ["bench", "render", "row_cells", "progress_line", "COLUMNS", "HELP", "FLAG_FOR", "flag_message"]

@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from truepeak.bench import moe  # noqa: E402
-from truepeak.errors import TruepeakError, UnsupportedError  # noqa: E402
+from truepeak.errors import ConfigError, TruepeakError, UnsupportedError  # noqa: E402
 
 
 def test_expert_shapes_from_configs_and_layouts():
@@ -26,14 +26,17 @@ def test_expert_shapes_from_configs_and_layouts():
 
 
 def test_bad_layouts():
-    with pytest.raises(TruepeakError, match="--ep 3 does not divide the 256 experts"):
+    with pytest.raises(ConfigError, match="`ep` 3 does not divide the 256 experts") as exc:
         moe.expert_shape("deepseek-v3", ep=3)
-    with pytest.raises(TruepeakError, match="--tp 3 does not divide the expert width I=2048"):
+    assert exc.value.field == "ep"
+    with pytest.raises(ConfigError, match="`tp` 3 does not divide the expert width I=2048") as exc:
         moe.expert_shape("deepseek-v3", tp=3)
-    with pytest.raises(TruepeakError, match="not both"):
+    assert exc.value.field == "tp"
+    with pytest.raises(ConfigError, match="not both"):
         moe.expert_shape("deepseek-v3", tp=2, ep=2)
-    with pytest.raises(TruepeakError, match=">= 1"):
+    with pytest.raises(ConfigError, match=">= 1, got tp=1, ep=0") as exc:
         moe.expert_shape("deepseek-v3", ep=0)
+    assert exc.value.field == "ep"
 
 
 def test_model_without_moe_layers_is_refused(monkeypatch):

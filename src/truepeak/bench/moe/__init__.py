@@ -11,8 +11,8 @@ for every backend alike. Expert weights (≥ 0.8 GB per point) are far larger th
 them from HBM; the few-MB activations may stay in L2, as in a real decode step.
 
 Points: the tokens-per-expert axis is the target mean over the *global* experts: ``T = tpe · E / k`` tokens routed
-top-k over all E experts; with ``--ep N`` the GPU holds ``E/N`` contiguous experts and only the slots routed to them
-are computed (``E_local``); with ``--tp N`` every expert's width ``I`` is divided by N.
+top-k over all E experts; with ``ep = N`` the GPU holds ``E/N`` contiguous experts and only the slots routed to them
+are computed (``E_local``); with ``tp = N`` every expert's width ``I`` is divided by N.
 
 Per point (one record, kind ``moe_experts``): time, TFLOPS (2 · 3 · H · I per routed slot), bytes of the weights of
 the experts that received tokens (values + scales) and GB/s, the fraction of the read bandwidth measured in the same
@@ -33,17 +33,22 @@ sweep goes on.
 Modules: :mod:`~truepeak.bench.moe.shapes` (the expert shape under TP / EP, tokens, routing ids, FLOP),
 :mod:`~truepeak.bench.moe.weights` (random weights in each stored format, bytes read),
 :mod:`~truepeak.bench.moe.backends` (the callables that run the unit), :mod:`~truepeak.bench.moe.reference` (the
-float32 reference and the output check), :mod:`~truepeak.bench.moe.job` (the sweep, :func:`run_bench`). The table and the plot: :mod:`truepeak.report.moe`.
+float32 reference and the output check), :mod:`~truepeak.bench.moe.config` (:class:`MoeBenchConfig`, what a sweep
+measures, validated when it is built), :mod:`~truepeak.bench.moe.job` (the sweep, :func:`run_bench`). The table and
+the plot: :mod:`truepeak.report.moe`.
 """
 
 from truepeak.bench.moe.backends import BACKENDS, build_backend, build_torch_backend
-from truepeak.bench.moe.job import DEFAULT_TPE, FP4_KERNELS, KIND, WEIGHT_FORMATS, BenchPoint, run_bench
+from truepeak.bench.moe.config import (DEFAULT_TPE, FP4_ACTIVATIONS, FP4_KERNELS, FP8_ACTIVATIONS, WEIGHT_FORMATS,
+                                       MoeBenchConfig, check_fp4_choice)
+from truepeak.bench.moe.job import KIND, BenchPoint, run_bench
 from truepeak.bench.moe.reference import OutputCheck, check_output, reference_rows, relative_error
 from truepeak.bench.moe.shapes import ExpertShape, expert_shape, local_ids, sample_routing, tokens_for, unit_flop
 from truepeak.bench.moe.weights import active_bytes, make_weights
 from truepeak.bench.read_bandwidth import measure_read_bandwidth
 
-__all__ = ["KIND", "BACKENDS", "FP4_KERNELS", "WEIGHT_FORMATS", "DEFAULT_TPE", "ExpertShape", "expert_shape",
+__all__ = ["KIND", "BACKENDS", "FP4_KERNELS", "FP8_ACTIVATIONS", "FP4_ACTIVATIONS", "WEIGHT_FORMATS", "DEFAULT_TPE",
+           "MoeBenchConfig", "check_fp4_choice", "ExpertShape", "expert_shape",
            "sample_routing", "tokens_for", "local_ids", "unit_flop", "make_weights", "active_bytes",
            "build_torch_backend", "build_backend", "reference_rows", "relative_error", "check_output", "OutputCheck",
            "BenchPoint", "run_bench", "measure_read_bandwidth"]

@@ -1,26 +1,23 @@
-"""The ``moe bench`` sweep: tokens per expert x weight formats x backends for one model and layout, one
-``moe_experts`` record per point, appended the moment it is finished (:mod:`truepeak.bench.moe` for what is timed)."""
+"""The ``moe bench`` sweep: tokens per expert x weight formats x backends for one model and layout
+(:class:`~truepeak.bench.moe.config.MoeBenchConfig`), one ``moe_experts`` record per point, appended the moment it is
+finished (:mod:`truepeak.bench.moe` for what is timed)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-from truepeak.bench.moe.backends import BACKENDS, build_backend
+from truepeak.bench.moe.backends import build_backend
+from truepeak.bench.moe.config import MoeBenchConfig, check_fp4_choice
 from truepeak.bench.moe.reference import check_output, reference_rows
-from truepeak.bench.moe.shapes import expert_shape, local_ids, sample_routing, tokens_for, unit_flop
+from truepeak.bench.moe.shapes import local_ids, sample_routing, tokens_for, unit_flop
 from truepeak.bench.moe.weights import active_bytes, make_weights
 from truepeak.bench.read_bandwidth import measure_read_bandwidth
-from truepeak.errors import TruepeakError, UnknownNameError, UnsupportedError, closest, require
+from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.records import MoeExpertsMetrics, MoeExpertsWorkload, Record, RecordWriter, make_record
 
+#: The records' kind.
 KIND = "moe_experts"
-#: --fp4-kernel values (our kernel with nvfp4 / mxfp4 weights).
-FP4_KERNELS = ("auto", "dequant", "block-scaled")
-#: --weights values: bf16, fp8 (e4m3, per-channel fp32 scales), fp8_block (128 x 128 scales), nvfp4, mxfp4.
-WEIGHT_FORMATS = ("bf16", "fp8", "fp8_block", "nvfp4", "mxfp4")
-DEFAULT_TPE = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 @dataclass
@@ -39,115 +36,39 @@ class BenchPoint:
     layout: str
 
 
-def _check_fp4_choice(fp4_kernel: str, fp4_activations: str, weights: list[str], why: str = "") -> None:
-    """Refuse, before measuring, fp4 activations the fp4 kernel does not take: the dequantising kernels take fp8 or
-    fp16, the block-scaled one fp4 (nvfp4, mxfp4) or fp8 (mxfp4 only)."""
-    from truepeak.kernels.moe_blockscaled import ACTIVATIONS
+def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
+              progress: Callable[[Record], None] | None = None, env: Any = None) -> list[Record]:
+    """Sweep ``config``'s tokens per expert x formats x backends; return the records (:class:`truepeak.records.Record`
+    of kind ``moe_experts``), each appended to the JSON Lines file ``out_path`` (None: none written) and passed to
+    ``progress`` as it is finished. ``env``: the records' environment (None: this machine's,
+    :func:`truepeak.bench.environment.environment`).
 
-    fp4_fmts = [w for w in weights if w in ("nvfp4", "mxfp4")]
-    if not fp4_fmts or fp4_activations == "auto":
-        return
-    # FusedMoE takes fp8 or fp16 activations for fp4 weights; the block-scaled kernel what ACTIVATIONS lists
-    takes = {f: ("fp8", "fp16") if fp4_kernel == "dequant" else ACTIVATIONS[f] for f in fp4_fmts}
-    if any(fp4_activations not in takes[f] for f in fp4_fmts):
-        raise TruepeakError(f"--fp4-activations {fp4_activations} with --fp4-kernel {fp4_kernel}{why} and weights "
-                            f"{', '.join(fp4_fmts)}: the dequantising kernels take fp8 or fp16, the block-scaled one "
-                            "fp4 (nvfp4, mxfp4) or fp8 (mxfp4 only)")
+    Per point: time (median of CUDA-graph replays for ``config.budget_s`` seconds), FLOP and bytes of the active
+    experts, their rates and fractions of the read bandwidth and of the roofline, and the check against the float32
+    reference (:func:`truepeak.bench.moe.reference.check_output`; a point that fails it is a ``failed`` record and is
+    not timed). The record's ``workload.activations`` says which activations ran, ``workload.fp4_kernel`` which fp4
+    kernel, and for the block-scaled one ``workload.kernel_path`` how the device ran it (native block-scaled MMA or
+    Triton's emulation). ``fp4_kernel="auto"`` resolves here: the block-scaled kernel
+    (:mod:`truepeak.kernels.moe_blockscaled`) where it runs natively (sm_100, sm_103, sm_120), else the dequantising
+    :class:`~truepeak.kernels.moe_triton.FusedMoE`.
 
-
-def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterable[float] = DEFAULT_TPE,
-              routing: str = "uniform", weights: Iterable[str] = ("bf16",), backends: Iterable[str] = BACKENDS,
-              out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
-              read_bw: float | None = None, seed: int = 0, progress: Callable[[Record], None] | None = None,
-              env: Any = None, triton_tune: dict[str, dict] | None = None,
-              fp8_activations: str = "fp8", fp4_activations: str = "auto", fp4_kernel: str = "auto") -> list[Record]:
-    """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records
-    (:class:`truepeak.records.Record` of kind ``moe_experts``).
-
-    ``triton_tune`` maps a weight format to KernelConfig overrides for the triton backend (recorded in the workload as
-    ``triton_tune``). ``fp8_activations``: our kernel with fp8 weights runs ``"fp8"`` (w8a8, the default) or
-    ``"fp16"`` (w8a16); ``fp4_activations`` for nvfp4 / mxfp4 weights: ``"auto"`` (default: each format's
-    :func:`~truepeak.kernels.moe_triton.default_activations`, fp16 for nvfp4 and fp8 for mxfp4), ``"fp8"`` (w4a8)
-    or ``"fp16"`` (w4a16), and with the block-scaled kernel ``"fp4"`` (W4A4) or ``"fp8"`` (mxfp4 W4A8).
-    ``fp4_kernel``: ``"auto"`` (the block-scaled kernel, :mod:`truepeak.kernels.moe_blockscaled`, where it runs
-    natively: sm_100, sm_103, sm_120; else the dequantising FusedMoE), ``"dequant"`` or ``"block-scaled"``. The
-    record's ``workload.activations`` says which activations ran, ``workload.fp4_kernel`` which kernel, and for the
-    block-scaled one ``workload.kernel_path`` how the device ran it (native block-scaled MMA or Triton's emulation);
-    its ``correctness.passed`` is checked against the float32 reference with the activations rounded as the kernel
-    rounds them (``correctness.max_rel_error_same_rounding``, tolerance 2e-2), while ``correctness.max_rel_error``
-    stays the error against unrounded activations, comparable across kernels (W4A4 is far less accurate).
-
-    Raises (before any measurement): TruepeakError for bad model/layout/routing/format/backend names, tokens per
-    expert <= 0, or fp4 activations the chosen fp4 kernel does not take. Per point, errors become ``failed`` records
-    and unsupported combinations ``skipped`` ones.
+    Raises (before any measurement): TruepeakError when ``config`` is not a MoeBenchConfig; MissingDependencyError
+    without torch; UnsupportedError without a CUDA GPU; ConfigError (field ``fp4_activations``) when the kernel
+    ``auto`` picked does not take the given fp4 activations. Per point, errors become ``failed`` records and
+    unsupported combinations ``skipped`` ones.
     """
+    if not isinstance(config, MoeBenchConfig):
+        raise TruepeakError(f"run_bench takes a MoeBenchConfig, got {type(config).__name__} {config!r}; build one "
+                            "with truepeak.bench.moe.MoeBenchConfig(model, ...)")
     torch = require("torch", "the MoE benchmark")
+    from truepeak.bench.environment import environment
     from truepeak.kernels.moe_blockscaled import default_blockscaled_activations
     from truepeak.kernels.moe_triton import default_activations
-    from truepeak.bench.environment import environment
-    from truepeak.moe.routing import parse_routing
 
-    shape = expert_shape(model, tp, ep)
-    parse_routing(routing, shape.E, shape.top_k)
-    fp8_activations = str(fp8_activations).lower()
-    if fp8_activations not in ("fp8", "fp16"):
-        raise TruepeakError(f"--fp8-activations {fp8_activations!r}: expected fp8 (w8a8) or fp16 (w8a16)")
-    fp4_activations = str(fp4_activations).lower()
-    if fp4_activations not in ("auto", "fp8", "fp16", "fp4"):
-        raise TruepeakError(f"--fp4-activations {fp4_activations!r}: expected auto (fp16 for nvfp4, fp8 for mxfp4; "
-                            "with the block-scaled kernel fp4 for nvfp4, fp8 for mxfp4), fp16 (w4a16), fp8 (w4a8) or "
-                            "fp4 (W4A4, block-scaled kernel only)")
-    fp4_kernel = str(fp4_kernel).lower()
-    if fp4_kernel not in FP4_KERNELS:
-        raise TruepeakError(f"--fp4-kernel {fp4_kernel!r}: expected {', '.join(FP4_KERNELS)} (auto: block-scaled on "
-                            "Blackwell, sm_100 / sm_103 / sm_120; dequant elsewhere)")
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or not 0 < budget_s < math.inf:
-        raise TruepeakError(f"--budget {budget_s} must be a finite number of seconds > 0 (timed seconds per point, "
-                            "e.g. 0.2)")
-    if isinstance(tokens_per_expert, (str, bytes)) or isinstance(weights, bytes) or isinstance(backends, bytes):
-        raise TruepeakError("tokens_per_expert must be a list of numbers (e.g. [1, 8, 32]); weights and backends "
-                            "lists or comma-separated strings")
-    try:
-        tpes = [float(t) for t in tokens_per_expert]
-    except (TypeError, ValueError):
-        raise TruepeakError(f"tokens per expert must be numbers, got {tokens_per_expert!r}") from None
-    if not tpes:
-        raise TruepeakError("no tokens per expert given (e.g. [1, 8, 32])")
-    for t in tpes:
-        tokens_for(t, shape)
-    # a comma-separated string is a list (the CLI's form), not a sequence of letters
-    weights = weights.split(",") if isinstance(weights, str) else list(weights)
-    backends = backends.split(",") if isinstance(backends, str) else list(backends)
-    if not weights or not backends:
-        raise TruepeakError(f"no weight format or backend given (weights {weights!r}, backends {backends!r})")
-    if read_bw is not None and not (isinstance(read_bw, (int, float)) and 0 < read_bw < math.inf):
-        raise TruepeakError(f"read_bw must be a finite number of bytes per second > 0, got {read_bw!r}")
-    if isinstance(warmup_s, bool) or not isinstance(warmup_s, (int, float)) or not 0 <= warmup_s < math.inf:
-        raise TruepeakError(f"warmup_s must be a finite number of seconds >= 0, got {warmup_s!r}")
-    if triton_tune is not None:
-        import dataclasses
-
-        from truepeak.kernels.moe_triton import KernelConfig
-
-        fields = {f.name for f in dataclasses.fields(KernelConfig)}
-        if not isinstance(triton_tune, dict) or not all(isinstance(v, dict) for v in triton_tune.values()):
-            raise TruepeakError(f"triton_tune must map a weight format to a dict of KernelConfig fields, got "
-                                f"{triton_tune!r}")
-        for fmt, tune in triton_tune.items():
-            bad = sorted(set(tune) - fields)
-            if fmt not in WEIGHT_FORMATS or bad:
-                raise TruepeakError(f"triton_tune[{fmt!r}]: formats are {', '.join(WEIGHT_FORMATS)} and fields "
-                                    f"{', '.join(sorted(fields))}; got {fmt!r} with {', '.join(bad) or 'valid fields'}")
-    for w in weights:
-        if w not in WEIGHT_FORMATS:
-            raise UnknownNameError(f"unknown --weights {w!r}; expected one of {', '.join(WEIGHT_FORMATS)}"
-                                   + (f" (did you mean {closest(w, WEIGHT_FORMATS)[0]}?)"
-                                      if closest(w, WEIGHT_FORMATS) else ""))
-    for b in backends:
-        if b not in BACKENDS:
-            raise UnknownNameError(f"unknown backend {b!r}; expected one of {', '.join(BACKENDS)}")
-    if fp4_kernel != "auto":
-        _check_fp4_choice(fp4_kernel, fp4_activations, weights)
+    shape, tpes, routing, seed = config.shape, config.tokens_per_expert, config.routing, config.seed
+    weights, backends, layout = config.weights, config.backends, config.layout
+    fp8_activations, fp4_activations, fp4_kernel = config.fp8_activations, config.fp4_activations, config.fp4_kernel
+    budget_s, warmup_s, read_bw, triton_tune = config.budget_s, config.warmup_s, config.read_bw, config.triton_tune
     if not torch.cuda.is_available():
         raise UnsupportedError("truepeak moe bench needs a CUDA GPU (torch sees none)")
     cc = tuple(torch.cuda.get_device_capability())
@@ -155,7 +76,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
         from truepeak.kernels.moe_blockscaled import NATIVE_CAPABILITIES
 
         fp4_kernel = "block-scaled" if cc in NATIVE_CAPABILITIES else "dequant"
-        _check_fp4_choice(fp4_kernel, fp4_activations, weights, f" (auto on sm_{cc[0]}{cc[1]})")
+        check_fp4_choice(fp4_kernel, fp4_activations, weights, f" (auto on sm_{cc[0]}{cc[1]})")
     from truepeak.bench.cuda_timer import time_cuda
     from truepeak.hardware.detect import detect
 
@@ -167,7 +88,6 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
         peak_bf16 = dev.accelerator.dense_flops("bf16") if dev.accelerator is not None else None
     except Exception:
         peak_bf16 = None
-    layout = f"tp{tp}" if tp > 1 else (f"ep{ep}" if ep > 1 else "single")
     writer = RecordWriter(out_path) if out_path else None
     records: list[Record] = []
 

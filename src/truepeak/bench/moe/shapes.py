@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from truepeak.errors import TruepeakError, UnsupportedError, require
+from truepeak.errors import ConfigError, TruepeakError, UnsupportedError, require
 
 
 @dataclass(frozen=True)
@@ -33,13 +33,13 @@ def expert_shape(model: str, tp: int = 1, ep: int = 1) -> ExpertShape:
     """The expert shape of ``model`` (a name :func:`truepeak.moe.config.load_model` takes) under TP or EP.
 
     Raises:
-        UnsupportedError: the model has no MoE layers. TruepeakError: ``tp``/``ep`` < 1, both > 1, EP not dividing E,
-            TP not dividing I. UnknownNameError: unknown model.
+        UnsupportedError: the model has no MoE layers. ConfigError (``field`` ``"tp"`` or ``"ep"``): ``tp`` / ``ep``
+            < 1, both > 1, EP not dividing E, TP not dividing I. UnknownNameError: unknown model.
     """
     if tp < 1 or ep < 1:
-        raise TruepeakError(f"--tp and --ep must be >= 1, got tp={tp}, ep={ep}")
+        raise ConfigError(f"`tp` and `ep` must be >= 1, got tp={tp}, ep={ep}", field="tp" if tp < 1 else "ep")
     if tp > 1 and ep > 1:
-        raise TruepeakError("give --tp or --ep, not both (the expert layer is split one way per benchmark)")
+        raise ConfigError("give `tp` or `ep`, not both (the expert layer is split one way per benchmark)", field="ep")
     from truepeak.moe.config import load_model
 
     m = load_model(model)
@@ -48,9 +48,9 @@ def expert_shape(model: str, tp: int = 1, ep: int = 1) -> ExpertShape:
     h, i, e, k = m.hidden_size, m.experts.intermediate_size, m.experts.num_experts, m.experts.top_k
     model = m.name
     if e % ep:
-        raise TruepeakError(f"--ep {ep} does not divide the {e} experts of {model}; use a divisor of {e}")
+        raise ConfigError(f"`ep` {ep} does not divide the {e} experts of {model}; use a divisor of {e}", field="ep")
     if i % tp:
-        raise TruepeakError(f"--tp {tp} does not divide the expert width I={i} of {model}")
+        raise ConfigError(f"`tp` {tp} does not divide the expert width I={i} of {model}", field="tp")
     return ExpertShape(model, h, i // tp, e, e // ep, k, tp, ep)
 
 
