@@ -9,12 +9,13 @@
 - ``stub_timing``: ``stub_timing(mp, gemm_s=..., copy_s=...)`` makes every CPU GEMM timing and every copy "take" the
   given seconds, so the run tests (tests/bench/test_run.py, tests/cli/test_run.py) compute derived values by hand.
 - ``interrupt_gemm``: ``interrupt_gemm(mp, n)`` presses Ctrl-C at the n-th GEMM case of a run (the same run tests).
-- ``without_torch``: ``import torch`` / ``import triton`` (and their submodules) fail for the test, as on a laptop
-  without them, even where they are installed and already imported.
+- ``without_torch``: ``import torch`` and ``import triton`` (and their submodules) fail for the test, as on a machine
+  without them, so a check that must come before torch is needed is tested where torch is installed.
 """
 
 from __future__ import annotations
 
+import builtins
 import functools
 import sys
 import types
@@ -171,30 +172,27 @@ def interrupt_gemm():
     return _interrupt_gemm
 
 
-_HIDDEN_MODULES = ("torch", "triton")
-
-
 @pytest.fixture
 def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make importing torch or triton raise ImportError for this test: a monkeypatch of ``builtins.__import__`` (the
-    ``import`` statement) and of ``importlib.import_module`` (what :func:`truepeak.errors.require` calls; it does not
-    go through ``builtins.__import__`` and would return the module already in ``sys.modules``)."""
-    import builtins
+    """``import torch`` / ``import triton`` (and ``torch.x``, ``from torch import x``) raise ImportError, as on a
+    machine without them; every other import goes through. ``importlib.import_module`` is patched the same way: it is
+    what :func:`truepeak.errors.require` calls, and it does not go through ``builtins.__import__`` (it would hand back
+    the torch already in ``sys.modules``)."""
     import importlib
 
     real_import, real_import_module = builtins.__import__, importlib.import_module
 
     def hidden(name: str) -> bool:
-        return name.split(".")[0] in _HIDDEN_MODULES
+        return name.split(".")[0] in ("torch", "triton")
 
     def fake_import(name, globals=None, locals=None, fromlist=(), level=0):
         if level == 0 and hidden(name):
-            raise ImportError(f"No module named {name!r} (hidden by the without_torch fixture)")
+            raise ImportError(f"No module named {name!r}")
         return real_import(name, globals, locals, fromlist, level)
 
     def fake_import_module(name, package=None):
         if hidden(name):
-            raise ImportError(f"No module named {name!r} (hidden by the without_torch fixture)")
+            raise ImportError(f"No module named {name!r}")
         return real_import_module(name, package)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)

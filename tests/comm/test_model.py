@@ -99,6 +99,14 @@ def test_unknown_op_lists_valid_ones():
     assert cm.dtype_bytes("bfloat16") == 2
 
 
+def test_dtype_aliases_have_one_canonical_name():
+    # the names the worker knows (torch dtypes, exact-integer limits) are DTYPE_BYTES' keys only
+    assert [cm.canonical_dtype(d) for d in ("bfloat16", " BF16 ", "half", "float", "double", "int8")] == [
+        "bf16", "bf16", "fp16", "fp32", "fp64", "int8"]
+    with pytest.raises(UnknownNameError, match="unknown collective dtype 'fp7'; valid: bf16"):
+        cm.canonical_dtype("fp7")
+
+
 def test_model_time_and_algbw():
     m = cm.CollectiveModel(20e-6, 300 * GB, "all_gather", 2)
     # 1 GiB all_gather on 2: 20 us + 2^30 * 0.5 / 300e9 = 20 us + 1789.6 us.

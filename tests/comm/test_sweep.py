@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from truepeak.comm.sweep import parse_ops, parse_size, parse_sizes, plan_cases
-from truepeak.comm.worker import eager_calls, graph_calls, value_modulus
 from truepeak.errors import TruepeakError, UnknownNameError
 
 
@@ -47,10 +46,3 @@ def test_plan_rounds_sizes_not_divisible_and_says_so():
     with pytest.raises(TruepeakError, match="at least 2 ranks"):
         plan_cases(["all_reduce"], [1024], 1, "bf16")
 
-
-def test_exact_check_modulus_and_window_sizes():
-    # bf16 holds integers up to 256 exactly: sums over 2 ranks of values < 64 stay exact; 8 ranks -> m = 32.
-    assert value_modulus("bf16", 2) == 64 and value_modulus("bf16", 8) == 32 and value_modulus("int8", 64) == 2
-    # Eager windows: ~500 us, 1..20 calls; graphs: ~200 us, 1..20 calls.
-    assert eager_calls(20e-6) == 20 and eager_calls(100e-6) == 5 and eager_calls(3e-3) == 1
-    assert graph_calls(10e-6) == 20 and graph_calls(50e-6) == 4 and graph_calls(3e-3) == 1 and graph_calls(None) == 4

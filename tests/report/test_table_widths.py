@@ -20,6 +20,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import truepeak.cli.specs as specs_cli
+import truepeak.report.specs as specs_report
 from truepeak.cli.app import app
 from truepeak.hardware import load_catalog
 from truepeak.hardware.lookup import get_accelerator
@@ -151,7 +152,7 @@ def _specs(monkeypatch, width: int | None, *args) -> str:
         assert result.exit_code == 0, result.output
         return result.stdout
     con, buf = terminal(width)
-    monkeypatch.setattr(specs_cli, "_console", lambda: con)
+    monkeypatch.setattr(specs_report, "_console", lambda: con)
     name = args[0] if args and not args[0].startswith("-") else None
     specs_cli.specs_command(name=name, sources="--sources" in args, as_json=False, claim=None)
     return buf.getvalue()
@@ -161,7 +162,7 @@ def _specs(monkeypatch, width: int | None, *args) -> str:
 def test_specs_list(monkeypatch, width):
     text = _specs(monkeypatch, width)
     dropped = check_shown(text, width, _list_expected(), droppable={"key"}, heading="name",
-                          around=[f"{specs_cli.FOOTER}. {specs_cli.LEGEND}."])
+                          around=[f"{specs_report.FOOTER}. {specs_report.LEGEND}."])
     # hand-checked: the H200 SXM row of the catalog (141 GB, 4.8 TB/s, 132 SMs, 989.4 / 1978.9 dense, 700 W) and the
     # RTX PRO 6000 Workstation's bf16 503.8 (printed "503.…" at 100 columns before)
     for value in ("141", "4.8", "132", "989.4", "1978.9", "700", "503.8 †", "2015.2 †"):
@@ -195,7 +196,7 @@ def test_specs_one_accelerator(monkeypatch, width, sources):
                                            acc.architecture.source)
     catalog = load_catalog()
     legend = [catalog.sources[k] for k in ("ML", "NET", "CUT", "CFE", "H200-MEAS")] if sources else []
-    around = [acc.headline, *acc.sparse_headlines, *acc.notes, f"{specs_cli.FOOTER}. {specs_cli.LEGEND}.",
+    around = [acc.headline, *acc.sparse_headlines, *acc.notes, f"{specs_report.FOOTER}. {specs_report.LEGEND}.",
               "[1] fp32: non-tensor FP32 is quoted at the 1980 MHz maximum clock: 132 SMs x 256 x 1.98 GHz = 66.9",
               "h200, h200-sxm, h200 sxm, h200 141gb, h200-sxm-141gb", *legend]
     check_shown(text, width, {**peaks, **props, **text_cells}, around=around, droppable={"notes"})
@@ -210,12 +211,6 @@ def test_specs_one_accelerator(monkeypatch, width, sources):
         assert catalog.sources["PROWP"] not in " ".join(text.split())
     else:
         assert "source keys" not in text
-
-
-def test_source_keys_are_whole_words():
-    sources = {"ML": "a", "H200-MEAS": "b", "CAT": "c", "NET": "d"}
-    assert specs_cli.source_keys(["ML; H200-MEAS (NVML)", "HTML CATALOG ML-X NETWORK"], sources) == ["ML", "H200-MEAS"]
-    assert specs_cli.source_keys(["ML, NET"], sources) == ["ML", "NET"]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -419,7 +414,7 @@ ALGOS = {"all_reduce|1024": {"algo": "Ring", "proto": "LL"}, "all_reduce|1048576
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_comm_tables(width):
-    from truepeak.comm.render import render_tables
+    from truepeak.report.comm import render_tables
 
     con, buf = console_at(width)
     render_tables(COMM, ALGOS, console=con)

@@ -1,9 +1,10 @@
 """`truepeak comm`: nccl-tests-grade collective benchmarks (all_reduce, all_gather, reduce_scatter, all_to_all) with
 algbw/busbw, a correctness count per case, a CUDA-graph mode, and a fitted α–β model per op.
 
-Thin adapter: parse → :func:`truepeak.comm.launch.run_comm` (torchrun workers; rank 0 writes results.jsonl) → render
-(:mod:`truepeak.comm.render`: tables on stdout, summary.md beside the records). Without --out the records go to a new
-folder ./truepeak-comm-YYYYmmdd-HHMMSS (on node 0; other nodes write none). Bad input and an unusable machine print
+Thin adapter: parse → :class:`truepeak.bench.comm.config.CommConfig` (checks itself before torch is imported) →
+:func:`truepeak.bench.comm.launch.run_comm` (torchrun workers; rank 0 writes results.jsonl) → render
+(:mod:`truepeak.report.comm`: tables on stdout, summary.md beside the records, the warning and interruption lines).
+Without --out the records go to a new folder ./truepeak-comm-YYYYmmdd-HHMMSS (on node 0; other nodes write none). Bad input and an unusable machine print
 ``error: <one line>`` (status 2). After Ctrl-C the finished cases are still rendered: the tables (or --json records)
 and summary.md end with "Interrupted after N of M cases; run again with: <command>" (:func:`rerun_command`), and one
 line on stderr, after torchrun's own warning, says where the records are; the exit status is 130.
@@ -19,6 +20,9 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app, invoked_argv
+from truepeak.report.comm import (
+    failed_cases_warning, interrupted_line, interrupted_notice, render_tables, summary_markdown,
+)
 
 HELP = "\n\n".join([
     "Measure collectives the way nccl-tests does: per op and message size S, the time per call (median of --iters "
@@ -72,27 +76,21 @@ def comm(
     fit: bool = typer.Option(True, "--fit/--no-fit", help="Fit α and β per op and mode."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
+    from truepeak.bench.comm.config import CommConfig
+    from truepeak.bench.comm.launch import CommInterrupted, run_comm
     from truepeak.bench.outdir import check_out_arg, default_out_dir
-    from truepeak.comm.launch import CommConfig, CommInterrupted, run_comm
-    from truepeak.comm.model import dtype_bytes
-    from truepeak.comm.render import render_tables
+    from truepeak.comm.model import canonical_dtype
     from truepeak.comm.sweep import parse_ops, parse_sizes
-    from truepeak.errors import TruepeakError
 
     check_out_arg(out, "comm")
     op_list = parse_ops(ops)
     size_list = parse_sizes(sizes)
-    dtype_bytes(dtype)
+    dtype = canonical_dtype(dtype)
     backend = backend.strip().lower()
-    if nproc_per_node is None:
-        nproc_per_node = _visible_gpus() if backend == "nccl" else 2
-        if backend == "nccl" and nproc_per_node == 0:
-            raise TruepeakError("the NCCL backend needs CUDA GPUs and none is visible; pass --backend gloo to measure "
-                                "CPU collectives instead")
     argv = invoked_argv(ctx) or ["truepeak", "comm"]
     # node 0 keeps its records; the other nodes write none (a temporary folder holds their worker files)
     out_dir = out if out is not None or node_rank > 0 else str(default_out_dir(command="comm"))
-    cfg = CommConfig(nproc_per_node=nproc_per_node, ops=op_list, sizes=size_list, dtype=dtype.strip().lower(),
+    cfg = CommConfig(nproc_per_node=nproc_per_node, ops=op_list, sizes=size_list, dtype=dtype,
                      iters=iters, warmup=warmup, graph=graph, backend=backend,
                      api=None if api is None else api.strip().lower(),
                      out_dir=out_dir, nnodes=nnodes, node_rank=node_rank,
@@ -117,11 +115,9 @@ def comm(
     summary = _write_summary(result, argv)
     if summary is not None:
         typer.echo(f"summary: {summary}", err=True)
-    bad = [r for r in result.records if r.kind == "collective" and not r.ok]
-    if bad:
-        typer.echo(f"warning: {len(bad)} case(s) failed or had wrong elements: "
-                   + "; ".join(f"{r.workload.op} {r.workload.bytes} B {r.mode}: {r.reason}" for r in bad[:3]),
-                   err=True)
+    warning = failed_cases_warning(result.records)
+    if warning is not None:
+        typer.echo(warning, err=True)
 
 
 def rerun_command(argv: list[str], out: Optional[str], out_dir: Optional[str]) -> str:
@@ -139,21 +135,18 @@ def _report_interrupted(stop, argv: list[str], out: Optional[str], as_json: bool
     result = stop.result
     done = len(result.collectives())
     if node_rank > 0 or result.results_path is None:
-        typer.echo(f"interrupted after {done} of {stop.n_cases} cases; results are written on node 0", err=True)
+        typer.echo(interrupted_line(done, stop.n_cases, None, None), err=True)
         return
     command = rerun_command(argv, out, result.out_dir)
-    notice = f"Interrupted after {done} of {stop.n_cases} cases; run again with: {command}"
+    notice = interrupted_notice(done, stop.n_cases, command)
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in result.records], indent=1, ensure_ascii=False))
     else:
         if result.records:
-            from truepeak.comm.render import render_tables
-
             render_tables(result.records, result.algos)
         typer.echo(notice)
     summary = _write_summary(result, argv, notice)
-    typer.echo(f"interrupted after {done} of {stop.n_cases} cases; the finished records are in "
-               f"{result.results_path}; run again with: {command}", err=True)
+    typer.echo(interrupted_line(done, stop.n_cases, result.results_path, command), err=True)
     if summary is not None:
         typer.echo(f"summary so far: {summary}", err=True)
 
@@ -161,8 +154,6 @@ def _report_interrupted(stop, argv: list[str], out: Optional[str], as_json: bool
 def _write_summary(result, argv: list[str], notice: Optional[str] = None) -> Optional[Path]:
     """summary.md beside the records (``notice`` under the title: an interrupted run's line); on an OS error a
     warning on stderr and None (the records are safe in results.jsonl)."""
-    from truepeak.comm.render import summary_markdown
-
     path = Path(result.out_dir) / "summary.md"
     try:
         path.write_text(summary_markdown(result.records, result.algos, shlex.join(argv), notice), encoding="utf-8")
@@ -171,11 +162,3 @@ def _write_summary(result, argv: list[str], notice: Optional[str] = None) -> Opt
         return None
     return path
 
-
-def _visible_gpus() -> int:
-    try:
-        import torch
-
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
-        return 0

@@ -73,17 +73,26 @@ def canonical_op(op: str) -> str:
     raise UnknownNameError(f"unknown collective {op!r}{did}; valid ops: {', '.join(OPS)}")
 
 
-def dtype_bytes(dtype: str) -> int:
-    """Bytes per element of ``dtype`` (``"bf16"`` → 2).
+def canonical_dtype(dtype: str) -> str:
+    """The key of :data:`DTYPE_BYTES` that ``dtype`` names (``"bfloat16"`` → ``"bf16"``, ``" FP32 "`` → ``"fp32"``).
 
     Raises:
-        UnknownNameError: not in :data:`DTYPE_BYTES`.
+        UnknownNameError: neither a key of :data:`DTYPE_BYTES` nor one of its aliases (``bfloat16``, ``half``, ...).
     """
     key = str(dtype).strip().lower()
     key = _DTYPE_ALIASES.get(key, key)
     if key not in DTYPE_BYTES:
         raise UnknownNameError(f"unknown collective dtype {dtype!r}; valid: {', '.join(DTYPE_BYTES)}")
-    return DTYPE_BYTES[key]
+    return key
+
+
+def dtype_bytes(dtype: str) -> int:
+    """Bytes per element of ``dtype`` (``"bf16"`` → 2; aliases as :func:`canonical_dtype`).
+
+    Raises:
+        UnknownNameError: not in :data:`DTYPE_BYTES` (nor an alias).
+    """
+    return DTYPE_BYTES[canonical_dtype(dtype)]
 
 
 def _check_n(n: Any) -> int:

@@ -3,7 +3,7 @@ input rotation, and the correctness check.
 
 :class:`MeasurementSummary` is what :meth:`truepeak.bench.measurement.Measurement.to_dict` stores (seconds per call,
 the samples themselves, NVML telemetry in Hz, W and °C), plus the per-rank fields of a collective
-(:mod:`truepeak.comm.worker`: every rank times the op, the slowest rank's median is the time).
+(:mod:`truepeak.bench.comm.worker`: every rank times the op, the slowest rank's median is the time).
 
 Standard library only.
 """

@@ -355,6 +355,14 @@ def remeasured(rec: Record) -> bool:
     return rec.search is not None and rec.search.phase == "remeasure"
 
 
+def better_peak(held: Record, new: Record) -> bool:
+    """Whether GEMM record ``new`` replaces ``held`` as a peak: a re-measurement beats a first-pass trial (the
+    maximum over first-pass trials is biased upward by noise), and between records of the same kind the higher
+    FLOP/s wins. Both must be ``ok`` GEMM records with derived metrics."""
+    h, n = remeasured(held), remeasured(new)
+    return (n and not h) or (n == h and new.derived.flop_per_s > held.derived.flop_per_s)
+
+
 def peak_rows(records: Sequence[Record], accelerator: Any = None) -> list[dict[str, Any]]:
     """Spec against measured peaks, per (format, scale layout, mode) of the GEMM records of ONE device, in first-seen
     order.
@@ -391,11 +399,7 @@ def peak_rows(records: Sequence[Record], accelerator: Any = None) -> list[dict[s
         if not rec.ok or rate is None:
             reasons.setdefault(key, f"{rec.status}: {rec.reason}")
             continue
-        if key not in best:
-            best[key] = rec
-            continue
-        held, new = remeasured(best[key]), remeasured(rec)
-        if (new and not held) or (new == held and rate > best[key].derived.flop_per_s):
+        if key not in best or better_peak(best[key], rec):
             best[key] = rec
     out = []
     for key in order:

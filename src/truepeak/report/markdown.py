@@ -42,19 +42,14 @@ def best_per_format(records: Sequence[Record]) -> list[Record]:
     """For each GEMM (format, scale layout, mode) with an ok record: the record with the highest FLOP/s, in first-seen
     order. Re-measured records of a ``truepeak peak`` search (``search.phase == "remeasure"``), when present, are the
     only candidates of their group (the maximum over first-pass trials is biased upward: the winner's curse)."""
-    from truepeak.report.export import remeasured
+    from truepeak.report.export import better_peak
 
     best: dict[tuple[Any, str, str], Record] = {}
     for rec in records:
         if rec.kind != "gemm" or not rec.ok or not isinstance(rec.derived, GemmMetrics):
             continue
-        rate = rec.derived.flop_per_s
         key = (rec.format, scaling_of(rec) or "", rec.mode or "")
-        if key not in best:
-            best[key] = rec
-            continue
-        held, new = remeasured(best[key]), remeasured(rec)
-        if (new and not held) or (new == held and rate > best[key].derived.flop_per_s):
+        if key not in best or better_peak(best[key], rec):
             best[key] = rec
     return list(best.values())
 

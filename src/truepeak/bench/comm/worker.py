@@ -1,4 +1,5 @@
-"""One rank of ``truepeak comm``: started by torchrun (``python -m truepeak.comm.worker CONFIG.json``), never directly.
+"""One rank of ``truepeak comm``: started by torchrun (``python -m truepeak.bench.comm.worker CONFIG.json``), never
+directly.
 
 Per case (op × nccl-tests size) and mode, every rank runs the collective out of place on its own GPU (NCCL) or CPU
 (gloo) and times it (out of place, except all_reduce through ``--api torch``); rank 0 writes one record per case to ``results.jsonl`` as it finishes, then the α–β fits.
@@ -15,8 +16,8 @@ Method (nccl-tests' ``src/common.cu`` semantics where they apply, its ``#wrong``
   nccl-tests also times a window of back-to-back calls (20, averaged); events around every single call would add two
   event records to each launch-bound small call. The case's time is the MAX over ranks of the per-rank medians (a collective ends when its
   slowest rank ends; nccl-tests' ``-a`` reduces across ranks, AVG by default: on a symmetric node they agree).
-- **API**: ``nccl`` calls libnccl directly (:mod:`truepeak.comm.pynccl`; out of place, the calls nccl-tests makes);
-  ``torch`` calls torch.distributed (what a PyTorch program sees, c10d's per-call work included).
+- **API**: ``nccl`` calls libnccl directly (:mod:`truepeak.bench.comm.pynccl`; out of place, the calls nccl-tests
+  makes); ``torch`` calls torch.distributed (what a PyTorch program sees, c10d's per-call work included).
 - **graph** (CUDA only): ``k`` calls captured in one CUDA graph (k = clamp(⌈200 µs / eager time⌉, 1, 20)), replayed
   ``warmup`` times, then ``iters`` replays each between CUDA events; per-call time = replay / k. This is the per-call
   latency a decode step under CUDA graphs sees (no CPU launch cost per call).
@@ -115,9 +116,9 @@ class _Buffers:
 def _collective(r: "_Rank", op: str, buf: _Buffers, dtype: str) -> tuple[Any, bool]:
     """A zero-argument callable running the op, and whether it runs in place.
 
-    API ``nccl`` (:class:`truepeak.comm.pynccl.NcclComm`): every op out of place (``inp`` → ``out``), as nccl-tests'
-    out-of-place column. API ``torch`` (torch.distributed; newer torch names first): all_reduce runs IN PLACE on
-    ``out`` because c10d has no out-of-place all_reduce and copying the input first would time a copy too (nccl-tests'
+    API ``nccl`` (:class:`truepeak.bench.comm.pynccl.NcclComm`): every op out of place (``inp`` → ``out``), as
+    nccl-tests' out-of-place column. API ``torch`` (torch.distributed; newer torch names first): all_reduce runs IN
+    PLACE on ``out`` because c10d has no out-of-place all_reduce and copying the input first would time a copy too (nccl-tests'
     in-place and out-of-place all_reduce columns agree). The values in ``out`` then grow with every call, which does
     not change NCCL's work; the check copies ``inp`` into ``out`` and runs ONE call.
     """
@@ -144,7 +145,7 @@ class _Rank:
         self.torch, self.dist, self.backend, self.device = torch, dist, backend, device
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.cuda = device.type == "cuda"
-        self.nccl: Any = None  # a truepeak.comm.pynccl.NcclComm with --api nccl
+        self.nccl: Any = None  # a truepeak.bench.comm.pynccl.NcclComm with --api nccl
 
     def sync(self) -> None:
         if self.cuda:
@@ -345,7 +346,7 @@ def run_worker(cfg: dict) -> None:
     r = _Rank(torch, dist, backend, device)
     try:
         if backend == "nccl" and cfg.get("api", "nccl") == "nccl":
-            from truepeak.comm.pynccl import NcclComm
+            from truepeak.bench.comm.pynccl import NcclComm
 
             r.nccl = NcclComm(torch, dist, device)
         _sweep(r, cfg)
@@ -367,7 +368,7 @@ def _sweep(r: _Rank, cfg: dict) -> None:
     run_config = {
         "iters": cfg["iters"], "warmup": cfg["warmup"], "graph": bool(cfg.get("graph")), "n_ranks": r.world,
         "backend": r.backend, "api": "nccl" if r.nccl is not None else "torch",
-        "api_detail": ("libnccl called directly through ctypes (truepeak.comm.pynccl), out of place"
+        "api_detail": ("libnccl called directly through ctypes (truepeak.bench.comm.pynccl), out of place"
                        if r.nccl is not None else "torch.distributed (c10d); all_reduce in place"),
         "nccl_version": nccl, "nccl_library_version": None if r.nccl is None else r.nccl.version,
         "torch_nccl_env": {k: v for k, v in os.environ.items() if k.startswith("TORCH_NCCL_")},
@@ -471,7 +472,7 @@ def _fit_record(rec: Any, op: str, mode: str, pts: list[tuple[int, float]], n: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of one rank: ``python -m truepeak.comm.worker CONFIG.json`` (torchrun sets RANK, WORLD_SIZE,
+    """Entry point of one rank: ``python -m truepeak.bench.comm.worker CONFIG.json`` (torchrun sets RANK, WORLD_SIZE,
     LOCAL_RANK, MASTER_ADDR, MASTER_PORT). On an error it writes ``error_rank{R}.txt`` beside the results (one line,
     read by the launcher) and exits with status 1."""
     args = sys.argv[1:] if argv is None else argv

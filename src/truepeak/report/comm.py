@@ -1,4 +1,5 @@
-"""Rendering ``truepeak comm`` results: rich tables (stdout) and summary.md, from the records alone.
+"""Rendering ``truepeak comm`` results: rich tables (stdout), summary.md and the lines after a run (failed cases, an
+interruption), from the records alone.
 
 Layout after nccl-tests' output (one row per size; time in µs, algbw and busbw in GB/s = 1e9 B/s, ``#wrong``), with
 the eager and CUDA-graph columns side by side where nccl-tests puts out-of-place and in-place (one unit per
@@ -177,3 +178,28 @@ def summary_markdown(records: list[Record], algos: Mapping[str, Mapping[str, Any
                              f"{f['points']} | {100 * f['resid']:.0f} % | {f['range']} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def failed_cases_warning(records: list[Record], shown: int = 3) -> str | None:
+    """The warning after a run whose collective records are not all ok: ``warning: 2 case(s) failed or had wrong
+    elements: all_reduce 1024 B eager: <reason>; ...`` (the first ``shown`` named); None when every case is ok."""
+    bad = [r for r in records if r.kind == "collective" and not r.ok]
+    if not bad:
+        return None
+    return (f"warning: {len(bad)} case(s) failed or had wrong elements: "
+            + "; ".join(f"{r.workload.op} {r.workload.bytes} B {r.mode}: {r.reason}" for r in bad[:shown]))
+
+
+def interrupted_notice(done: int, n_cases: int, command: str) -> str:
+    """The line under an interrupted run's tables and summary.md title: ``Interrupted after 2 of 6 cases; run again
+    with: <command>``."""
+    return f"Interrupted after {done} of {n_cases} cases; run again with: {command}"
+
+
+def interrupted_line(done: int, n_cases: int, results_path: str | None, command: str | None) -> str:
+    """The last line on stderr after an interruption: where the finished records are and the command that runs the
+    sweep again; without a results path (a node other than 0) that node 0 holds them."""
+    if results_path is None or command is None:
+        return f"interrupted after {done} of {n_cases} cases; results are written on node 0"
+    return (f"interrupted after {done} of {n_cases} cases; the finished records are in {results_path}; run again "
+            f"with: {command}")

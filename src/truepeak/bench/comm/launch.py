@@ -4,13 +4,15 @@ No home-made launcher: :func:`run_comm` calls torchrun's own ``torch.distributed
 (``parse_args`` + ``run``, what ``python -m torch.distributed.run`` does) in this process, with ``--nproc-per-node``
 and, for several nodes, the rendezvous options passed through (``--nnodes --node-rank --rdzv-endpoint --rdzv-backend
 --rdzv-id --master-addr --master-port``); one node uses ``--standalone``. Each worker is ``python -m
-truepeak.comm.worker CONFIG.json`` (:mod:`truepeak.comm.worker`); rank 0 writes ``results.jsonl`` in the output
-folder. Running torchrun in-process lets a worker failure or a rendezvous timeout end in one line (a
+truepeak.bench.comm.worker CONFIG.json`` (:mod:`truepeak.bench.comm.worker`); rank 0 writes ``results.jsonl`` in
+the output folder. Running torchrun in-process lets a worker failure or a rendezvous timeout end in one line (a
 :class:`~truepeak.errors.TruepeakError`) instead of torchrun's traceback.
 
-Checks before starting anything (each a one-line error): fewer than 2 ranks in all ("one GPU only"), the NCCL backend
-without CUDA or without NCCL in this torch (pass ``--backend gloo``), fewer GPUs than ``--nproc-per-node``, and on a
-node other than 0 an endpoint that does not answer within ``--rdzv-timeout`` seconds (named in the message).
+The settings check themselves when the :class:`~truepeak.bench.comm.config.CommConfig` is built. Checks of the
+machine before starting anything (each a one-line error): no visible GPU for the default ``--nproc-per-node`` with
+NCCL, fewer than 2 ranks in all ("one GPU only"), the NCCL backend without CUDA or without NCCL in this torch (pass
+``--backend gloo``), fewer GPUs than ``--nproc-per-node``, more gloo processes than cores, and on a node other than 0
+an endpoint that does not answer within ``--rdzv-timeout`` seconds (named in the message).
 
 Ctrl-C (or another death signal torchrun's agent receives) stops the workers and ends in :class:`CommInterrupted`,
 which carries the records rank 0 finished; the CLI reports them (torchrun's own "Received 2 death signal" warning
@@ -22,78 +24,29 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 import socket
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import truepeak
+from truepeak.bench.comm.config import CommConfig
 from truepeak.comm.sweep import plan_cases
 from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError, require
 from truepeak.records import Record, read_records
 
-BACKENDS = ("nccl", "gloo")
-APIS = ("nccl", "torch")
 NCCL_LOG = "nccl_debug.%h.%p.txt"
+#: What torchrun starts on each rank: ``python -m WORKER_MODULE CONFIG.json``.
+WORKER_MODULE = "truepeak.bench.comm.worker"
 _ALGO_LINE = re.compile(r"\b(AllReduce|AllGather|ReduceScatter|AllToAll|AlltoAll|SendRecv|Broadcast|Reduce)"
                         r":\s+(\d+) Bytes -> Algo (\S+) proto (\S+)(?: channel\{Lo\.\.Hi\}=\{(\d+)\.\.(\d+)\})?")
 _NCCL_OPS = {"AllReduce": "all_reduce", "AllGather": "all_gather", "ReduceScatter": "reduce_scatter",
              "AllToAll": "all_to_all", "AlltoAll": "all_to_all"}
-
-
-@dataclass
-class CommConfig:
-    """Settings of one ``truepeak comm`` run (what the CLI parsed; defaults declared once, here).
-
-    Attributes:
-        nproc_per_node: worker processes on this node (one GPU each with NCCL).
-        ops, sizes: canonical op names and nccl-tests total sizes in bytes (:mod:`truepeak.comm.sweep`).
-        dtype: element type (``bf16``, ...).
-        iters, warmup: timed and untimed calls per case (nccl-tests ``-n 20 -w 5``).
-        graph: also measure in CUDA-graph mode (NCCL on CUDA only).
-        backend: ``nccl`` or ``gloo`` (CPU tensors).
-        api: ``nccl`` (libnccl called directly, out of place, as nccl-tests; default with the NCCL backend) or
-            ``torch`` (torch.distributed, what a PyTorch program sees; the only one with gloo). None picks the default.
-        out_dir: where results.jsonl goes (None: a temporary folder, removed after reading).
-        nnodes, node_rank, rdzv_endpoint, rdzv_backend, rdzv_id, master_addr, master_port: torchrun's rendezvous
-            options, passed through when nnodes > 1 (one node uses --standalone).
-        rdzv_timeout_s: how long to wait for the rendezvous (and for the endpoint to answer, node_rank > 0).
-        nccl_debug_log: run with NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,TUNING and read the algorithm and protocol
-            NCCL chose per size from its log (timings then include NCCL's logging; use a separate run).
-        fit: fit α and β per op and mode at the end.
-        progress: a progress bar on rank 0 (stderr).
-        argv: the command line to record.
-    """
-
-    nproc_per_node: int
-    ops: list[str]
-    sizes: list[int]
-    dtype: str = "bf16"
-    iters: int = 20
-    warmup: int = 5
-    graph: bool = True
-    backend: str = "nccl"
-    api: str | None = None
-    out_dir: str | None = None
-    nnodes: int = 1
-    node_rank: int = 0
-    rdzv_endpoint: str | None = None
-    rdzv_backend: str = "c10d"
-    rdzv_id: str | None = None
-    master_addr: str | None = None
-    master_port: int | None = None
-    rdzv_timeout_s: float = 60.0
-    nccl_debug_log: bool = False
-    fit: bool = True
-    progress: bool = True
-    argv: list[str] | None = None
-    timeout_s: float = 300.0
 
 
 @dataclass
@@ -133,23 +86,10 @@ class CommInterrupted(KeyboardInterrupt):
 
 def planned_cases(cfg: CommConfig) -> int:
     """How many case records a run of ``cfg`` writes: one per op and size (:func:`truepeak.comm.sweep.plan_cases`)
-    per mode (eager, and graph with ``cfg.graph`` on the NCCL backend, as :mod:`truepeak.comm.worker` sweeps them)."""
+    per mode (eager, and graph with ``cfg.graph`` on the NCCL backend, as :mod:`truepeak.bench.comm.worker` sweeps
+    them). ``cfg.nproc_per_node`` must be known (:func:`with_nproc`)."""
     cases, _ = plan_cases(cfg.ops, cfg.sizes, cfg.nnodes * cfg.nproc_per_node, cfg.dtype)
     return len(cases) * (2 if cfg.graph and cfg.backend == "nccl" else 1)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise TruepeakError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    return value
-
-
-def _endpoint(cfg: CommConfig) -> str | None:
-    if cfg.rdzv_endpoint:
-        return cfg.rdzv_endpoint
-    if cfg.master_addr:
-        return f"{cfg.master_addr}:{cfg.master_port or 29500}"
-    return None
 
 
 def _split_endpoint(ep: str) -> tuple[str, int]:
@@ -181,33 +121,14 @@ def wait_for_endpoint(endpoint: str, timeout_s: float) -> None:
 
 
 def preflight(cfg: CommConfig) -> list[str]:
-    """Validate the settings and the machine before starting torchrun; returns notes (rounded sizes).
+    """Check the machine before starting torchrun (the settings checked themselves when ``cfg`` was built); returns
+    notes (rounded sizes).
 
     Raises:
         UnsupportedError: fewer than 2 ranks in all, NCCL without CUDA/NCCL, fewer GPUs than --nproc-per-node.
-        TruepeakError: bad numbers, an unknown backend, an unreachable rendezvous (node_rank > 0).
+        TruepeakError: more gloo processes than cores, an unreachable rendezvous (node_rank > 0).
         MissingDependencyError: torch is not installed.
     """
-    _check_int("--nproc-per-node", cfg.nproc_per_node, 1)
-    _check_int("--nnodes", cfg.nnodes, 1)
-    _check_int("--iters", cfg.iters, 1)
-    _check_int("--warmup", cfg.warmup, 0)
-    timeout = cfg.rdzv_timeout_s
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
-        raise TruepeakError(f"--rdzv-timeout {timeout} must be a finite number of seconds > 0, e.g. 60")
-    if not 0 <= cfg.node_rank < cfg.nnodes:
-        raise TruepeakError(f"--node-rank {cfg.node_rank} must be between 0 and --nnodes - 1 = {cfg.nnodes - 1}")
-    if cfg.backend not in BACKENDS:
-        raise TruepeakError(f"unknown --backend {cfg.backend!r}; valid: {', '.join(BACKENDS)}")
-    if cfg.api is None:
-        cfg.api = "nccl" if cfg.backend == "nccl" else "torch"
-    if cfg.api not in APIS:
-        raise TruepeakError(f"unknown --api {cfg.api!r}; valid: {', '.join(APIS)}")
-    if cfg.api == "nccl" and cfg.backend != "nccl":
-        raise TruepeakError(f"--api nccl calls libnccl and needs --backend nccl; with --backend {cfg.backend} use "
-                            "--api torch")
-    if cfg.nnodes > 1 and _endpoint(cfg) is None:
-        raise TruepeakError(f"--nnodes {cfg.nnodes} needs --rdzv-endpoint HOST:PORT (or --master-addr) of node 0")
     world = cfg.nnodes * cfg.nproc_per_node
     torch = require("torch", "measuring collectives")
     if cfg.backend == "nccl":
@@ -223,7 +144,7 @@ def preflight(cfg: CommConfig) -> list[str]:
             raise UnsupportedError(f"torch {torch.__version__} was built without NCCL; pass --backend gloo to "
                                    "measure with gloo instead")
         if cfg.api == "nccl":
-            from truepeak.comm.pynccl import load_library
+            from truepeak.bench.comm.pynccl import load_library
 
             try:
                 load_library()
@@ -254,14 +175,14 @@ def preflight(cfg: CommConfig) -> list[str]:
                                 "scheduler, not gloo)")
     _, notes = plan_cases(cfg.ops, cfg.sizes, world, cfg.dtype)
     if cfg.nnodes > 1 and cfg.node_rank > 0:
-        wait_for_endpoint(_endpoint(cfg), cfg.rdzv_timeout_s)
+        wait_for_endpoint(cfg.endpoint, cfg.rdzv_timeout_s)
     return notes
 
 
 def torchrun_args(cfg: CommConfig, config_path: str) -> list[str]:
     """torchrun's command line (after ``torchrun``) for this run."""
     args = ["--nproc-per-node", str(cfg.nproc_per_node), "--max-restarts", "0"]
-    if cfg.nnodes == 1 and _endpoint(cfg) is None:
+    if cfg.nnodes == 1 and cfg.endpoint is None:
         args += ["--standalone"]
     else:
         args += ["--nnodes", str(cfg.nnodes), "--node-rank", str(cfg.node_rank)]
@@ -274,7 +195,7 @@ def torchrun_args(cfg: CommConfig, config_path: str) -> list[str]:
         else:
             args += ["--rdzv-backend", "static", "--master-addr", str(cfg.master_addr),
                      "--master-port", str(cfg.master_port or 29500)]
-    return [*args, "-m", "truepeak.comm.worker", config_path]
+    return [*args, "-m", WORKER_MODULE, config_path]
 
 
 @contextlib.contextmanager
@@ -353,8 +274,35 @@ def algos_by_case(lines: list[dict[str, Any]], n_ranks: int) -> dict[str, dict[s
     return out
 
 
+def visible_gpus() -> int:
+    """CUDA GPUs torch sees (0 without CUDA, or when torch cannot be imported or fails to look)."""
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        return 0
+
+
+def with_nproc(cfg: CommConfig) -> CommConfig:
+    """``cfg`` with ``nproc_per_node`` known: as given, else every visible GPU (:func:`visible_gpus`; the config
+    already holds 2 for gloo).
+
+    Raises:
+        UnsupportedError: NCCL and no GPU is visible (the message says to pass --backend gloo).
+    """
+    if cfg.nproc_per_node is not None:
+        return cfg
+    n = visible_gpus()
+    if n == 0:
+        raise UnsupportedError("the NCCL backend needs CUDA GPUs and none is visible; pass --backend gloo to measure "
+                               "CPU collectives instead")
+    return replace(cfg, nproc_per_node=n)
+
+
 def run_comm(cfg: CommConfig) -> CommResult:
-    """Run the sweep on ``cfg.nproc_per_node`` local workers through torchrun and return this run's records.
+    """Run the sweep on ``cfg.nproc_per_node`` local workers (None: :func:`with_nproc`) through torchrun and return
+    this run's records.
 
     Raises:
         TruepeakError (and subclasses): an ``out_dir`` that cannot be a folder
@@ -367,6 +315,7 @@ def run_comm(cfg: CommConfig) -> CommResult:
     from truepeak.bench.outdir import check_out_arg, make_out_dir
 
     check_out_arg(cfg.out_dir, "comm")
+    cfg = with_nproc(cfg)
     notes = preflight(cfg)
     require("torch", "measuring collectives")
     from torch.distributed import run as torchrun
@@ -436,7 +385,7 @@ def _raise_launch_error(cfg: CommConfig, exc: BaseException, out_dir: Path) -> N
     errs = _errors(out_dir)
     if errs:
         raise MeasurementError(f"the comm workers failed: {'; '.join(errs[:2])}") from exc
-    ep = _endpoint(cfg)
+    ep = cfg.endpoint
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else name
     if ("Rendezvous" in name or "rendezvous" in text.lower() or "DistNetworkError" in name
             or isinstance(exc, TimeoutError)):

@@ -1,4 +1,5 @@
-"""The records a collective worker writes (truepeak.comm.worker), from hand-made timings: no torch, no ranks."""
+"""The collective worker (truepeak.bench.comm.worker) from hand-made values: its records, the exact-input modulus and
+the window sizes; no torch, no ranks."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from truepeak import records as rec
 from truepeak.comm.sweep import Case
-from truepeak.comm.worker import _case_record, _fit_record
+from truepeak.bench.comm.worker import _case_record, _fit_record, eager_calls, graph_calls, value_modulus
 
 RUN = {"iters": 20, "warmup": 5, "n_ranks": 2}
 ALL_REDUCE = Case(op="all_reduce", count=524_288, bytes=1_048_576, requested_bytes=1_000_000, dtype="bf16", n_ranks=2)
@@ -53,3 +54,11 @@ def test_the_fit_and_a_fit_that_cannot_be_made():
     assert (r.workload.min_bytes, r.workload.max_bytes) == (1024, 2**30)
     one = _fit_record(rec, "all_reduce", "eager", pts[:1], 2, "bf16", "nccl", None, RUN)
     assert one.status == "skipped" and one.measurement is None and one.reason
+
+
+def test_exact_check_modulus_and_window_sizes():
+    # bf16 holds integers up to 256 exactly: sums over 2 ranks of values < 64 stay exact; 8 ranks -> m = 32.
+    assert value_modulus("bf16", 2) == 64 and value_modulus("bf16", 8) == 32 and value_modulus("int8", 64) == 2
+    # Eager windows: ~500 us, 1..20 calls; graphs: ~200 us, 1..20 calls.
+    assert eager_calls(20e-6) == 20 and eager_calls(100e-6) == 5 and eager_calls(3e-3) == 1
+    assert graph_calls(10e-6) == 20 and graph_calls(50e-6) == 4 and graph_calls(3e-3) == 1 and graph_calls(None) == 4
