@@ -30,9 +30,9 @@ chosen = {}
 for fmt, variants in VARIANTS.items():
     best = None
     for v in variants:
-        recs = moe.run_bench("deepseek-v3", ep=8, tokens_per_expert=(8,), weights=(fmt,), backends=("triton",),
-                             out_path=os.path.join(out, "tune.jsonl"), budget_s=0.05, warmup_s=0.02, read_bw=bw,
-                             env=env, triton_tune={fmt: v})
+        config = moe.MoeBenchConfig("deepseek-v3", ep=8, tokens_per_expert=(8,), weights=(fmt,), backends=("triton",),
+                                    budget_s=0.05, warmup_s=0.02, read_bw=bw, triton_tune={fmt: v})
+        recs = moe.run_bench(config, out_path=os.path.join(out, "tune.jsonl"), env=env)
         r = recs[0].to_dict()
         if r["status"] == "ok":
             pct = 100 * r["derived"]["read_bandwidth_fraction"]
@@ -58,7 +58,8 @@ def show(r):
 
 
 for model, ep in (("deepseek-v3", 1), ("deepseek-v3", 8), ("glm-5", 8), ("glm-5", 1)):
-    moe.run_bench(model, ep=ep, tokens_per_expert=(1, 4, 8, 16, 32, 64, 256), weights=("fp8", "nvfp4", "mxfp4"),
-                  backends=("triton",), out_path=os.path.join(out, "moe_experts_dequant_tuned.jsonl"),
-                  budget_s=0.05, warmup_s=0.02, read_bw=bw, env=env, triton_tune=chosen, progress=show)
+    config = moe.MoeBenchConfig(model, ep=ep, tokens_per_expert=(1, 4, 8, 16, 32, 64, 256),
+                                weights=("fp8", "nvfp4", "mxfp4"), backends=("triton",), budget_s=0.05, warmup_s=0.02,
+                                read_bw=bw, triton_tune=chosen)
+    moe.run_bench(config, out_path=os.path.join(out, "moe_experts_dequant_tuned.jsonl"), env=env, progress=show)
     print(f"-- {model} ep{ep} done at {time.time() - t0:.0f} s", flush=True)

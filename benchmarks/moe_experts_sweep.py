@@ -21,6 +21,7 @@ import time
 
 from truepeak.bench import moe
 from truepeak.bench.environment import environment
+from truepeak.report.moe import plot_records
 
 TOKENS_PER_EXPERT = (1, 4, 8, 16, 32, 64, 256)
 FORMATS = ("bf16", "fp8", "nvfp4", "mxfp4")
@@ -87,18 +88,18 @@ def main(argv=None) -> None:
         backends = moe.BACKENDS if routing == "uniform" else ("grouped_mm", "triton")
         if args.backends:
             backends = tuple(args.backends)
-        records += moe.run_bench(model, ep=ep, tokens_per_expert=TOKENS_PER_EXPERT, routing=routing,
-                                 weights=tuple(args.weights), backends=backends, out_path=path, budget_s=args.budget,
-                                 warmup_s=0.03, read_bw=bw, progress=show, env=env,
-                                 fp4_activations=args.fp4_activations, fp4_kernel=args.fp4_kernel,
-                                 fp8_activations=args.fp8_activations)
+        config = moe.MoeBenchConfig(model, ep=ep, tokens_per_expert=TOKENS_PER_EXPERT, routing=routing,
+                                    weights=tuple(args.weights), backends=backends, budget_s=args.budget,
+                                    warmup_s=0.03, read_bw=bw, fp4_activations=args.fp4_activations,
+                                    fp4_kernel=args.fp4_kernel, fp8_activations=args.fp8_activations)
+        records += moe.run_bench(config, out_path=path, progress=show, env=env)
         print(f"-- {model} ep{ep} {routing} done at {time.time() - t0:.0f} s", flush=True)
     for e_local, name in ((256, "moe_pct_read_bw.png"), (32, "moe_pct_read_bw_ep8.png")):
         sel = [r for r in records if r.workload.model == "deepseek-v3" and r.workload.E_local == e_local
                and r.workload.routing == "uniform"]
         if sel:
             try:
-                moe.plot_records(sel, os.path.join(args.out, name))
+                plot_records(sel, os.path.join(args.out, name))
             except Exception as exc:
                 print("plot failed:", exc)
     print(f"total {time.time() - t0:.0f} s")

@@ -175,12 +175,25 @@ def interrupt_gemm():
 @pytest.fixture
 def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     """``import torch`` / ``import triton`` (and ``torch.x``, ``from torch import x``) raise ImportError, as on a
-    machine without them; every other import goes through."""
-    real_import = builtins.__import__
+    machine without them; every other import goes through. ``importlib.import_module`` is patched the same way: it is
+    what :func:`truepeak.errors.require` calls, and it does not go through ``builtins.__import__`` (it would hand back
+    the torch already in ``sys.modules``)."""
+    import importlib
+
+    real_import, real_import_module = builtins.__import__, importlib.import_module
+
+    def hidden(name: str) -> bool:
+        return name.split(".")[0] in ("torch", "triton")
 
     def fake_import(name, globals=None, locals=None, fromlist=(), level=0):
-        if level == 0 and name.split(".")[0] in ("torch", "triton"):
+        if level == 0 and hidden(name):
             raise ImportError(f"No module named {name!r}")
         return real_import(name, globals, locals, fromlist, level)
 
+    def fake_import_module(name, package=None):
+        if hidden(name):
+            raise ImportError(f"No module named {name!r}")
+        return real_import_module(name, package)
+
     monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setattr(importlib, "import_module", fake_import_module)

@@ -45,6 +45,45 @@ def test_bad_input_is_one_line(capsys, args, msg):
     assert err.startswith(msg) and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("args,msg", [
+    (["--weights", "fp5"], "error: unknown --weights 'fp5'; expected one of bf16, fp8, fp8_block, nvfp4, mxfp4"),
+    (["--ep", "7"], "error: --ep 7 does not divide the 256 experts of deepseek-v3; use a divisor of 256"),
+    (["--tp", "2", "--ep", "2"], "error: give --tp or --ep, not both"),
+    (["--budget", "0"], "error: --budget 0.0 must be a finite number of seconds > 0"),
+    (["--fp4-kernel", "marlin"], "error: --fp4-kernel 'marlin': expected auto, dequant, block-scaled"),
+    (["--fp8-activations", "int8"], "error: --fp8-activations 'int8': expected fp8 (w8a8) or fp16 (w8a16)"),
+    (["--weights", "mxfp4", "--fp4-kernel", "dequant", "--fp4-activations", "fp4"],
+     "error: --fp4-activations fp4 with --fp4-kernel dequant and weights mxfp4: the dequantising kernels take fp8"),
+    (["--routing", "zipf"], "error: unknown routing 'zipf'"),
+])
+def test_without_torch_a_bad_flag_is_named(capsys, tmp_path, monkeypatch, without_torch, args, msg):
+    """On a machine without torch a bad flag is named, in the flag's spelling, not met with "install torch"."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "--model", "deepseek-v3", *args)
+    assert (code, out) == (2, "")
+    assert err.startswith(msg) and err.count("\n") == 1, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_torch_valid_flags_ask_for_torch(capsys, tmp_path, monkeypatch, without_torch):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "--model", "deepseek-v3", "--tokens-per-expert", "1", "--out", "dsv3")
+    assert code == 2 and err.startswith("error: torch is needed for the MoE benchmark but is not installed")
+    assert "install it with: pip install -e '.[measure]'" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_flag_message_writes_each_field_as_its_flag():
+    from truepeak.cli.moe_bench import flag_message
+    from truepeak.errors import ConfigError
+
+    assert flag_message(ConfigError("`fp4_activations` fp4 with `fp4_kernel` dequant and weights mxfp4", field="x")) \
+        == "--fp4-activations fp4 with --fp4-kernel dequant and weights mxfp4"
+    # a field the command has no flag for, and words that are not in backticks, stay as they are
+    assert flag_message(ConfigError("`warmup_s` -1 must be >= 0; weights and ep", field="warmup_s")) \
+        == "`warmup_s` -1 must be >= 0; weights and ep"
+
+
 def test_out_naming_a_jsonl_file_says_out_is_a_folder(capsys, tmp_path, monkeypatch):
     """`--out moe.jsonl` (a file name) is refused in one line that says what --out is: a folder."""
     monkeypatch.chdir(tmp_path)
@@ -59,10 +98,11 @@ def test_records_go_to_results_jsonl_in_the_out_folder_and_the_plot_beside_them(
     """The CLI's mapping of --out and --plot onto the library (which measures on a GPU only): the records file is
     DIR/results.jsonl, a relative --plot lands in DIR, an absolute one where it says."""
     from truepeak.bench import moe
+    from truepeak.cli import moe_bench
 
     calls = []
-    monkeypatch.setattr(moe, "run_bench", lambda model, **kw: calls.append(("bench", kw["out_path"])) or [])
-    monkeypatch.setattr(moe, "plot_records", lambda records, path: calls.append(("plot", path)) or path)
+    monkeypatch.setattr(moe, "run_bench", lambda config, **kw: calls.append(("bench", kw["out_path"])) or [])
+    monkeypatch.setattr(moe_bench, "plot_records", lambda records, path: calls.append(("plot", path)) or path)
     monkeypatch.chdir(tmp_path)
     code, _, err = run(capsys, "--model", "deepseek-v3", "--out", "dsv3", "--plot", "moe.png")
     assert code == 0, err

@@ -530,7 +530,7 @@ def _bench_record(fmt, tpe, backend, status="ok", reason=""):
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_moe_bench_table(width):
-    from truepeak.cli.moe_bench import render
+    from truepeak.report.moe import render
 
     recs = [_bench_record("fp8", 16, "triton"), _bench_record("fp8", 16, "grouped_mm"),
             _bench_record("nvfp4", 16, "triton", "skipped",

@@ -14,8 +14,8 @@ graphs):
 - **decode attention efficiency against batch and context**: ``torch.nn.functional.scaled_dot_product_attention``
   with one query token per sequence over a KV cache of ``context`` tokens, its bytes (K and V read once) over its
   time against the read bandwidth;
-- the **read bandwidth** of this run (:func:`truepeak.bench.moe.measure_read_bandwidth`), the denominator of every
-  fraction.
+- the **read bandwidth** of this run (:func:`truepeak.bench.read_bandwidth.measure_read_bandwidth`), the denominator
+  of every fraction.
 
 Routed-expert efficiency and collective latency are measured by ``truepeak moe bench`` and ``truepeak comm``; their
 records join these points in the calibration file (``benchmarks/calibration.py``).
@@ -269,7 +269,7 @@ def measure(out_path: str | os.PathLike, *, quick: bool = False, progress: Calla
     torch = require("torch", "measuring a calibration")
     if not torch.cuda.is_available():
         raise UnsupportedError("a calibration is measured on a CUDA GPU; torch sees none")
-    from truepeak.bench.moe import measure_read_bandwidth
+    from truepeak.bench.read_bandwidth import measure_read_bandwidth
     from truepeak.hardware.detect import detect
 
     say = progress or (lambda _msg: None)

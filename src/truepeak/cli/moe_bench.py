@@ -1,15 +1,15 @@
 """`truepeak moe bench`: time one MoE layer's routed-expert forward at decode per backend, against the read roofline.
 
-Thin adapter: parse → :func:`truepeak.bench.moe.run_bench` (validates, measures, appends JSON Lines records to
+Thin adapter: parse → :class:`truepeak.bench.moe.MoeBenchConfig` (validates; a refused field's message names its
+flag, :data:`FLAG_FOR`) → :func:`truepeak.bench.moe.run_bench` (measures, appends JSON Lines records to
 results.jsonl in the --out folder, ./truepeak-moe-bench-YYYYmmdd-HHMMSS by default, as ``truepeak run`` does) → a
-table (or ``--json``) and an optional plot beside the records. Registered on the ``truepeak moe`` sub-app
-(:mod:`truepeak.cli.moe_app`).
+table (or ``--json``) and an optional plot beside the records, both drawn by :mod:`truepeak.report.moe`. Registered on
+the ``truepeak moe`` sub-app (:mod:`truepeak.cli.moe_app`).
 """
 
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -18,8 +18,9 @@ import typer
 from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
 from truepeak.cli.options import comma_items, number_list
-from truepeak.records import Record
 from truepeak.errors import TruepeakError
+from truepeak.records import Record
+from truepeak.report.moe import COLUMNS, plot_records, progress_line, render, row_cells
 
 HELP = "\n\n".join([
     "Time one MoE layer's routed experts at decode: hidden states [T, H] and the router's top-k ids and weights → "
@@ -50,49 +51,25 @@ HELP = "\n\n".join([
 ])
 
 
+#: The flag of each :class:`truepeak.bench.moe.MoeBenchConfig` field this command sets. The library's messages write
+#: a field in backticks (```budget_s` 0 must be ...``); the command's say its flag (``--budget 0 must be ...``).
+FLAG_FOR = {"model": "--model", "tp": "--tp", "ep": "--ep", "tokens_per_expert": "--tokens-per-expert",
+            "routing": "--routing", "weights": "--weights", "backends": "--backends",
+            "fp8_activations": "--fp8-activations", "fp4_activations": "--fp4-activations",
+            "fp4_kernel": "--fp4-kernel", "budget_s": "--budget"}
+
+
+def flag_message(exc: TruepeakError) -> str:
+    """``exc``'s message with every field of :data:`FLAG_FOR` written in backticks replaced by its flag."""
+    text = str(exc)
+    for name, flag in FLAG_FOR.items():
+        text = text.replace(f"`{name}`", flag)
+    return text
+
+
 def _names(text: str, what: str, example: str) -> list[str]:
     """The lower-case names of a comma list option (:func:`truepeak.cli.options.comma_items`: no empty items)."""
     return [p.lower() for p in comma_items(text, what, example)]
-
-
-#: The table's columns: headers, and which are numbers (right-aligned, never wrapped).
-COLUMNS = (("weights", False), ("tok/exp", True), ("backend", False), ("time µs", True), ("TB/s", True),
-           ("% read bw", True), ("TFLOPS", True), ("error / status", False))
-
-
-def row_cells(r: Record) -> list[str]:
-    """One record's cells: format, tokens per expert, backend, µs, TB/s, % read bandwidth, TFLOPS, then the error
-    against the reference (with the activations that ran) or the status and its reason."""
-    w = r.workload
-    head = [w.weights_format, f"{w.tokens_per_expert:g}", str(r.backend)]
-    if not r.ok:
-        return head + ["-"] * 4 + [f"{r.status}: {r.reason}"]
-    d = r.derived
-    acts = f"  ({w.activations})" if w.activations and w.weights_format != "bf16" else ""
-    return head + [f"{r.time_s * 1e6:.1f}", f"{d.bytes_per_s / 1e12:.3f}", f"{100 * d.read_bandwidth_fraction:.1f}",
-                   f"{d.flop_per_s / 1e12:.1f}", f"{r.correctness.max_rel_error:.1e}{acts}"]
-
-
-def progress_line(r: Record) -> str:
-    """One record as a progress line on stderr (the cells two spaces apart)."""
-    return "  ".join(row_cells(r))
-
-
-def render(records: list[Record], width: int | None = None) -> list[str]:
-    """The table, one row per record (:func:`row_cells`), fitted into ``width`` terminal columns (None: not a
-    terminal, the natural width; :mod:`truepeak.report.fit`; the error / status text wraps at spaces), then the read
-    bandwidth the run measured."""
-    from truepeak.report.fit import Column, fit_lines
-
-    cols = [Column(h, numeric=num, wrap=h == "error / status") for h, num in COLUMNS]
-    lines = fit_lines(cols, [row_cells(r) for r in records], width)
-    read_bw = next((r.derived.read_bandwidth_bytes_per_s for r in records if r.derived is not None), None)
-    if read_bw:
-        footer = (f"read bandwidth measured in this run: {read_bw / 1e12:.3f} "
-                  "TB/s; TB/s = 1e12 B/s of the weights of experts that received tokens (values + scales)")
-        lines += [footer] if width is None else textwrap.wrap(footer, width, break_long_words=False,
-                                                              break_on_hyphens=False)
-    return lines
 
 
 def bench(
@@ -138,19 +115,19 @@ def bench(
         tpes = number_list(tokens_per_expert, "tokens per expert", float, "1,2,4,8,16,32")
         fmts = _names(weights, "--weights", "bf16,fp8")
         bks = _names(backends, "--backends", "per_expert,triton")
+        config = moe.MoeBenchConfig(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
+                                    backends=bks, budget_s=budget, fp8_activations=fp8_activations,
+                                    fp4_activations=fp4_activations, fp4_kernel=fp4_kernel)
 
-        def progress(rec: dict) -> None:
+        def progress(rec: Record) -> None:
             if not as_json:
                 typer.echo(progress_line(rec), err=True)
 
-        records = moe.run_bench(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
-                                backends=bks, out_path=str(records_path), budget_s=budget, progress=progress,
-                                fp8_activations=fp8_activations, fp4_activations=fp4_activations,
-                                fp4_kernel=fp4_kernel)
+        records = moe.run_bench(config, out_path=str(records_path), progress=progress)
         if plot_path is not None:
-            moe.plot_records(records, str(plot_path))
+            plot_records(records, str(plot_path))
     except TruepeakError as exc:
-        raise fail(str(exc)) from None
+        raise fail(flag_message(exc)) from None
     if as_json:
         for r in records:
             typer.echo(json.dumps(r.to_dict()))
@@ -165,4 +142,4 @@ def bench(
 
 moe_app.command("bench", help=HELP)(bench)    # on the `truepeak moe` sub-app (cli/moe_app.py)
 
-__all__ = ["bench", "render", "row_cells", "progress_line", "COLUMNS", "HELP"]
+__all__ = ["bench", "render", "row_cells", "progress_line", "COLUMNS", "HELP", "FLAG_FOR", "flag_message"]
