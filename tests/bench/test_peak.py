@@ -214,6 +214,7 @@ def test_C12_every_search_evaluation_warms_up_and_sustained_settles():
 
 torch = pytest.importorskip("torch")
 
+from truepeak.bench import gemm as G  # noqa: E402
 from truepeak.bench import run as R  # noqa: E402
 from truepeak.bench.measurement import Measurement  # noqa: E402
 from truepeak.records import read_records  # noqa: E402
@@ -245,7 +246,7 @@ def stub_landscape(monkeypatch):
         t = 2 * case.m * case.n * case.k / _cpu_landscape((case.m, case.n, case.k))
         return Measurement(samples_s=(t,) * 5, mode="cpu", input_kind=gemm.input_kind)
 
-    monkeypatch.setattr(R, "_time_gemm", time_gemm)
+    monkeypatch.setattr(R.runners, "time_gemm", time_gemm)
     return seen
 
 
@@ -279,7 +280,7 @@ def test_C10_every_search_record_rotates_inputs_over_2x_the_cache(tmp_path, cpu,
 
 
 def test_cpu_says_what_it_cannot_do(tmp_path, cpu, stub_landscape):
-    run = P.run_peak(tmp_path / "pk", device=cpu, formats="fp32,fp8", modes="burst", budget_s=2,
+    run = P.run_peak(tmp_path / "pk", device=cpu, formats=["fp32", "fp8"], modes=["burst"], budget_s=2,
                      plan=SMALL_CPU_PLAN)
     assert [(p.format, p.status) for p in run.peaks] == [("fp32", "ok"), ("fp8_e4m3", "skipped")]
     assert run.peaks[1].reason == "fp8_e4m3 GEMM needs a CUDA GPU; this device is a CPU"
@@ -289,14 +290,14 @@ def test_cpu_says_what_it_cannot_do(tmp_path, cpu, stub_landscape):
 
 
 def test_an_out_of_memory_shape_is_a_failed_record_and_the_search_goes_on(tmp_path, cpu, stub_landscape, monkeypatch):
-    real = R.G.TorchGemm.__post_init__
+    real = G.TorchGemm.__post_init__
 
     def oom_for_big(self):
         if self.m * self.n * self.k > 512 * 1024 * 768:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         real(self)
 
-    monkeypatch.setattr(R.G.TorchGemm, "__post_init__", oom_for_big)
+    monkeypatch.setattr(G.TorchGemm, "__post_init__", oom_for_big)
     run = P.run_peak(tmp_path / "pk", device=cpu, plan=SMALL_CPU_PLAN, budget_s=120)
     recs = read_records(run.records_path)
     failed = [r for r in recs if r.status == "failed"]
@@ -307,10 +308,11 @@ def test_an_out_of_memory_shape_is_a_failed_record_and_the_search_goes_on(tmp_pa
 
 
 def test_unknown_format_lists_the_accepted_ones(tmp_path, cpu):
-    from truepeak.errors import UnknownNameError
+    from truepeak.errors import ConfigError
 
-    with pytest.raises(UnknownNameError, match="known: fp32, tf32, bf16"):
-        P.run_peak(tmp_path / "pk", device=cpu, formats="fp9")
+    with pytest.raises(ConfigError, match="known: fp32, tf32, bf16") as info:
+        P.run_peak(tmp_path / "pk", device=cpu, formats=["fp9"])
+    assert info.value.field == "formats"
 
 
 def test_bad_budget_and_mode_are_refused(tmp_path, cpu):
@@ -319,7 +321,7 @@ def test_bad_budget_and_mode_are_refused(tmp_path, cpu):
     with pytest.raises(TruepeakError, match="--budget must be > 0"):
         P.run_peak(tmp_path / "pk", device=cpu, budget_s=0)
     with pytest.raises(TruepeakError, match="accepted: sustained .* burst .* both"):
-        P.run_peak(tmp_path / "pk2", device=cpu, modes="turbo")
+        P.run_peak(tmp_path / "pk2", device=cpu, modes=["turbo"])
 
 
 # -- on a GPU ----------------------------------------------------------------------------------------------------------
@@ -329,7 +331,7 @@ def test_bad_budget_and_mode_are_refused(tmp_path, cpu):
 def test_gpu_search_smoke_both_modes_labelled(tmp_path):
     plan = P.SearchPlan(((2048, 2048, 2048), (4096, 4096, 4096)), steps=(1024,), max_evals=4, top_k=1)
     quick = P.PeakBudgets(0.05, 0.05, 0.1, 0.1, settle_s=0.2)
-    run = P.run_peak(tmp_path / "pk", device="cuda", formats="bf16", modes="both", plan=plan,
+    run = P.run_peak(tmp_path / "pk", device="cuda", formats=["bf16"], modes=["both"], plan=plan,
                      budgets={"burst": quick, "sustained": quick})
     assert [(p.mode, p.status) for p in run.peaks] == [("sustained", "ok"), ("burst", "ok")]
     for p in run.peaks:
@@ -364,7 +366,7 @@ def test_ctrl_c_writes_peak_json_with_the_best_so_far_and_resume_finishes(tmp_pa
     with monkeypatch.context() as mp:
         interrupt_gemm(mp, 3)  # Ctrl-C while the third shape is measured
         with pytest.raises(P.PeakInterrupted) as info:
-            P.run_peak(out, device=cpu, formats="fp32,fp8", plan=SMALL_CPU_PLAN, budget_s=120)
+            P.run_peak(out, device=cpu, formats=["fp32", "fp8"], plan=SMALL_CPU_PLAN, budget_s=120)
     run = info.value.run
     assert isinstance(info.value, KeyboardInterrupt) and run.interrupted
     assert len(run.records) == 2 and read_records(out / "results.jsonl") == run.records
@@ -378,7 +380,7 @@ def test_ctrl_c_writes_peak_json_with_the_best_so_far_and_resume_finishes(tmp_pa
     assert (p["status"], p["shape"], p["remeasured"], p["evaluations"]) == ("interrupted", [1024, 1024, 512], False, 2)
     assert p["flop_per_s"] == pytest.approx(BEST_OF_TWO)
 
-    resumed = P.run_peak(out, device=cpu, formats="fp32,fp8", plan=SMALL_CPU_PLAN, budget_s=120, resume=True)
+    resumed = P.run_peak(out, device=cpu, formats=["fp32", "fp8"], plan=SMALL_CPU_PLAN, budget_s=120, resume=True)
     assert [(q.format, q.status, q.resumed) for q in resumed.peaks] == [("fp32", "ok", False),
                                                                        ("fp8_e4m3", "skipped", False)]
     assert resumed.peaks[0].summary()["shape"] == [768, 1024, 640]  # the optimum, as an uninterrupted search finds
@@ -389,7 +391,7 @@ def test_ctrl_c_writes_peak_json_with_the_best_so_far_and_resume_finishes(tmp_pa
     assert recs[2].search.eval == 0 and recs[-1].search.phase == "skipped"
 
     timed = len(stub_landscape)
-    again = P.run_peak(out, device=cpu, formats="fp32,fp8", plan=SMALL_CPU_PLAN, budget_s=120, resume=True)
+    again = P.run_peak(out, device=cpu, formats=["fp32", "fp8"], plan=SMALL_CPU_PLAN, budget_s=120, resume=True)
     assert len(stub_landscape) == timed and again.records == []  # both searches finished: nothing measured
     assert [(q.status, q.resumed) for q in again.peaks] == [("ok", True), ("skipped", True)]
     assert again.peaks[0].summary() | {"elapsed_s": 0, "resumed": False} == \
@@ -416,7 +418,7 @@ def test_a_search_with_no_shape_that_ran_is_searched_again_on_resume(tmp_path, c
         raise RuntimeError("no BLAS")
 
     with monkeypatch.context() as mp:
-        mp.setattr(R.G.TorchGemm, "__post_init__", no_blas)
+        mp.setattr(G.TorchGemm, "__post_init__", no_blas)
         run = P.run_peak(out, device=cpu, plan=TWO_SHAPES, budget_s=120)
     assert run.peaks[0].status == "failed" and len(run.records) == 2  # the 2 coarse shapes, each failed
     again = P.run_peak(out, device=cpu, plan=TWO_SHAPES, budget_s=120, resume=True)

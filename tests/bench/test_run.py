@@ -17,12 +17,13 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import truepeak  # noqa: E402
+from truepeak.bench import gemm as G  # noqa: E402
 from truepeak.bench import membw  # noqa: E402
 from truepeak.bench import run as R  # noqa: E402
 from truepeak.bench.measurement import Measurement  # noqa: E402
 from truepeak.records import read_records  # noqa: E402
 from truepeak.efficiency import derived_metrics  # noqa: E402
-from truepeak.errors import TruepeakError, UnknownNameError  # noqa: E402
+from truepeak.errors import TruepeakError  # noqa: E402
 from truepeak.hardware.catalog import Peak, Sourced  # noqa: E402
 from truepeak.hardware.detect import cuda_device_info, detect_cpu  # noqa: E402
 from truepeak.roofline import Copy  # noqa: E402
@@ -118,13 +119,6 @@ def test_fp8_workloads_count_their_per_tensor_scales():
     assert R.Case("gemm", "bf16", 16, 64, 32).workload().scaling is None
 
 
-def test_parse_formats():
-    assert R.parse_formats("bf16, fp8,BF16") == ["bf16", "fp8_e4m3"]
-    assert R.parse_formats(None) is None and R.parse_formats("") is None
-    with pytest.raises(UnknownNameError, match="known: fp32, tf32, bf16"):
-        R.parse_formats("bf17")
-
-
 def test_default_out_dir():
     assert str(R.default_out_dir(dt.datetime(2026, 11, 30, 1, 2, 3))) == "truepeak-run-20261130-010203"
     assert str(R.default_out_dir(dt.datetime(2026, 11, 30, 23, 59, 0), "comm")) == "truepeak-comm-20261130-235900"
@@ -177,10 +171,10 @@ def test_gpu_rotation_is_capped_by_free_memory(monkeypatch):
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i=0: (150_000_000, 150 * 10**9))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda i=0: 30_000_000)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda i=0: 20_000_000)
-    plan = R._plan_rotation(R.Case("gemm", "bf16", 4096, 4096, 4096), _h200())
+    plan = R.runners.plan_case_rotation(R.Case("gemm", "bf16", 4096, 4096, 4096), _h200())
     assert (plan.n_sets, plan.wanted_sets, plan.capped) == (1, 2, True)
     assert "160,000,000 B free GPU memory holds 1 sets" in plan.note
-    record = R._rotation_record(plan)
+    record = R.runners.rotation_record(plan)
     assert record.capped is True and record.cold is False and record.total_bytes == 100_663_296
 
 
@@ -263,7 +257,7 @@ def test_existing_results_need_resume(quick_run):
 
 
 def test_a_failing_case_is_a_failed_record_and_the_sweep_goes_on(tmp_path, cpu, monkeypatch, fake_timing):
-    real_check = R.G.TorchGemm.check
+    real_check = G.TorchGemm.check
     calls = {"n": 0}
 
     def flaky(self, rows=None):
@@ -272,20 +266,20 @@ def test_a_failing_case_is_a_failed_record_and_the_sweep_goes_on(tmp_path, cpu, 
             raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_check(self, rows)
 
-    monkeypatch.setattr(R.G.TorchGemm, "check", flaky)
+    monkeypatch.setattr(G.TorchGemm, "check", flaky)
     res = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
     statuses = [r.status for r in res.records]
     assert statuses == ["ok", "failed", "ok", "ok"]
     assert res.records[1].reason == "out of memory: CUDA out of memory. Tried to allocate 2.00 GiB"
     # failed cases are retried by --resume
-    monkeypatch.setattr(R.G.TorchGemm, "check", real_check)
+    monkeypatch.setattr(G.TorchGemm, "check", real_check)
     again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
     assert [r.status for r in R.latest_records(again.records)] == ["ok"] * 4
     assert len(again.resumed_keys) == 3
 
 
 def test_a_wrong_result_fails_its_check(tmp_path, cpu, monkeypatch, fake_timing):
-    monkeypatch.setattr(R.G.TorchGemm, "check", lambda self, rows=None: 0.5)
+    monkeypatch.setattr(G.TorchGemm, "check", lambda self, rows=None: 0.5)
     res = R.run_main_job(tmp_path, device=cpu, quick=True, progress=False)
     gemm = res.records[1]
     assert gemm.status == "failed" and gemm.measurement is None
@@ -304,7 +298,7 @@ def test_a_result_above_the_peak_is_rejected_not_recorded(tmp_path, cpu, fake_ti
 
 
 def test_unsupported_format_is_skipped_with_reason(tmp_path, cpu, fake_timing):
-    res = R.run_main_job(tmp_path, device=cpu, formats="fp32,nvfp4", quick=True, progress=False)
+    res = R.run_main_job(tmp_path, device=cpu, formats=["fp32", "nvfp4"], quick=True, progress=False)
     skipped = [r for r in res.records if r.status == "skipped"]
     assert [r.format for r in skipped] == ["nvfp4"]
     assert skipped[0].reason == "nvfp4 GEMM needs a CUDA GPU; this device is a CPU"
@@ -338,9 +332,9 @@ def _no_measuring(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("measured before the output folder was checked")
 
-    monkeypatch.setattr(R, "_run_gemm", boom)
-    monkeypatch.setattr(R, "_run_copy", boom)
-    monkeypatch.setattr(R, "cpu_bf16_fast_enough", boom)
+    monkeypatch.setattr(R.runners, "run_gemm", boom)
+    monkeypatch.setattr(R.runners, "run_copy", boom)
+    monkeypatch.setattr(R.settle, "cpu_bf16_fast_enough", boom)
 
 
 def test_out_that_is_a_file_is_an_error_before_measuring(tmp_path, cpu, monkeypatch):
@@ -369,8 +363,8 @@ def test_resume_skips_finished_cases(tmp_path, cpu, monkeypatch, fake_timing):
     def boom(*a, **k):
         raise AssertionError("a finished case ran again")
 
-    monkeypatch.setattr(R, "_run_gemm", boom)
-    monkeypatch.setattr(R, "_run_copy", boom)
+    monkeypatch.setattr(R.runners, "run_gemm", boom)
+    monkeypatch.setattr(R.runners, "run_copy", boom)
     again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
     assert len(read_records(again.records_path)) == lines
     assert again.records == first.records and again.resumed_keys == {r.key for r in first.records}
@@ -494,8 +488,8 @@ def test_bench_never_imports_report():
     import ast
     from pathlib import Path
 
-    bench = Path(R.__file__).parent
-    for path in bench.glob("*.py"):
+    bench = Path(R.__file__).parents[1]  # src/truepeak/bench, its packages included
+    for path in bench.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
@@ -541,7 +535,7 @@ def test_resume_without_formats_continues_with_the_recorded_ones(tmp_path, cpu, 
     with monkeypatch.context() as mp:
         interrupt_gemm(mp, 2)  # Ctrl-C at the second GEMM case
         with pytest.raises(R.RunInterrupted):
-            R.run_main_job(tmp_path, device=cpu, formats="bf16", quick=True, progress=False)
+            R.run_main_job(tmp_path, device=cpu, formats=["bf16"], quick=True, progress=False)
     first = read_records(tmp_path / "results.jsonl")
     assert [r.format for r in first] == [None, "bf16"]
     assert first[1].run_config["formats"] == ["bf16"] and first[1].run_config["formats_given"] is True
@@ -553,19 +547,19 @@ def test_resume_without_formats_continues_with_the_recorded_ones(tmp_path, cpu, 
 
 
 def test_resume_with_other_formats_is_refused_naming_both(tmp_path, cpu, monkeypatch, fake_timing):
-    R.run_main_job(tmp_path, device=cpu, formats="bf16", quick=True, progress=False)
+    R.run_main_job(tmp_path, device=cpu, formats=["bf16"], quick=True, progress=False)
     _no_measuring(monkeypatch)
     with pytest.raises(TruepeakError) as info:
-        R.run_main_job(tmp_path, device=cpu, formats="fp32,bf16", quick=True, resume=True, progress=False)
+        R.run_main_job(tmp_path, device=cpu, formats=["fp32", "bf16"], quick=True, resume=True, progress=False)
     message = str(info.value)
     assert "\n" not in message
     assert "different settings: formats (there: bf16, now: fp32,bf16); rerun with the same options" in message
 
 
 def test_resume_with_the_same_formats_in_another_order_continues(tmp_path, cpu, monkeypatch, fake_timing):
-    first = R.run_main_job(tmp_path, device=cpu, formats="fp32,bf16", quick=True, progress=False)
-    monkeypatch.setattr(R, "_run_gemm", lambda *a, **k: pytest.fail("a finished case ran again"))
-    again = R.run_main_job(tmp_path, device=cpu, formats="bf16,fp32", quick=True, resume=True, progress=False)
+    first = R.run_main_job(tmp_path, device=cpu, formats=["fp32", "bf16"], quick=True, progress=False)
+    monkeypatch.setattr(R.runners, "run_gemm", lambda *a, **k: pytest.fail("a finished case ran again"))
+    again = R.run_main_job(tmp_path, device=cpu, formats=["bf16", "fp32"], quick=True, resume=True, progress=False)
     assert again.resumed_keys == {r.key for r in first.records}
 
 
@@ -579,7 +573,7 @@ def test_resume_of_records_without_recorded_formats_uses_the_defaults(tmp_path, 
         old.append(json.dumps({**rec.to_dict(), "run_config": cfg}))
     path.write_text("\n".join(old) + "\n")
     assert R.recorded_formats(read_records(path)) is None
-    monkeypatch.setattr(R, "_run_gemm", lambda *a, **k: pytest.fail("a finished case ran again"))
+    monkeypatch.setattr(R.runners, "run_gemm", lambda *a, **k: pytest.fail("a finished case ran again"))
     again = R.run_main_job(tmp_path, device=cpu, quick=True, resume=True, progress=False)
     assert again.resumed_keys == {r.key for r in first.records}
 
@@ -718,16 +712,16 @@ def test_roofline_warning_names_tops_for_int8():
 
 
 def test_modes_parse_and_both_times_every_gemm_twice():
-    assert R.parse_modes(None) == ["sustained"] and R.parse_modes("both") == ["sustained", "burst"]
-    assert R.parse_modes("burst") == ["burst"]
+    assert R.expand_modes(None) == ["sustained"] and R.expand_modes(["both"]) == ["sustained", "burst"]
+    assert R.expand_modes(["burst"]) == ["burst"]
     with pytest.raises(TruepeakError, match="unknown mode 'fast'; accepted: sustained .* burst .* both"):
-        R.parse_modes("fast")
+        R.expand_modes(["fast"])
     dev = _h200()
     one = R.plan_cases(dev, ["bf16"], quick=True)
     both = R.plan_cases(dev, ["bf16"], quick=True, modes=["sustained", "burst"])
     gemms = [c for c in both if c.kind == "gemm"]
     assert len(gemms) == 2 * len([c for c in one if c.kind == "gemm"])
-    assert [R._mode(dev, c) for c in gemms] == ["sustained"] * 3 + ["burst"] * 3
+    assert [R.case_mode(dev, c) for c in gemms] == ["sustained"] * 3 + ["burst"] * 3
     keys = {R.case_key(c, dev) for c in gemms}
     assert len(keys) == len(gemms)  # the mode is part of the key
     assert R.case_key(one[1], dev).endswith("|sustained")  # sustained keys as before --mode existed
@@ -748,7 +742,7 @@ def test_a_clock_above_the_catalog_maximum_is_a_visible_warning():
     assert R.clock_warnings(acc, _tel(top * 1.01)) == []  # within the 2 % reading granularity
     (w,) = R.clock_warnings(acc, _tel(top * 1.05, limit_mhz=top * 1.05))
     assert "above the" in w and "catalog maximum" in w and "% of peak at measured clock is left out" in w
-    d = derived_metrics(acc, R.G.gemm_workload("bf16", 8192, 8192, 8192), 1.6e-3, clock_hz=top * 1.05e6)
+    d = derived_metrics(acc, G.gemm_workload("bf16", 8192, 8192, 8192), 1.6e-3, clock_hz=top * 1.05e6)
     assert d.at_clock_fraction is None and d.sm_clock_hz is None  # what the warning explains
 
 
@@ -768,10 +762,10 @@ def test_C11_a_throttled_clock_is_named_with_its_reason_and_recorded():
 
 def test_C11_peak_at_measured_clock_is_stored_with_both_efficiencies():
     acc = _h200().accelerator
-    work = R.G.gemm_workload("bf16", 8192, 8192, 8192)
+    work = G.gemm_workload("bf16", 8192, 8192, 8192)
     t = work.flop / 677e12  # sustained literature figure, at 1455 MHz
     d = derived_metrics(acc, work, t, clock_hz=1455e6, sm_count=132)
-    at_clock = R._peak_at_clock(acc, "bf16", d, 132)
+    at_clock = R.runners.peak_at_clock(acc, "bf16", d, 132)
     assert at_clock == pytest.approx(132 * 4096 * 1455e6)  # FLOP/clk/SM x SMs x clock = 786.7 TFLOPS
     assert d.at_clock_fraction == pytest.approx(677e12 / at_clock)  # 86.1 %
     assert d.dense_fraction == pytest.approx(677e12 / 989.4e12, rel=1e-3)  # 68.4 %
@@ -784,12 +778,12 @@ def test_C09_a_zero_input_case_is_labelled_and_keyed_apart(tmp_path, cpu, monkey
         seen.append(gemm.input_kind)
         return Measurement(samples_s=(0.01,) * 5, mode="cpu", input_kind=gemm.input_kind)
 
-    monkeypatch.setattr(R, "_time_gemm", time_gemm)
-    sweep = R._Sweep(cpu, R.QUICK_BUDGETS, True, {}, {}, acc=cpu.accelerator, settled=True)
+    monkeypatch.setattr(R.runners, "time_gemm", time_gemm)
+    sweep = R.Sweep(cpu, R.QUICK_BUDGETS, True, {}, {}, acc=cpu.accelerator, settled=True)
     rand = R.Case("gemm", "fp32", 64, 128, 256)
     zero = dataclasses.replace(rand, inputs="zeros")
     assert R.case_key(rand, cpu) != R.case_key(zero, cpu) and rand.workload().inputs is None
-    rec = R._run_gemm(zero, R.case_key(zero, cpu), sweep)
+    rec = R.runners.run_gemm(zero, R.case_key(zero, cpu), sweep)
     assert seen == ["zeros"] and rec.workload.inputs == "zeros"
     assert rec.measurement.input_kind == "zeros" and "inputs_not_random" in rec.measurement.warning_codes
     assert any("not a peak" in w for w in rec.warnings)
