@@ -9,6 +9,8 @@
 - ``stub_timing``: ``stub_timing(mp, gemm_s=..., copy_s=...)`` makes every CPU GEMM timing and every copy "take" the
   given seconds, so the run tests (tests/bench/test_run.py, tests/cli/test_run.py) compute derived values by hand.
 - ``interrupt_gemm``: ``interrupt_gemm(mp, n)`` presses Ctrl-C at the n-th GEMM case of a run (the same run tests).
+- ``without_torch``: for the test, ``import torch`` and ``import triton`` (and their submodules) fail as on a machine
+  without them (tests/cli/test_without_torch.py: a bad flag is named, not reported as a missing torch).
 """
 
 from __future__ import annotations
@@ -167,3 +169,22 @@ def _interrupt_gemm(mp: pytest.MonkeyPatch, n: int) -> None:
 def interrupt_gemm():
     """The Ctrl-C stand-in, ``interrupt_gemm(mp, n)``."""
     return _interrupt_gemm
+
+
+#: The packages ``without_torch`` hides.
+HIDDEN_WITHOUT_TORCH = ("torch", "triton")
+
+
+@pytest.fixture
+def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``import torch`` / ``import triton`` raise ImportError for the test, as where they are not installed.
+
+    Python's import system raises ``ModuleNotFoundError`` for a name whose ``sys.modules`` entry is None
+    (docs.python.org/3/reference/import.html, "The module cache"); the modules already imported (and their
+    submodules) are taken out of ``sys.modules`` for the test and put back after it.
+    """
+    for name in list(sys.modules):
+        if name.split(".")[0] in HIDDEN_WITHOUT_TORCH:
+            monkeypatch.delitem(sys.modules, name)
+    for name in HIDDEN_WITHOUT_TORCH:
+        monkeypatch.setitem(sys.modules, name, None)
