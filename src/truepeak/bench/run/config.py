@@ -123,8 +123,8 @@ def expand_modes(names: Sequence[str] | None) -> list[str]:
     if names is None:
         return ["sustained"]
     if isinstance(names, str):
-        raise ConfigError(f"modes takes a list of names, got the string {names!r} (split it first: "
-                          "truepeak.cli.options.parse_modes)", field="modes")
+        raise ConfigError(f"modes takes a list of names, got the string {names!r}; give e.g. ['sustained', "
+                          "'burst']", field="modes")
     out: list[str] = []
     for item in names:
         part = str(item).strip().lower()
@@ -151,8 +151,8 @@ def canonical_formats(names: Sequence[str] | None) -> tuple[str, ...] | None:
     if names is None:
         return None
     if isinstance(names, str):
-        raise ConfigError(f"formats takes a list of names, got the string {names!r} (split it first: "
-                          "truepeak.cli.options.parse_formats)", field="formats")
+        raise ConfigError(f"formats takes a list of names, got the string {names!r}; give e.g. ['bf16', "
+                          "'fp8']", field="formats")
     out: list[str] = []
     for item in names:
         item = str(item).strip()

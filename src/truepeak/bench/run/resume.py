@@ -39,7 +39,7 @@ def check_resume_config(previous: Iterable[Record], config: dict[str, Any], path
     """Refuse to resume ``path`` when a record there was made with other settings (records without ``run_config``,
     written before it existed, are not checked for settings; nor are settings a record's ``run_config`` lacks, such
     as ``formats`` in records older than that field). Records of another schema version never get here:
-    :func:`_read_previous` refuses such a file.
+    :func:`truepeak.bench.outdir.read_previous` refuses such a file.
 
     Raises:
         TruepeakError: one line naming the settings that differ, e.g. ``quick (there: True, now: False)`` or
