@@ -1,5 +1,6 @@
-"""The MAMF search (`truepeak peak`): the search logic on synthetic throughput landscapes, and the records a search on
-the CPU writes (stubbed timing, so the numbers are known)."""
+"""A search on the CPU (truepeak/bench/peak/job.py), with the timing stubbed from a known landscape so the
+numbers are known: every trial a record, formats the CPU cannot run, out-of-memory shapes, bad settings, Ctrl-C and
+--resume; one smoke search on a GPU."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 
 from truepeak.bench import peak as P
 
-TERA = 1e12
+torch = pytest.importorskip("torch")
+
+from truepeak.bench import gemm as G  # noqa: E402
+from truepeak.bench import run as R  # noqa: E402
+from truepeak.bench.measurement import Measurement  # noqa: E402
+from truepeak.records import read_records  # noqa: E402
+from truepeak.hardware.detect import detect_cpu  # noqa: E402
 
 
 def landscape(best=(3072, 11264, 5376), top=800e12, ripple=0.0, unit=1024):
@@ -24,201 +31,6 @@ def landscape(best=(3072, 11264, 5376), top=800e12, ripple=0.0, unit=1024):
         rip = 1 - ripple * sum(abs(math.sin(math.pi * s / 1024)) for s in shape)
         return top * smooth * rip
     return f
-
-
-def grid_max(f, best, span=8, step=256):
-    """The exhaustive maximum of ``f`` over a step-256 grid of +-span steps around ``best``."""
-    r = range(-span, span + 1)
-    return max(f((best[0] + i * step, best[1] + j * step, best[2] + k * step))
-               for i in r for j in r for k in r if min(best[0] + i * step, best[1] + j * step, best[2] + k * step) > 0)
-
-
-def run_search(f, plan=None, **kw):
-    calls = []
-
-    def evaluate(shape, trial):
-        calls.append((shape, trial.phase))
-        return f(shape)
-
-    res = P.search_shapes(evaluate, plan or P.gpu_plan(), **kw)
-    return res, calls
-
-
-# -- the search on known landscapes ------------------------------------------------------------------------------------
-
-
-def test_search_finds_the_known_optimum_within_150_evaluations():
-    f = landscape()
-    res, calls = run_search(f)
-    assert res.best.shape == (3072, 11264, 5376)
-    assert res.best.value == pytest.approx(f((3072, 11264, 5376)))
-    assert res.stopped == "converged"
-    assert res.evaluations <= 150  # an exhaustive step-256 grid up to 20480 has 80^3 = 512,000 shapes
-    assert [p for _, p in calls[:40]] == ["coarse"] * 40
-    assert {p for _, p in calls} == {"coarse", "refine", "remeasure"}
-
-
-@pytest.mark.parametrize("best", [(16384, 16384, 16384), (256, 20480, 2048), (7936, 4352, 19712)])
-def test_search_reaches_optima_at_the_edges_and_between_the_grid(best):
-    f = landscape(best=best)
-    res, _ = run_search(f)
-    assert res.best.value >= 0.99 * f(best) and res.evaluations <= 200
-
-
-@pytest.mark.parametrize("best", [(3072, 11264, 5376), (1280, 4096, 12032)])
-def test_with_tile_ripple_the_search_is_within_1_percent_of_the_exhaustive_grid(best):
-    f = landscape(best=best, ripple=0.004)
-    res, _ = run_search(f)
-    assert res.best.value >= 0.99 * grid_max(f, best) and res.evaluations <= 200
-
-
-def test_neighbours_stay_in_bounds_and_on_the_finest_step():
-    plan = P.gpu_plan()
-    assert P.neighbours((2048, 2048, 2048), 1024, plan) == [(3072, 2048, 2048), (1024, 2048, 2048),
-                                                            (2048, 3072, 2048), (2048, 1024, 2048),
-                                                            (2048, 2048, 3072), (2048, 2048, 1024)]
-    assert P.neighbours((256, 20480, 512), 256, plan) == [(512, 20480, 512), (256, 20224, 512), (256, 20480, 768),
-                                                          (256, 20480, 256)]
-    assert all(d % 256 == 0 for s in P.neighbours((4096, 8192, 512), 2048, plan) for d in s)
-
-
-def test_coarse_grid_is_large_and_aspect_varied():
-    grid = P.coarse_grid(P.GPU_COARSE_DIMS)
-    assert len(grid) == 40 and grid[0] == (16384, 16384, 16384)
-    assert (2048, 2048, 16384) in grid and (2048, 16384, 4096) in grid and (8192, 8192, 8192) in grid
-    assert all(m <= n for m, n, _ in grid)
-
-
-def test_winners_curse_a_lucky_first_measurement_loses_the_remeasure():
-    f = landscape()
-    lucky = (8192, 8192, 8192)  # 6 % above the true optimum on its first (noisy) measurement only
-
-    def evaluate(shape, trial):
-        if shape == lucky and trial.phase != "remeasure":
-            return 1.06 * f((3072, 11264, 5376))
-        return f(shape)
-
-    res = P.search_shapes(evaluate, P.gpu_plan())
-    assert res.first_pass_best().shape == lucky
-    assert res.best.shape == (3072, 11264, 5376)  # re-measured: the lucky shape shows its true, lower value
-    assert [t.shape for t in res.trials if t.phase == "remeasure"][0] == lucky
-
-
-def test_failed_shapes_out_of_memory_are_skipped_and_the_search_goes_on():
-    f = landscape(best=(12288, 12288, 12288))
-    fits = lambda s: s[0] * s[1] + s[1] * s[2] + s[0] * s[2] <= 3 * 10240 ** 2  # noqa: E731
-
-    res, _ = run_search(lambda s: f(s) if fits(s) else None)
-    failed = [t for t in res.trials if t.value is None]
-    assert failed and all(not fits(t.shape) for t in failed)
-    assert fits(res.best.shape)
-    best_fit = max(f(s) for s in P.coarse_grid(P.GPU_COARSE_DIMS) if fits(s))
-    assert res.best.value >= best_fit
-
-
-def test_the_time_budget_stops_the_search_but_the_best_is_still_remeasured():
-    now = [0.0]
-
-    def clock():
-        return now[0]
-
-    def evaluate(shape, trial):
-        now[0] += 1.0  # every evaluation "takes" 1 s
-        return landscape()(shape)
-
-    res = P.search_shapes(evaluate, P.gpu_plan(), budget_s=20.0, remeasure_reserve_s=3.0, clock=clock)
-    assert res.stopped == "budget"
-    assert len([t for t in res.trials if t.phase != "remeasure"]) == 17
-    assert len([t for t in res.trials if t.phase == "remeasure"]) == 3
-    assert res.elapsed_s == 20.0
-
-
-def test_max_evals_bounds_the_search():
-    res, _ = run_search(landscape(), P.SearchPlan(tuple(P.coarse_grid(P.GPU_COARSE_DIMS)), max_evals=10))
-    assert res.stopped == "max_evals" and len([t for t in res.trials if t.phase != "remeasure"]) == 10
-
-
-def test_nothing_runs_gives_no_best():
-    res, _ = run_search(lambda s: None, P.SearchPlan(((1024, 1024, 1024),)))
-    assert res.best is None and res.evaluations == 1
-
-
-def test_a_bad_plan_is_refused():
-    with pytest.raises(Exception, match="coarse shape"):
-        P.SearchPlan(())
-    with pytest.raises(Exception, match="top_k"):
-        P.SearchPlan(((1, 1, 1),), top_k=0)
-
-
-def test_the_last_remeasurement_marks_the_search_finished():
-    """The last trial (the last re-measurement) carries why the first pass stopped; its record's ``search`` field
-    says ``final``, so `truepeak peak --resume` can tell a finished search from an interrupted one."""
-    res, _ = run_search(landscape())
-    last = res.trials[-1]
-    assert last.phase == "remeasure" and last.stopped == res.stopped == "converged"
-    assert last.search_info.to_dict() == {"phase": "remeasure", "round": last.round, "eval": res.evaluations - 1,
-                                          "final": True, "stopped": "converged"}
-    assert all(t.stopped is None and t.search_info.final is None and t.search_info.stopped is None
-               for t in res.trials[:-1])
-
-
-def interrupting(f, at: int, phase: str | None = None):
-    """``evaluate`` for :func:`P.search_shapes`: ``f(shape)``, but Ctrl-C at the ``at``-th call (counting only calls
-    of ``phase`` when given)."""
-    calls = {"n": 0}
-
-    def evaluate(shape, trial):
-        if phase is None or trial.phase == phase:
-            calls["n"] += 1
-            if calls["n"] == at:
-                raise KeyboardInterrupt
-        return f(shape)
-
-    return evaluate
-
-
-def test_ctrl_c_in_the_first_pass_keeps_the_trials_and_the_best_so_far():
-    f = landscape()
-    first = P.coarse_grid(P.GPU_COARSE_DIMS)[:3]
-    with pytest.raises(P.SearchInterrupted) as info:
-        P.search_shapes(interrupting(f, 4), P.gpu_plan())
-    res = info.value.result
-    assert isinstance(info.value, KeyboardInterrupt)
-    assert [t.shape for t in res.trials] == first  # the 4th, interrupted, is not a trial
-    assert res.stopped == "interrupted" and not res.remeasured
-    assert res.best.shape == max(first, key=f) and res.best.value == f(max(first, key=f))
-
-
-def test_ctrl_c_in_the_remeasurements_answers_with_a_remeasured_best():
-    f = landscape()
-    full, _ = run_search(f)
-    with pytest.raises(P.SearchInterrupted) as info:
-        P.search_shapes(interrupting(f, 2, phase="remeasure"), P.gpu_plan())
-    res = info.value.result
-    assert res.evaluations == full.evaluations - 2  # the last two re-measurements did not finish
-    assert res.remeasured and res.best.phase == "remeasure" and res.best.shape == (3072, 11264, 5376)
-    assert P.best_so_far([]) is None
-
-
-# -- budgets: every shape is warmed up before it is timed (C12) --------------------------------------------------------
-
-
-def test_C12_every_search_evaluation_warms_up_and_sustained_settles():
-    for b in (P.BURST_BUDGETS, P.SUSTAINED_BUDGETS, P.CPU_PEAK_BUDGETS):
-        assert b.warmup_s > 0 and b.final_warmup_s >= b.warmup_s and b.final_budget_s > b.budget_s
-    assert P.SUSTAINED_BUDGETS.settle_s >= 3.0 and P.SUSTAINED_BUDGETS.final_warmup_s >= 3.0  # CUTLASS: ~3 s
-    assert P.SUSTAINED_BUDGETS.reserve_s(3) == pytest.approx(3 * (3.0 + 2.0 + 0.3))
-
-
-# -- a search on the CPU, with the timing stubbed from a landscape -----------------------------------------------------
-
-torch = pytest.importorskip("torch")
-
-from truepeak.bench import gemm as G  # noqa: E402
-from truepeak.bench import run as R  # noqa: E402
-from truepeak.bench.measurement import Measurement  # noqa: E402
-from truepeak.records import read_records  # noqa: E402
-from truepeak.hardware.detect import detect_cpu  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -248,6 +60,15 @@ def stub_landscape(monkeypatch):
 
     monkeypatch.setattr(R.runners, "time_gemm", time_gemm)
     return seen
+
+
+#: The best of SMALL_CPU_PLAN's first two coarse shapes on the CPU landscape: 1024 x 1024 x 512 is (2, 0, -1) steps of
+#: 128 from the optimum, 40 GFLOP/s x exp(-0.03 x 4 - 0.04 x 1) = 34.09 GFLOP/s (512 x 1024 x 1024: exp(-0.48), 24.75).
+BEST_OF_TWO = 40e9 * math.exp(-0.03 * 4 - 0.04 * 1)
+
+
+#: SMALL_CPU_PLAN stopped after its first two coarse shapes (then both re-measured): a search of 4 evaluations.
+TWO_SHAPES = dataclasses.replace(SMALL_CPU_PLAN, max_evals=2)
 
 
 def test_cpu_search_finds_the_best_shape_and_records_every_trial(tmp_path, cpu, stub_landscape):
@@ -324,9 +145,6 @@ def test_bad_budget_and_mode_are_refused(tmp_path, cpu):
         P.run_peak(tmp_path / "pk2", device=cpu, modes=["turbo"])
 
 
-# -- on a GPU ----------------------------------------------------------------------------------------------------------
-
-
 @pytest.mark.gpu
 def test_gpu_search_smoke_both_modes_labelled(tmp_path):
     plan = P.SearchPlan(((2048, 2048, 2048), (4096, 4096, 4096)), steps=(1024,), max_evals=4, top_k=1)
@@ -349,15 +167,6 @@ def test_an_existing_results_file_is_not_appended_to(tmp_path, cpu):
     with pytest.raises(TruepeakError, match="already holds results; pass --resume to continue it, or choose another "
                                             "--out"):
         P.run_peak(tmp_path / "pk", device=cpu)
-
-
-# -- Ctrl-C and --resume -----------------------------------------------------------------------------------------------
-
-#: The best of SMALL_CPU_PLAN's first two coarse shapes on the CPU landscape: 1024 x 1024 x 512 is (2, 0, -1) steps of
-#: 128 from the optimum, 40 GFLOP/s x exp(-0.03 x 4 - 0.04 x 1) = 34.09 GFLOP/s (512 x 1024 x 1024: exp(-0.48), 24.75).
-BEST_OF_TWO = 40e9 * math.exp(-0.03 * 4 - 0.04 * 1)
-#: SMALL_CPU_PLAN stopped after its first two coarse shapes (then both re-measured): a search of 4 evaluations.
-TWO_SHAPES = dataclasses.replace(SMALL_CPU_PLAN, max_evals=2)
 
 
 def test_ctrl_c_writes_peak_json_with_the_best_so_far_and_resume_finishes(tmp_path, cpu, stub_landscape,
