@@ -94,7 +94,8 @@ def search(out: Path) -> dict:
     # (1) + (2): burst (the mamf-finder comparison) then sustained (the serving figure)
     budgets = {("bf16", "burst"): 60, ("fp8_e4m3", "burst"): 35, ("bf16", "sustained"): 40,
                ("fp8_e4m3", "sustained"): 35}
-    run = P.run_peak(out / "search", device=dev, formats=["bf16", "fp8"], modes=["burst", "sustained"], budget_s=budgets,
+    run = P.run_peak(out / "search", device=dev, formats=["bf16", "fp8"], modes=["burst", "sustained"],
+                     budget_s=budgets,
                      argv=["benchmarks/peak_search.py", "search"], progress=lambda line: print(line, flush=True))
     res["peaks"] = [_brief(p) for p in run.peaks]
     res["search_s"] = time.perf_counter() - t_start

@@ -25,11 +25,12 @@ mxfp4           ``torch._scaled_mm`` on float4_e2m1fn_x2 with e8m0 scales per 32
 ==============  =====================================================================================  ==============
 
 The block-scaled formats (mxfp8, nvfp4, mxfp4) quantise with :mod:`truepeak.kernels.quant` and pass their scales in
-cuBLAS's swizzled 128 x 4 layout (:func:`~truepeak.bench.gemm.scales.swizzle_block_scales`). **These paths have not been run on an sm_100 or
-sm_120 device**: only their quantisation and scale layout are tested, on the CPU; on sm_90 they are ``skipped`` with
-the reason ("nvfp4 GEMM needs sm_100 or sm_120; this device is sm_90"). A library call that rejects a combination it
-does not support (a 128-block fp8 scale on a torch without ``scaled_mm``, say) raises :class:`~truepeak.bench.gemm.support.BackendUnsupported`
-from the first call, which ``truepeak run`` and ``truepeak peak`` record as ``skipped`` with the library's words.
+cuBLAS's swizzled 128 x 4 layout (:func:`~truepeak.bench.gemm.scales.swizzle_block_scales`). **These paths have not been
+run on an sm_100 or sm_120 device**: only their quantisation and scale layout are tested, on the CPU; on sm_90 they are
+``skipped`` with the reason ("nvfp4 GEMM needs sm_100 or sm_120; this device is sm_90"). A library call that rejects a
+combination it does not support (a 128-block fp8 scale on a torch without ``scaled_mm``, say) raises
+:class:`~truepeak.bench.gemm.support.BackendUnsupported` from the first call, which ``truepeak run`` and ``truepeak
+peak`` record as ``skipped`` with the library's words.
 
 Inputs are uniform in [-1, 1] (int8: uniform integers in [-128, 127]) from a seeded ``torch.Generator``, never zeros:
 zero or low-entropy data runs 7-20 % faster at lower power (NVIDIA/cutlass#2004; docs/method.md, 'Random inputs').
@@ -39,12 +40,12 @@ carries an ``inputs_not_random`` warning. fp8 scales are uniform in [0.25, 1] (C
 device-reported L2 (``rotation_sets``), and the timer launches set ``i % n_sets`` on call ``i`` (docs/method.md,
 'Cache-resident working sets').
 
-Before timing, the output of set 0 is checked against a float64 reference computed from the same (quantised and
-scaled) inputs, on the first ``check_rows`` rows (rows of C are independent, so a slice checks the kernel at a
-fraction of the cost): relative error ``||out - ref||_F / ||ref||_F`` with per-format tolerances
-(:data:`~truepeak.bench.gemm.support.TOLERANCES`). A NaN or an error above the tolerance makes the case ``failed``. Using float64 on
-the GPU too (rather than a float32 reference) keeps the fp32 check meaningful: an fp32 reference would repeat the
-kernel's own arithmetic.
+Before timing, the output of set 0 is checked against a float64 reference computed from the same (quantised and scaled)
+inputs, on the first ``check_rows`` rows (rows of C are independent, so a slice checks the kernel at a fraction of the
+cost): relative error ``||out - ref||_F / ||ref||_F`` with per-format tolerances
+(:data:`~truepeak.bench.gemm.support.TOLERANCES`). A NaN or an error above the tolerance makes the case ``failed``.
+Using float64 on the GPU too (rather than a float32 reference) keeps the fp32 check meaningful: an fp32 reference would
+repeat the kernel's own arithmetic.
 
 Torch is imported lazily; a missing torch raises :class:`~truepeak.errors.MissingDependencyError` with the install
 command.

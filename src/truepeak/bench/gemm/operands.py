@@ -1,6 +1,7 @@
 """A GEMM's inputs: seeded uniform values (never zeros unless asked: docs/method.md, 'Random inputs'), fp8 scales, the
 block-scaled operands quantised by :mod:`truepeak.kernels.quant` (:func:`make_operand`), and the weight sets a decode
-sweep over M shares (:class:`WeightCache`). torch is imported lazily (:func:`~truepeak.bench.gemm.support.torch_module`)."""
+sweep over M shares (:class:`WeightCache`). torch is imported lazily
+(:func:`~truepeak.bench.gemm.support.torch_module`)."""
 
 from __future__ import annotations
 

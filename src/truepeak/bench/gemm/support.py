@@ -15,36 +15,23 @@ from truepeak.roofline import Gemm
 if TYPE_CHECKING:  # pragma: no cover
     from truepeak.hardware.detect import DeviceInfo
 
-
 #: Largest relative Frobenius error ||out - ref|| / ||ref|| accepted per format (int8 must be exact). The reference
 #: uses the same quantised inputs, so fp8/fp4 errors are the bf16 output rounding (~2^-9) plus accumulation order.
 TOLERANCES: dict[str, float] = {"fp32": 1e-5, "tf32": 5e-3, "bf16": 2e-2, "fp16": 2e-2, "fp8_e4m3": 0.1,
                                 "fp8_e5m2": 0.1, "int8": 0.0, "mxfp8": 0.1, "nvfp4": 0.1, "mxfp4": 0.1}
 
-
 #: Formats these backends can run, in sweep order.
 GPU_FORMATS: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int8")
-
-
 CPU_FORMATS: tuple[str, ...] = ("fp32", "bf16")
-
-
 #: Block-scaled formats: measured on sm_100 / sm_120 (never run here yet), one skipped record each elsewhere.
 GPU_SKIP_PROBES: tuple[str, ...] = ("mxfp8", "nvfp4", "mxfp4")
-
-
 #: fp32 scale layouts of the fp8 formats, in sweep order (formats.SCALINGS names).
 FP8_SCALINGS: tuple[str, ...] = ("tensor", "row", "block128")
-
-
 #: Input kinds a TorchGemm can be built with: random (the default and the only one for peaks) and zeros
 #: (docs/method.md, 'Random inputs').
 INPUT_KINDS: tuple[str, ...] = ("random", "zeros")
-
-
 #: Compute capabilities (major * 10 + minor) with block-scaled (MX / NVFP4) tensor cores that cuBLAS exposes.
 BLOCK_SCALED_CCS = frozenset({100, 101, 103, 110, 120, 121})
-
 
 _BLOCK_SCALED_ARCHS = "sm_100 or sm_120"
 
@@ -65,6 +52,11 @@ def default_scaling(fmt: str | Format) -> str | None:
 
 
 def fp8_scaling(fmt: Format, scaling: str | None) -> str | None:
+    """The fp8 scale layout a case runs with: ``scaling`` (default ``"tensor"``) for the fp8 formats, None for others.
+
+    Raises:
+        UnsupportedError: an fp8 scaling not in :data:`FP8_SCALINGS`.
+    """
     if fmt.name in ("fp8_e4m3", "fp8_e5m2"):
         s = scaling or "tensor"
         if s not in FP8_SCALINGS:
@@ -230,4 +222,7 @@ def check_passes(fmt: str | Format, error: float) -> bool:
     return math.isfinite(error) and error <= tol
 
 
-__all__ = ["TOLERANCES", "GPU_FORMATS", "CPU_FORMATS", "GPU_SKIP_PROBES", "FP8_SCALINGS", "INPUT_KINDS", "BLOCK_SCALED_CCS", "BackendUnsupported", "torch_module", "default_scaling", "fp8_scaling", "supported", "backend_name", "gemm_workload", "bytes_per_set", "BLOCK128_ROW_MULTIPLE", "run_rows", "padding_note", "check_passes"]
+__all__ = ["TOLERANCES", "GPU_FORMATS", "CPU_FORMATS", "GPU_SKIP_PROBES", "FP8_SCALINGS", "INPUT_KINDS",
+           "BLOCK_SCALED_CCS", "BackendUnsupported", "torch_module", "default_scaling", "fp8_scaling", "supported",
+           "backend_name", "gemm_workload", "bytes_per_set", "BLOCK128_ROW_MULTIPLE", "run_rows", "padding_note",
+           "check_passes"]

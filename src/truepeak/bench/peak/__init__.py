@@ -5,13 +5,14 @@ exhaustive one takes hours to days; stas00/ml-engineering ``compute/accelerator/
 landscape over (M, N, K) is smooth at the scale of a few hundred elements except for tile-quantisation ripples, so a
 coarse look plus local refinement finds its top in a few dozen evaluations:
 
-1. **coarse**: a grid of large and aspect-varied shapes (:data:`~truepeak.bench.peak.plan.GPU_COARSE_DIMS`: M, N, K in {2048, 4096, 8192, 16384}
-   with M <= N, 40 shapes; the best published MAMF shapes are of both kinds: 2048 x 2048 x 13312 on an H100, 1024 x
-   15360 x 4096 on a GH200, 12288 x 8192 x 8192 on an MI355X);
-2. **refine**: coordinate descent from the best coarse shape, in steps of :data:`~truepeak.bench.peak.plan.GPU_STEPS` (2048, 1024, 512, 256):
-   try +-step in each of M, N, K, move to the best neighbour while it beats the current shape by more than the noise
-   tolerance (0.3 %), halve the step when no neighbour does; every shape stays a multiple of the finest step. Then
-   the same from the second-best coarse shape (``starts``), so one lucky coarse measurement cannot hold the search;
+1. **coarse**: a grid of large and aspect-varied shapes (:data:`~truepeak.bench.peak.plan.GPU_COARSE_DIMS`: M, N, K in
+   {2048, 4096, 8192, 16384} with M <= N, 40 shapes; the best published MAMF shapes are of both kinds: 2048 x 2048 x
+   13312 on an H100, 1024 x 15360 x 4096 on a GH200, 12288 x 8192 x 8192 on an MI355X);
+2. **refine**: coordinate descent from the best coarse shape, in steps of :data:`~truepeak.bench.peak.plan.GPU_STEPS`
+   (2048, 1024, 512, 256): try +-step in each of M, N, K, move to the best neighbour while it beats the current shape by
+   more than the noise tolerance (0.3 %), halve the step when no neighbour does; every shape stays a multiple of the
+   finest step. Then the same from the second-best coarse shape (``starts``), so one lucky coarse measurement cannot
+   hold the search;
 3. **remeasure**: the best few distinct shapes (``top_k``, default 3) are measured again with longer warm-up and timed
    budgets, and the best *re-measured* median wins. A shape that won its first measurement by luck (noise; the
    "winner's curse" of picking a maximum over many noisy values) loses here.
@@ -58,7 +59,7 @@ from truepeak.bench.peak.search import SearchInterrupted, SearchResult, Trial, b
 
 __all__ = ["Shape", "SearchPlan", "Trial", "SearchResult", "SearchInterrupted", "best_so_far", "PeakInterrupted",
            "peak_from_records", "PEAK_RESUME_MUST_MATCH", "search_shapes", "neighbours", "coarse_grid", "gpu_plan",
-           "cpu_plan", "PeakBudgets", "BURST_BUDGETS", "SUSTAINED_BUDGETS", "CPU_PEAK_BUDGETS", "FormatPeak",
-           "PeakRun", "PeakConfig", "run_peak", "peak_formats", "budgets_for", "search_config", "CPU_NOTE",
-           "DEFAULT_BUDGET_S", "DEFAULT_GPU_FORMATS", "DEFAULT_CPU_FORMATS", "GPU_COARSE_DIMS", "CPU_COARSE_DIMS",
-           "GPU_STEPS", "CPU_STEPS", "GPU_MAX_DIM", "CPU_MAX_DIM", "MOVE_TOLERANCE", "TOP_K", "PHASES"]
+           "cpu_plan", "PeakBudgets", "BURST_BUDGETS", "SUSTAINED_BUDGETS", "CPU_PEAK_BUDGETS", "FormatPeak", "PeakRun",
+           "PeakConfig", "run_peak", "peak_formats", "budgets_for", "search_config", "CPU_NOTE", "DEFAULT_BUDGET_S",
+           "DEFAULT_GPU_FORMATS", "DEFAULT_CPU_FORMATS", "GPU_COARSE_DIMS", "CPU_COARSE_DIMS", "GPU_STEPS", "CPU_STEPS",
+           "GPU_MAX_DIM", "CPU_MAX_DIM", "MOVE_TOLERANCE", "TOP_K", "PHASES"]

@@ -50,10 +50,10 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
 
     Ctrl-C stops the search in progress: the records stay in ``results.jsonl``, ``peak.json`` is written with the
     searches finished, the interrupted one's best so far (status ``interrupted``) and the ones not started
-    (``not_searched``), and :class:`~truepeak.bench.peak.results.PeakInterrupted` is raised. ``resume=True`` continues such a folder: a search whose
-    records end with its last re-measurement (``search.final``; or a ``skipped`` search) is taken from the records,
-    the others are searched again from the start (their earlier records stay; a search's records are those after
-    its last first trial, ``search.eval == 0``).
+    (``not_searched``), and :class:`~truepeak.bench.peak.results.PeakInterrupted` is raised. ``resume=True`` continues
+    such a folder: a search whose records end with its last re-measurement (``search.final``; or a ``skipped`` search)
+    is taken from the records, the others are searched again from the start (their earlier records stay; a search's
+    records are those after its last first trial, ``search.eval == 0``).
 
     The settings (``out_dir``, ``device``, ``formats``, ``modes``, ``budget_s``, ``resume``, ``plan``, ``budgets``)
     are checked first, as a :class:`~truepeak.bench.peak.config.PeakConfig`, before torch is imported; ``config``
@@ -84,9 +84,10 @@ def run_peak(out_dir: str | Path | None = None, *, device: str | Any = "auto",
         ConfigError: a bad setting (an unknown format or mode, a budget that is not > 0, a bad device string or
             output folder), before torch is needed.
         MissingDependencyError: torch is not installed.
-        TruepeakError: ``results.jsonl`` already in the output folder without ``resume``, or missing with it; ``resume`` into records of another schema version, or whose finished
-            search was made with other settings (device, budget, plan, budgets, scaling).
-        PeakInterrupted: Ctrl-C; carries the :class:`PeakRun` so far.
+        TruepeakError: ``results.jsonl`` already in the output folder without ``resume``, or missing with it;
+            ``resume`` into records of another schema version, or whose finished search was made with other settings
+            (device, budget, plan, budgets, scaling).
+        PeakInterrupted: Ctrl-C; carries the :class:`~truepeak.bench.peak.results.PeakRun` so far.
     """
     if config is None:
         config = PeakConfig(out=out_dir, device=device, formats=formats, modes=modes, budget_s=budget_s,

@@ -14,35 +14,19 @@ from truepeak.errors import ConfigError
 
 Shape = tuple[int, int, int]
 
-
 #: Coarse grid edges (GPU): M, N, K in these values with M <= N (a GEMM and its transpose run alike): 40 shapes.
 GPU_COARSE_DIMS: tuple[int, ...] = (2048, 4096, 8192, 16384)
-
-
 CPU_COARSE_DIMS: tuple[int, ...] = (256, 512, 1024)
-
-
 #: Refinement steps, largest first; every searched dimension is a multiple of the last (finest) one.
 GPU_STEPS: tuple[int, ...] = (2048, 1024, 512, 256)
-
-
 CPU_STEPS: tuple[int, ...] = (256, 128)
-
-
 GPU_MAX_DIM = 20480
-
-
 CPU_MAX_DIM = 2048
-
-
 #: A neighbour must beat the current shape by more than this fraction to be moved to (timing noise of one short
 #: measurement is ~0.3-1 %).
 MOVE_TOLERANCE = 0.003
-
-
 #: Distinct shapes re-measured at the end.
 TOP_K = 3
-
 
 PHASES = ("coarse", "refine", "remeasure")
 
@@ -91,11 +75,15 @@ class SearchPlan:
 
 
 def gpu_plan(max_evals: int | None = None) -> SearchPlan:
+    """The GPU search: the 40-shape coarse grid over :data:`GPU_COARSE_DIMS`, steps :data:`GPU_STEPS`, dims 256 to
+    :data:`GPU_MAX_DIM`, top :data:`TOP_K` re-measured, two refinement starts."""
     return SearchPlan(tuple(coarse_grid(GPU_COARSE_DIMS)), GPU_STEPS, 256, GPU_MAX_DIM, TOP_K, MOVE_TOLERANCE,
                       max_evals, starts=2)
 
 
 def cpu_plan(max_evals: int | None = None) -> SearchPlan:
+    """The CPU search: the coarse grid over :data:`CPU_COARSE_DIMS`, steps :data:`CPU_STEPS`, dims 128 to
+    :data:`CPU_MAX_DIM`, top 2 re-measured, a 1 % move tolerance (host timings are noisier), one start."""
     return SearchPlan(tuple(coarse_grid(CPU_COARSE_DIMS)), CPU_STEPS, 128, CPU_MAX_DIM, 2, 0.01, max_evals, starts=1)
 
 
@@ -122,26 +110,15 @@ class PeakBudgets:
 
 #: burst: the clock recovers in the 1.5 ms gap before each sample, so a short warm-up suffices.
 BURST_BUDGETS = PeakBudgets(warmup_s=0.05, budget_s=0.15, final_warmup_s=0.5, final_budget_s=1.5)
-
-
 #: sustained: longer warm-ups, a 3 s settle first and 3 s before each re-measurement (CUTLASS guideline: clocks
 #: oscillate for ~3 s on a power-capped part).
 SUSTAINED_BUDGETS = PeakBudgets(warmup_s=0.3, budget_s=0.15, final_warmup_s=3.0, final_budget_s=2.0, settle_s=3.0)
-
-
 CPU_PEAK_BUDGETS = PeakBudgets(warmup_s=0.02, budget_s=0.06, final_warmup_s=0.05, final_budget_s=0.3)
-
-
 #: Default ``--budget`` per (format, mode), seconds.
 DEFAULT_BUDGET_S = {"cuda": 60.0, "cpu": 15.0}
-
-
 #: Formats ``truepeak peak`` searches when none are given.
 DEFAULT_GPU_FORMATS: tuple[str, ...] = ("bf16", "fp8_e4m3")
-
-
 DEFAULT_CPU_FORMATS: tuple[str, ...] = ("fp32",)
-
 
 CPU_NOTE = ("on a CPU truepeak peak runs a small search (M, N, K up to 2048) with the host timer: it finds the best "
             "BLAS shape for this CPU; there are no GPU clocks or NVML telemetry and no burst/sustained distinction "
@@ -149,11 +126,16 @@ CPU_NOTE = ("on a CPU truepeak peak runs a small search (M, N, K up to 2048) wit
 
 
 def budgets_for(mode: str) -> PeakBudgets:
+    """The per-evaluation budgets of a mode: :data:`BURST_BUDGETS`, :data:`SUSTAINED_BUDGETS`, else (``"cpu"``)
+    :data:`CPU_PEAK_BUDGETS`."""
     return {"burst": BURST_BUDGETS, "sustained": SUSTAINED_BUDGETS}.get(mode, CPU_PEAK_BUDGETS)
 
 
 def search_config(dev: Any, fmt: str, mode: str, budgets: PeakBudgets, plan: SearchPlan, budget_s: float,
                  scaling: str | None) -> dict[str, Any]:
+    """The ``run_config`` every record of one search stores (``command: "peak"``): device, format, mode, fp8 scaling,
+    the wall budget in seconds, the per-evaluation budgets and the plan; what ``--resume`` compares
+    (:data:`truepeak.bench.peak.resume.PEAK_RESUME_MUST_MATCH`)."""
     return {"command": "peak", "device": dev.torch_device, "device_name": dev.name, "format": fmt, "mode": mode,
             "scaling": scaling, "budget_s": budget_s, "budgets": dataclasses.asdict(budgets),
             "plan": {"coarse": len(plan.coarse), "steps": list(plan.steps), "min_dim": plan.min_dim,
@@ -161,4 +143,7 @@ def search_config(dev: Any, fmt: str, mode: str, budgets: PeakBudgets, plan: Sea
                      "max_evals": plan.max_evals}}
 
 
-__all__ = ["Shape", "GPU_COARSE_DIMS", "CPU_COARSE_DIMS", "GPU_STEPS", "CPU_STEPS", "GPU_MAX_DIM", "CPU_MAX_DIM", "MOVE_TOLERANCE", "TOP_K", "PHASES", "coarse_grid", "SearchPlan", "gpu_plan", "cpu_plan", "PeakBudgets", "BURST_BUDGETS", "SUSTAINED_BUDGETS", "CPU_PEAK_BUDGETS", "DEFAULT_BUDGET_S", "DEFAULT_GPU_FORMATS", "DEFAULT_CPU_FORMATS", "CPU_NOTE", "budgets_for", "search_config"]
+__all__ = ["Shape", "GPU_COARSE_DIMS", "CPU_COARSE_DIMS", "GPU_STEPS", "CPU_STEPS", "GPU_MAX_DIM", "CPU_MAX_DIM",
+           "MOVE_TOLERANCE", "TOP_K", "PHASES", "coarse_grid", "SearchPlan", "gpu_plan", "cpu_plan", "PeakBudgets",
+           "BURST_BUDGETS", "SUSTAINED_BUDGETS", "CPU_PEAK_BUDGETS", "DEFAULT_BUDGET_S", "DEFAULT_GPU_FORMATS",
+           "DEFAULT_CPU_FORMATS", "CPU_NOTE", "budgets_for", "search_config"]

@@ -122,4 +122,5 @@ def _timestamp_span(records: Sequence[Record]) -> float:
     return (max(stamps) - min(stamps)).total_seconds() if len(stamps) > 1 else 0.0
 
 
-__all__ = ["PEAK_RESUME_MUST_MATCH", "previous_searches", "attempts", "search_finished", "check_resume_settings", "peak_from_records", "trials_of"]
+__all__ = ["PEAK_RESUME_MUST_MATCH", "previous_searches", "attempts", "search_finished", "check_resume_settings",
+           "peak_from_records", "trials_of"]

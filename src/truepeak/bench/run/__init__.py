@@ -4,7 +4,8 @@ The default sweep (cases as data: :func:`plan_cases`):
 
 1. Memory bandwidth first (:mod:`truepeak.bench.membw`): a device copy over buffers >= 8x the cache. Where the
    catalog has no bandwidth (a CPU) this copy is the roofline's memory ceiling; a ``very_noisy`` one is then measured
-   once more over :data:`~truepeak.bench.run.runners.COPY_REMEASURE_FACTOR` x the budget, and the record's reason says so.
+   once more over :data:`~truepeak.bench.run.runners.COPY_REMEASURE_FACTOR` x the budget, and the record's reason says
+   so.
 2. For each timing mode (GPU: ``sustained`` by default, ``burst`` or both with ``modes``; CPU: ``cpu``) and each
    supported format (GPU: fp32, tf32, bf16, fp16, fp8_e4m3 with per-tensor, per-row and 128-block scales, fp8_e5m2
    (e4m3 x e5m2) with per-tensor and per-row scales, int8; CPU: fp32, plus bf16 outside quick mode when the CPU runs
@@ -18,21 +19,21 @@ The default sweep (cases as data: :func:`plan_cases`):
    shapes a backend cannot run (int8 needs M > 16) get a ``skipped`` record per shape; a combination the library
    refuses at its first call (:class:`~truepeak.bench.gemm.BackendUnsupported`) is ``skipped`` with its words.
 
-Every GEMM record is labelled with its mode, stores the NVML telemetry summary of its timed region, the dense peak
-and the peak at the median sampled SM clock (``derived.peak_at_clock_flop_per_s``) with both efficiencies, and
-warns (:func:`~truepeak.bench.run.warnings.clock_warnings`) when the clock ran below 90 % of its maximum (naming the throttle reason) or when a
-sampled clock above the catalog maximum made ``at_clock_fraction`` unusable.
+Every GEMM record is labelled with its mode, stores the NVML telemetry summary of its timed region, the dense peak and
+the peak at the median sampled SM clock (``derived.peak_at_clock_flop_per_s``) with both efficiencies, and warns
+(:func:`~truepeak.bench.run.warnings.clock_warnings`) when the clock ran below 90 % of its maximum (naming the throttle
+reason) or when a sampled clock above the catalog maximum made ``at_clock_fraction`` unusable.
 
 Each case becomes a :class:`truepeak.records.Record` (:func:`truepeak.records.make_record`) written the moment it
 finishes through :class:`~truepeak.records.RecordWriter` (flushed and fsynced: a crash loses nothing), with ``derived``
-from :func:`truepeak.efficiency.derived_metrics` (SI: FLOP/s, B/s, fractions of the dense peak, the roofline and the peak
-at the median SM clock NVML sampled, and the peak and bandwidth they are against). An exception inside one case (out
-of memory, an unsupported layout, a result above the peak) becomes a ``failed`` record with the reason, and the sweep
-continues. A GEMM above 100 % of its roofline gets a record warning saying why (:func:`~truepeak.bench.run.warnings.roofline_warnings`).
-``resume=True`` skips cases whose ``ok``/``skipped`` records are already in the file (failed ones run again); it
-continues with the formats recorded in ``run_config`` unless formats are given, and refuses other settings
-(:func:`~truepeak.bench.run.resume.check_resume_config`). This package measures and returns records; rendering them (the table, ``summary.md``) is
-:mod:`truepeak.report`'s job, called by the CLI.
+from :func:`truepeak.efficiency.derived_metrics` (SI: FLOP/s, B/s, fractions of the dense peak, the roofline and the
+peak at the median SM clock NVML sampled, and the peak and bandwidth they are against). An exception inside one case
+(out of memory, an unsupported layout, a result above the peak) becomes a ``failed`` record with the reason, and the
+sweep continues. A GEMM above 100 % of its roofline gets a record warning saying why
+(:func:`~truepeak.bench.run.warnings.roofline_warnings`). ``resume=True`` skips cases whose ``ok``/``skipped`` records
+are already in the file (failed ones run again); it continues with the formats recorded in ``run_config`` unless formats
+are given, and refuses other settings (:func:`~truepeak.bench.run.resume.check_resume_config`). This package measures
+and returns records; rendering them (the table, ``summary.md``) is :mod:`truepeak.report`'s job, called by the CLI.
 
 Time budget and its trade-off (docs/method.md, 'Warm-up outliers'): the whole default run should take <=
 3 min on an H200 and <= 2 min on a 2-core CPU, for ~200 GPU cases (sustained only). So the GPU gets ONE long warm-up
@@ -77,7 +78,6 @@ __all__ = ["Budgets", "Case", "RunConfig", "RunResult", "RunInterrupted", "Sweep
            "roofline_warnings", "clock_warnings", "budgets_name", "default_budgets", "plan_cases", "default_formats",
            "canonical_formats", "expand_modes", "gemm_shapes", "format_variants", "default_out_dir", "case_key",
            "case_mode", "case_backend", "settle_gpu", "settle_format", "cpu_bf16_fast_enough", "latest_records",
-           "DECODE_M", "MODEL_NK", "GPU_SQUARES", "CPU_SQUARES", "QUICK_CPU_SHAPES", "QUICK_GPU_SHAPES",
-           "SETTLE_SIZE", "COPY_REMEASURE_FACTOR", "GPU_BUDGETS", "CPU_BUDGETS", "QUICK_BUDGETS",
-           "QUICK_GPU_BUDGETS", "RESUME_MUST_MATCH", "MODE_CHOICES", "CLOCK_ABOVE_MAX_TOLERANCE",
-           "LOW_CLOCK_FRACTION"]
+           "DECODE_M", "MODEL_NK", "GPU_SQUARES", "CPU_SQUARES", "QUICK_CPU_SHAPES", "QUICK_GPU_SHAPES", "SETTLE_SIZE",
+           "COPY_REMEASURE_FACTOR", "GPU_BUDGETS", "CPU_BUDGETS", "QUICK_BUDGETS", "QUICK_GPU_BUDGETS",
+           "RESUME_MUST_MATCH", "MODE_CHOICES", "CLOCK_ABOVE_MAX_TOLERANCE", "LOW_CLOCK_FRACTION"]

@@ -20,25 +20,17 @@ from truepeak.units import fmt_size
 
 #: Decode-regime M values (tokens per expert / batch rows).
 DECODE_M: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-
-
 #: (N, K) of real model GEMMs: DeepSeek-V3 MoE expert gate+up (2 x 2048 intermediate, 7168 hidden) and down.
 MODEL_NK: tuple[tuple[int, int, str], ...] = (
     (4096, 7168, "DeepSeek-V3 expert gate+up"),
     (7168, 2048, "DeepSeek-V3 expert down"),
 )
-
-
 GPU_SQUARES: tuple[int, ...] = (4096, 8192)
-
-
 CPU_SQUARES: tuple[int, ...] = (1024, 2048)
 
 
 # Quick mode (tests, smoke runs): a handful of small cases.
 QUICK_CPU_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 1024, 2048), (32, 1024, 2048), (256, 256, 256))
-
-
 QUICK_GPU_SHAPES: tuple[tuple[int, int, int], ...] = ((1, 4096, 7168), (32, 4096, 7168), (4096, 4096, 4096))
 
 
@@ -172,6 +164,8 @@ def case_key(case: Case, device: DeviceInfo) -> str:
 
 
 def case_backend(case: Case, device: DeviceInfo) -> str:
+    """The record's ``backend``: the copy's (:func:`truepeak.bench.membw.backend_name`) or the GEMM's
+    (:func:`truepeak.bench.gemm.backend_name`)."""
     if case.kind == "membw":
         return membw.backend_name(device.kind)
     return G.backend_name(case.format, device.kind, case.scaling)

@@ -55,12 +55,8 @@ GPU_BUDGETS = Budgets(settle_s=3.0, warmup_s=0.1, budget_s=0.3, large_warmup_s=1
                       copy_warmup_s=0.3, copy_budget_s=0.5, check_rows=256)
 CPU_BUDGETS = Budgets(settle_s=0.0, warmup_s=0.1, budget_s=0.8, large_warmup_s=0.2, large_budget_s=1.0,
                       copy_warmup_s=0.2, copy_budget_s=1.0, check_rows=64)
-
-
 QUICK_BUDGETS = Budgets(settle_s=0.0, warmup_s=0.02, budget_s=0.05, large_warmup_s=0.05, large_budget_s=0.1,
                         copy_warmup_s=0.02, copy_budget_s=0.05, check_rows=32)
-
-
 QUICK_GPU_BUDGETS = replace(QUICK_BUDGETS, settle_s=0.5, check_rows=128)
 
 

@@ -79,6 +79,7 @@ class RunInterrupted(KeyboardInterrupt):
 
 
 def default_warn(message: str) -> None:
+    """The default ``warn`` of :func:`run_main_job`: ``warning: <message>`` on stderr."""
     print(f"warning: {message}", file=sys.stderr)
 
 

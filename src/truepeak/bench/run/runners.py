@@ -129,6 +129,11 @@ def run_copy(case: Case, key: str, sweep: Sweep) -> Record:
 
 
 def run_gemm(case: Case, key: str, sweep: Sweep) -> Record:
+    """Measure one GEMM case into its record: ``skipped`` when the device or the library cannot run it (with the
+    reason), ``failed`` when its correctness check fails or an exception occurs (out of memory, a result above the
+    peak: :class:`~truepeak.errors.MeasurementError`), else ``ok`` with the measurement, the derived metrics
+    (:func:`truepeak.efficiency.derived_metrics`, plus the peak at the median sampled SM clock), the rotation and
+    the warnings (:mod:`truepeak.bench.run.warnings`). Only Ctrl-C propagates."""
     dev = sweep.dev
     mode = case_mode(dev, case)
     common = sweep.common(case, key)
@@ -258,6 +263,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def free_device(dev: DeviceInfo) -> None:
+    """Synchronise and empty torch's CUDA cache after a failed case (nothing on a CPU; never raises)."""
     if dev.kind != "cuda":
         return
     try:

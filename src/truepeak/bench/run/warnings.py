@@ -39,8 +39,6 @@ def roofline_warnings(derived: GemmMetrics, ceiling_from_copy: bool = False, fmt
 #: The sampled SM clock may exceed the catalog maximum by this fraction (reading granularity) before it is flagged;
 #: the same rule as :data:`truepeak.roofline.MAX_CLOCK_TOLERANCE`.
 CLOCK_ABOVE_MAX_TOLERANCE = 0.02
-
-
 #: A median SM clock below this fraction of the maximum while timing is a throttled run (docs/method.md, 'Throttling,
 #: sustained and burst').
 LOW_CLOCK_FRACTION = 0.90
