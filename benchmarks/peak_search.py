@@ -50,7 +50,7 @@ class Measurer:
 
     def __init__(self, dev, writer, env):
         self.dev, self.writer = dev, writer
-        self.sweep = R._Sweep(dev, R.Budgets(0.0, 0.1, 0.2, 0.1, 0.2, 0.0, 0.0, 256), False, env,
+        self.sweep = R.Sweep(dev, R.Budgets(0.0, 0.1, 0.2, 0.1, 0.2, 0.0, 0.0, 256), False, env,
                               {"command": "benchmarks/peak_search.py"}, acc=dev.accelerator, settled=True)
         self.n = 0
 
@@ -58,7 +58,7 @@ class Measurer:
         m, n, k = shape
         case = R.Case("gemm", fmt, m, n, k, large=True, origin=f"benchmark {tag}", mode=mode,
                       scaling=G.default_scaling(fmt), warmup_s=warmup_s, budget_s=budget_s)
-        rec = R._run_gemm(case, R.case_key(case, self.dev) + f"|bench:{tag}:{self.n}", self.sweep)
+        rec = R.runners.run_gemm(case, R.case_key(case, self.dev) + f"|bench:{tag}:{self.n}", self.sweep)
         rec = rec.replace(search={"phase": tag, "round": 0, "step": None, "eval": self.n})
         self.n += 1
         self.writer.write(rec)
@@ -73,7 +73,7 @@ def smoke(out: Path) -> dict:
     dev = R.detect("cuda")
     res = {}
     t0 = time.perf_counter()
-    run = P.run_peak(out / "search", device=dev, formats="bf16,fp8", modes="burst,sustained",
+    run = P.run_peak(out / "search", device=dev, formats=["bf16", "fp8"], modes=["burst", "sustained"],
                      budget_s={("bf16", "burst"): 25, ("fp8_e4m3", "burst"): 20, ("bf16", "sustained"): 30,
                                ("fp8_e4m3", "sustained"): 12},
                      argv=["benchmarks/peak_search.py", "smoke"], progress=lambda line: print(line, flush=True))
@@ -94,7 +94,8 @@ def search(out: Path) -> dict:
     # (1) + (2): burst (the mamf-finder comparison) then sustained (the serving figure)
     budgets = {("bf16", "burst"): 60, ("fp8_e4m3", "burst"): 35, ("bf16", "sustained"): 40,
                ("fp8_e4m3", "sustained"): 35}
-    run = P.run_peak(out / "search", device=dev, formats="bf16,fp8", modes="burst,sustained", budget_s=budgets,
+    run = P.run_peak(out / "search", device=dev, formats=["bf16", "fp8"], modes=["burst", "sustained"],
+                     budget_s=budgets,
                      argv=["benchmarks/peak_search.py", "search"], progress=lambda line: print(line, flush=True))
     res["peaks"] = [_brief(p) for p in run.peaks]
     res["search_s"] = time.perf_counter() - t_start
@@ -174,7 +175,7 @@ def variants(out: Path) -> dict:
             for mode in ("sustained", "burst"):
                 case = R.Case("gemm", fmt, 8192, 8192, 8192, large=True, origin="benchmark fp8 variants", mode=mode,
                               scaling=scaling, warmup_s=1.0, budget_s=1.0)
-                rec = R._run_gemm(case, R.case_key(case, dev) + f"|bench:fp8:{mz.n}", mz.sweep)
+                rec = R.runners.run_gemm(case, R.case_key(case, dev) + f"|bench:fp8:{mz.n}", mz.sweep)
                 rec = rec.replace(search={"phase": "fp8-variants", "round": 0, "step": None, "eval": mz.n})
                 mz.n += 1
                 writer.write(rec)
@@ -195,7 +196,7 @@ def ncu_launch() -> None:
 
     dev = R.detect("cuda")
     m, n, k = SHORT
-    plan = R._plan_rotation(R.Case("gemm", "bf16", m, n, k), dev)
+    plan = R.runners.plan_case_rotation(R.Case("gemm", "bf16", m, n, k), dev)
     g = G.TorchGemm("bf16", m, n, k, dev.torch_device, plan.n_sets)
     for i in range(200):
         g(i)

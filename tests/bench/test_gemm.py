@@ -346,11 +346,11 @@ def test_blackwell_operands_from_the_quantiser_on_the_cpu():
         assert op.scale.numel() == 256 * (512 // per)  # 256 rows and 16 or 32 columns: whole 128 x 4 tiles
         deq = op.dequant(None)  # what the GEMM's reference multiplies: scales (and nvfp4's global scale) applied
         if fmt == "nvfp4":  # the library multiplies e2m1 x e4m3 scales; the global scale is applied to its output
-            assert op.factor == pytest.approx(float(quant.nvfp4_global_scale(G._uniform(
+            assert op.factor == pytest.approx(float(quant.nvfp4_global_scale(G.operands._uniform(
                 torch, (256, 512), G.get_format("fp32"), "cpu", 3))), rel=1e-6)
         else:
             assert op.factor == 1.0
-        x = G._uniform(torch, (256, 512), G.get_format("fp32"), "cpu", 3).double()
+        x = G.operands._uniform(torch, (256, 512), G.get_format("fp32"), "cpu", 3).double()
         rel = float(torch.linalg.vector_norm(deq - x) / torch.linalg.vector_norm(x))
         assert rel < (0.08 if fmt == "mxfp8" else 0.25), (fmt, rel)
 

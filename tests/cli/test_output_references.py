@@ -99,7 +99,7 @@ def test_run_note_for_a_cache_resident_copy_cites_the_cache_section(tmp_path, mo
     stub_timing(monkeypatch, gemm_s=0.1, copy_s=0.01)
     monkeypatch.setattr(membw, "QUICK_COPY_MAX_BYTES", 4 * 2**20)
     dev = dataclasses.replace(detect_cpu(), l2_bytes=64 * 2**20)
-    monkeypatch.setattr(R, "detect", lambda device: dev)
+    monkeypatch.setattr(R.job, "detect", lambda device: dev)
     with pytest.raises(SystemExit) as info:
         main(["run", "--quick", "--device", "cpu", "--out", str(tmp_path / "run"), "--no-progress"])
     err = capsys.readouterr().err

@@ -298,7 +298,7 @@ def test_ctrl_c_before_results_jsonl_exists_hints_without_resume(capsys, tmp_pat
 
     out = tmp_path / "r"
     with monkeypatch.context() as mp:
-        mp.setattr(R, "environment", ctrl_c)
+        mp.setattr(R.job, "environment", ctrl_c)
         code, stdout, err = run_main(capsys, "--quick", "--device", "cpu", "--out", str(out), "--no-progress")
     assert code == 130 and not (out / "results.jsonl").exists()
     assert not (out / "report.html").exists() and "warning" not in err  # nothing finished: no report to write

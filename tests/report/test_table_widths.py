@@ -344,7 +344,7 @@ CPU_PEAKS = {"device": "AMD EPYC", "device_kind": "cpu", "peaks": [
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_peak_table_on_a_gpu(width):
-    from truepeak.cli.peak import render_peaks
+    from truepeak.report.peak import render_peaks
 
     con, buf = console_at(width)
     render_peaks(GPU_PEAKS, console=con)
@@ -365,7 +365,7 @@ def test_peak_table_on_a_gpu(width):
 @pytest.mark.parametrize("width", WIDTHS)
 def test_peak_table_on_a_cpu_explains_only_what_it_shows(width):
     """Regression: on a CPU the footer explained the peak @ clock and burst / sustained, none of them shown."""
-    from truepeak.cli.peak import render_peaks
+    from truepeak.report.peak import render_peaks
 
     con, buf = console_at(width)
     render_peaks(CPU_PEAKS, console=con)

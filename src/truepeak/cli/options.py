@@ -1,8 +1,10 @@
-"""Option values the CLI commands share: comma lists of names and numbers (``moe plan``, ``moe bench``)."""
+"""Option values the CLI commands share: comma lists of names and numbers (``moe plan``, ``moe bench``), and the
+``--formats`` / ``--mode`` text of ``run`` and ``peak`` (the library takes lists; the text is read here)."""
 
 from __future__ import annotations
 
 from truepeak.errors import TruepeakError
+from truepeak.formats import get_format
 
 
 def comma_items(text: str, what: str, example: str) -> list[str]:
@@ -42,4 +44,52 @@ def number_list(text: str, what: str, convert=int, example: str = "1,8,64,512") 
     return out
 
 
-__all__ = ["comma_items", "number_list"]
+def parse_formats(text: str | None) -> list[str] | None:
+    """``--formats``: ``"bf16,fp8"`` -> ``["bf16", "fp8_e4m3"]`` (canonical names, :func:`truepeak.formats.get_format`;
+    blanks and duplicates dropped); None or nothing -> None (the defaults).
+
+    Raises:
+        UnknownNameError: an unknown format; the message lists the known names.
+    """
+    if text is None:
+        return None
+    out: list[str] = []
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name = get_format(item).name
+        if name not in out:
+            out.append(name)
+    return out or None
+
+
+def mode_names(text: str | None) -> list[str] | None:
+    """``--mode`` as the names given (``"sustained, burst"`` -> ``["sustained", "burst"]``, ``"both"`` -> ``["both"]``),
+    each checked (:func:`truepeak.bench.run.config.expand_modes`); None -> None.
+
+    Raises:
+        ConfigError: a name other than sustained, burst or both; the message lists the accepted ones.
+    """
+    if text is None:
+        return None
+    from truepeak.bench.run.config import expand_modes
+
+    names = [part.strip() for part in str(text).split(",") if part.strip()]
+    expand_modes(names)
+    return names
+
+
+def parse_modes(text: str | None) -> list[str]:
+    """``--mode``: ``"sustained"`` (default), ``"burst"`` or ``"both"`` (sustained, then burst), or a comma list of
+    them, as timing modes in order (:func:`truepeak.bench.run.config.expand_modes`).
+
+    Raises:
+        ConfigError: another value; the message lists the accepted ones.
+    """
+    from truepeak.bench.run.config import expand_modes
+
+    return expand_modes(mode_names(text))
+
+
+__all__ = ["comma_items", "number_list", "parse_formats", "mode_names", "parse_modes"]

@@ -1,9 +1,9 @@
 """`truepeak run`: measure this device (copy bandwidth, GEMM TFLOPS per format) and place every result on its roofline.
 
-Thin adapter: parse and validate the options → :func:`truepeak.bench.run.run_main_job` (measures, writes
-results.jsonl, returns the records) → render: summary.md (:func:`truepeak.report.markdown.write_summary`) and
-report.html (:func:`truepeak.report.html.write_run_report`), both also after Ctrl-C from the records finished so far,
-and the table (or the records as JSON) on stdout; the paths, progress and notes go to stderr. Bad input (unknown
+Thin adapter: parse and validate the options (:class:`truepeak.bench.run.RunConfig`, before torch is needed) →
+:func:`truepeak.bench.run.run_main_job` (measures, writes results.jsonl, returns the records) → render through
+:mod:`truepeak.report.run`: summary.md and report.html, both also after Ctrl-C from the records finished so far, and
+the table (or the records as JSON) on stdout; the paths, progress and notes go to stderr. Bad input (unknown
 format or device, an empty --out, --resume with no results.jsonl to continue, missing torch) prints ``error: <one
 line>`` and exits with status 2. After Ctrl-C it still renders what finished: summary.md starts with, report.html
 shows under its title, and the table's footer ends with, "Interrupted after N of M cases; continue with: <command>"
@@ -13,7 +13,6 @@ records as the same JSON list a finished run prints. The command is repeated on 
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Optional
@@ -21,7 +20,8 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app, invoked_argv
-from truepeak.errors import TruepeakError, require
+from truepeak.cli.options import parse_formats, parse_modes
+from truepeak.errors import TruepeakError
 from truepeak.formats import FORMAT_NAMES
 
 HELP = "\n\n".join([
@@ -43,9 +43,7 @@ HELP = "\n\n".join([
 
 
 def _formats(text: Optional[str]) -> Optional[list[str]]:
-    """``--formats``: canonical names (:func:`truepeak.bench.run.parse_formats`); an empty list is an error here."""
-    from truepeak.bench.run import parse_formats
-
+    """``--formats``: canonical names (:func:`truepeak.cli.options.parse_formats`); an empty list is an error here."""
     names = parse_formats(text)  # UnknownNameError lists the known names
     if text is not None and names is None:
         raise TruepeakError(f"--formats is empty; give comma-separated names from: {', '.join(FORMAT_NAMES)}")
@@ -84,24 +82,23 @@ def run_command(
     mode: Optional[str] = typer.Option(None, "--mode", "-m",
                                        help="sustained (default), burst or both: how each GEMM is timed."),
 ) -> None:
-    require("torch", "truepeak run")  # before any work
-    from truepeak.bench.run import RunInterrupted, check_out_arg, latest_records, run_main_job
+    from truepeak.bench.run import RunConfig, RunInterrupted, latest_records, run_main_job
     from truepeak.hardware.detect import parse_device
+    from truepeak.report.run import (print_run_records, report_line, run_finished_lines, run_interrupted_lines,
+                                     write_run_html, write_run_summary)
 
     parse_device(device)  # validate before any work
     fmts = _formats(formats)
-    from truepeak.bench.run import parse_modes
+    modes = parse_modes(mode)  # ConfigError lists the accepted modes
+    # every option checked here, before torch is needed: a bad flag is named on a machine without torch
+    config = RunConfig(out=out, device=device, formats=fmts, modes=modes, quick=quick, resume=resume)
 
-    modes = parse_modes(mode)  # TruepeakError lists the accepted modes
-    if resume and out is None:
-        raise TruepeakError("--resume needs --out DIR naming the run to continue")
-    check_out_arg(out)
+    def warn(message: str) -> None:
+        typer.echo(f"warning: {message}", err=True)
 
     argv = invoked_argv(ctx) or _argv(out, device, formats, quick, resume, as_json, no_progress, mode)
     try:
-        result = run_main_job(out, device=device, formats=fmts, quick=quick, resume=resume,
-                              progress=False if no_progress else None, argv=argv,
-                              warn=lambda message: typer.echo(f"warning: {message}", err=True), modes=modes)
+        result = run_main_job(config=config, progress=False if no_progress else None, argv=argv, warn=warn)
     except RunInterrupted as stop:
         from truepeak.report.table import interrupted_line
 
@@ -109,48 +106,21 @@ def run_command(
                                  resume=stop.records_path.exists(), mode=mode)
         records = latest_records(stop.result.records)
         notice = interrupted_line(len(records), max(stop.result.n_cases, len(records)), command)
-        summary = _write_summary(stop.result, notice)
-        _print_records(records, stop.result, as_json, notice)  # the partial results, marked as such
-        report = _write_report(stop.out_dir, notice) if records else None
-        typer.echo(f"interrupted after {stop.n_records} records; they are in {stop.records_path}; continue with: "
-                   f"{command}", err=True)
-        if summary is not None:
-            typer.echo(f"summary so far: {summary}", err=True)
-        if report is not None:
-            typer.echo(f"report so far: {report}", err=True)
+        summary = write_run_summary(stop.result, notice)
+        print_run_records(records, stop.result.device, as_json, notice)  # the partial results, marked as such
+        report = write_run_html(stop.out_dir, warn, notice) if records else None
+        for line in [*run_interrupted_lines(stop.n_records, stop.records_path, command, summary),
+                     *report_line(report, interrupted=True)]:
+            typer.echo(line, err=True)
         raise typer.Exit(130) from None
 
-    summary = _write_summary(result)
+    summary = write_run_summary(result)
     records = latest_records(result.records)
-    _print_records(records, result, as_json)
-    for note in [*result.device.notes, *result.notes]:
-        typer.echo(f"note: {note}", err=True)
-    typer.echo(f"{count_line(records, result.resumed_keys)} in {result.elapsed_s:.1f} s", err=True)
-    typer.echo(f"records: {result.records_path}", err=True)
-    if summary is not None:
-        typer.echo(f"summary: {summary}", err=True)
-    report = _write_report(result.out_dir)
-    if report is not None:
-        typer.echo(f"report: {report}", err=True)
-
-
-def _write_report(out_dir: Path, notice: Optional[str] = None) -> Optional[Path]:
-    """report.html beside the records (``notice`` under the title: an interrupted run's line); never raises: a
-    failure is a warning on stderr and None."""
-    from truepeak.report.html import write_run_report
-
-    return write_run_report(out_dir, warn=lambda m: typer.echo(f"warning: {m}", err=True), notice=notice)
-
-
-def _print_records(records: list, result, as_json: bool, notice: Optional[str] = None) -> None:
-    """stdout: the records as JSON (a list of :meth:`truepeak.records.Record.to_dict`, the same shape finished or
-    interrupted), or the table with ``notice`` (an interrupted run's line) below its footer."""
-    if as_json:
-        typer.echo(json.dumps([r.to_dict() for r in records], indent=1, ensure_ascii=False))
-        return
-    from truepeak.report.table import render_table
-
-    render_table(records, title=f"truepeak run: {result.device.name} ({result.device.kind})", notice=notice)
+    print_run_records(records, result.device, as_json)
+    for line in run_finished_lines(result, records, summary):
+        typer.echo(line, err=True)
+    for line in report_line(write_run_html(result.out_dir, warn)):
+        typer.echo(line, err=True)
 
 
 def _asked_formats(fmts: Optional[list[str]], records: list) -> Optional[list[str]]:
@@ -179,28 +149,3 @@ def resume_command(out_dir: str | Path, device: str = "auto", formats: Optional[
     if mode is not None:
         argv += ["--mode", mode]
     return shlex.join(argv)
-
-
-def _write_summary(result, notice: Optional[str] = None) -> Optional[Path]:
-    """Write summary.md beside the records (one record per case; ``notice`` under the title: an interrupted run's
-    line); on an OS error add a note and return None."""
-    from truepeak.bench.run import latest_records
-    from truepeak.report.markdown import write_summary
-
-    path = result.out_dir / "summary.md"
-    try:
-        return write_summary(latest_records(result.records), path, result.device, notice)
-    except OSError as exc:
-        result.notes.append(f"could not write {path}: {exc.strerror or exc}")
-        return None
-
-
-def count_line(records: list, resumed_keys: frozenset[str] | set[str] = frozenset()) -> str:
-    """``"41 ok (12 resumed, 29 new), 3 skipped, 0 failed"``: per status, how many records were taken over from
-    results.jsonl by --resume and how many were made by this run (the split is shown where any were resumed)."""
-    parts = []
-    for status in ("ok", "skipped", "failed"):
-        of = [r for r in records if r.status == status]
-        old = sum(1 for r in of if r.key in resumed_keys)
-        parts.append(f"{len(of)} {status}" + (f" ({old} resumed, {len(of) - old} new)" if old else ""))
-    return ", ".join(parts)

@@ -64,9 +64,9 @@ def time_unit(times_s: Iterable[float | None]) -> tuple[str, float]:
     return "s", 1.0
 
 
-#: ``workload.scaling`` -> how the format cell names it (bench/gemm.py FP8_SCALINGS: one fp32 scale per tensor, one
-#: per row of A and per column of B (torch._scaled_mm rowwise), or DeepSeek-V3's 1 x 128 activation / 128 x 128
-#: weight blocks).
+#: ``workload.scaling`` -> how the format cell names it (bench/gemm/support.py FP8_SCALINGS: one fp32 scale per
+#: tensor, one per row of A and per column of B (torch._scaled_mm rowwise), or DeepSeek-V3's 1 x 128 activation /
+#: 128 x 128 weight blocks).
 SCALING_LABELS: dict[str, str] = {"tensor": "per-tensor", "row": "per-row", "block128": "block128"}
 
 
