@@ -31,7 +31,10 @@ class CompareCell:
                 "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "fits": p.memory.fits,
                 "memory_per_gpu_bytes": p.memory.total, "over_bytes": p.memory.over,
                 "communication_share": p.time_by_bound()["communication"] / p.step_s,
-                "bound": max(("compute", "memory", "communication"), key=lambda k: p.time_by_bound()[k])}
+                "bound": max(("compute", "memory", "communication"), key=lambda k: p.time_by_bound()[k]),
+                **({} if p.expected is None else {"expected_step_s": p.expected.step_s,
+                                                  "expected_tokens_per_s": p.expected.tokens_per_s,
+                                                  "ceiling_tokens_per_s": p.expected.ceiling_tokens_per_s})}
 
 
 def compare(model, acc, layouts, batches, **kw) -> list[CompareCell]:

@@ -39,6 +39,7 @@ class PlanSet:
         layouts, batches, cells: the what-if table (its layouts, batches and :class:`CompareCell` list), or None.
         measured: the :class:`truepeak.moe.measured.MeasuredTables` used, or None.
         warnings: findings about the input, planned anyway (module docstring).
+        levers: per plan, its ranked :class:`~truepeak.moe.plan.levers.Lever` list (empty when not asked for).
     """
 
     model: object
@@ -50,6 +51,7 @@ class PlanSet:
     cells: tuple[CompareCell, ...] | None = None
     measured: object = None
     warnings: tuple[Finding, ...] = ()
+    levers: tuple[tuple, ...] = ()
 
 
 def default_layout(model, n_gpus: int, for_compare: bool = False) -> Layout:
@@ -84,7 +86,8 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
              batches: Sequence[int] = (1,), context: int = DEFAULT_CONTEXT, weights: str | None = None,
              activations: str | None = None, kv_cache: str | None = None, routing="uniform", compare: bool = False,
              compare_layouts: Sequence[Layout | str] | None = None, compare_batches: Sequence[int] | None = None,
-             measured=None, interconnect: str | None = None) -> PlanSet:
+             measured=None, interconnect: str | None = None, calibration=None, eager: bool = False, mtp=None,
+             expert_kernel: str = "library", with_levers: bool = False) -> PlanSet:
     """Plan ``model`` on ``gpu`` at every batch of ``batches``, and, with ``compare``, a what-if table.
 
     Args:
@@ -102,6 +105,12 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
         compare: plan the what-if table: ``compare_layouts`` (default: the default layouts of the plan's GPU count)
             × ``compare_batches`` (default :data:`DEFAULT_COMPARE_BATCHES`).
         measured: :class:`truepeak.moe.measured.MeasuredTables`, JSON Lines paths to load them from, or None.
+        calibration: a :class:`truepeak.moe.calibration.Calibration`, a calibration file path, or None (the shipped
+            default); a file measured on another GPU than ``gpu`` adds a
+            :class:`~truepeak.moe.findings.CalibrationCarriedOver` warning.
+        eager, mtp, expert_kernel: as :func:`~truepeak.moe.plan.plan`; a model with MTP layers planned without
+            ``mtp`` adds a :class:`~truepeak.moe.findings.MtpNotModelled` warning.
+        with_levers: rank the levers of every plan (:func:`truepeak.moe.plan.levers.levers`).
 
     Raises:
         TruepeakError: a layout that uses another GPU count than ``gpus``, a GPU count < 1, and whatever
@@ -131,18 +140,33 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
     if above is not None:
         warnings.append(above)
     tables = measured if measured is None or isinstance(measured, MeasuredTables) else load_measured(measured)
+    from truepeak.moe.calibration import Calibration, carry_over, default_calibration, load_calibration
+    from truepeak.moe.findings import CalibrationCarriedOver, MtpNotModelled
+    from truepeak.moe.plan.levers import levers as rank_levers
+
+    cal = (calibration if isinstance(calibration, Calibration) else
+           load_calibration(calibration) if calibration is not None else default_calibration())
+    carry = carry_over(cal, acc)
+    if calibration is not None and not carry.same_device:
+        warnings.append(CalibrationCarriedOver(acc.name, cal.device, cal.source, carry.ratio, carry.link_ratio,
+                                               carry.native_fp4, True))
+    if mtp is None and getattr(mdl, "num_mtp_layers", 0):
+        warnings.append(MtpNotModelled(mdl.name, mdl.num_mtp_layers))
     kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, weights=weights,
-              formats=fmts, device_name=name if name in acc.device_names else None)
+              formats=fmts, device_name=name if name in acc.device_names else None, calibration=cal, eager=eager,
+              expert_kernel=expert_kernel, mtp=mtp)
     plans = tuple(plan(mdl, acc, lay, b, **kw) for b in batches)
+    lv = tuple(tuple(rank_levers(p, mdl, acc, cal, **{k: v for k, v in kw.items() if k != "calibration"}))
+               for p in plans) if with_levers else ()
     if not compare:
-        return PlanSet(mdl, acc, lay, plans, measured=tables, warnings=tuple(warnings))
+        return PlanSet(mdl, acc, lay, plans, measured=tables, warnings=tuple(warnings), levers=lv)
     layouts = (parse_layouts(compare_layouts) if isinstance(compare_layouts, str) else
                [parse_layout(x) if isinstance(x, str) else x for x in compare_layouts] if compare_layouts else
                default_compare_layouts(mdl, lay.gpus))
     cmp_batches = tuple(compare_batches) if compare_batches else DEFAULT_COMPARE_BATCHES
     warnings += [CompareOtherGpus(x.name, x.gpus, lay.gpus, gpus is not None) for x in layouts if x.gpus != lay.gpus]
     cells = compare_cells(mdl, acc, layouts, cmp_batches, **kw)
-    return PlanSet(mdl, acc, lay, plans, tuple(layouts), cmp_batches, tuple(cells), tables, tuple(warnings))
+    return PlanSet(mdl, acc, lay, plans, tuple(layouts), cmp_batches, tuple(cells), tables, tuple(warnings), lv)
 
 
 __all__ = ["PlanSet", "default_layout", "plan_set"]

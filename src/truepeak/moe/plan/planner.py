@@ -3,7 +3,10 @@ findings (:func:`plan`)."""
 
 from __future__ import annotations
 
-from truepeak.errors import TruepeakError
+from dataclasses import replace
+
+from truepeak.errors import ConfigError, TruepeakError
+from truepeak.moe.findings import CalibrationCarriedOver
 from truepeak.moe.layout import Layout, check_layout, parse_layout
 from truepeak.moe.ops import Formats, resolve_formats
 from truepeak.moe.plan.flags import baseboard_flag, pcie_flag
@@ -42,7 +45,8 @@ def check_context(context) -> int:
 
 def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT_CONTEXT, weights: str | None = None,
          activations: str | None = None, kv_cache: str | None = None, routing="uniform", measured=None,
-         interconnect: str | None = None, device_name: str | None = None, formats: Formats | None = None) -> Plan:
+         interconnect: str | None = None, device_name: str | None = None, formats: Formats | None = None,
+         calibration=None, eager: bool = False, expert_kernel: str = "library", mtp=None) -> Plan:
     """Predict one decode step (the model: :mod:`truepeak.moe.plan.step`, :mod:`~truepeak.moe.plan.memory`,
     :mod:`~truepeak.moe.plan.weights`).
 
@@ -63,11 +67,28 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
             string for ``acc``).
         formats: precomputed :class:`Formats` (speeds up a what-if table); their weight format is the one planned
             (``weights`` then only names its origin, when it is the same format).
+        calibration: the :class:`truepeak.moe.calibration.Calibration` of the expected step
+            (:mod:`truepeak.moe.plan.expected`); None: the shipped default (an H200, carried over to other GPUs).
+        eager: the expected step without CUDA graphs (kernels launched from the host).
+        expert_kernel: the routed-expert kernel whose measured fractions the expected step takes (``"library"``,
+            ``"truepeak_triton"``).
+        mtp: a :class:`truepeak.moe.plan.mtp.MtpSetting` (draft tokens and acceptance), or None: the expected step
+            and its ceiling are composed as :func:`truepeak.moe.plan.mtp.compose` says; ``step_s`` stays the plain
+            roofline step.
 
     Raises:
         TruepeakError: a batch < 1, a context < 1, a layout that does not divide the model (which part), an accelerator
-            without memory bandwidth; UnknownNameError for unknown formats.
+            without memory bandwidth; UnknownNameError for unknown formats; ConfigError for MTP on a model without
+            MTP layers or an unknown expert kernel.
     """
+    from truepeak.moe.calibration import EXPERT_KERNELS, carry_over, default_calibration
+    from truepeak.moe.plan.expected import expected_step
+    from truepeak.moe.plan.mtp import check_mtp, compose
+
+    if expert_kernel not in EXPERT_KERNELS:
+        raise ConfigError(f"expert kernel {expert_kernel!r} is not one of {', '.join(EXPERT_KERNELS)}",
+                          field="expert_kernel")
+    check_mtp(model, mtp)
     check_batch(batch)
     check_context(context)
     lay = parse_layout(layout) if isinstance(layout, str) else layout
@@ -91,5 +112,22 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
     dev = device_name or (acc.device_names[0] if acc.device_names else acc.name)
     names = tuned_config_names(model, lay, dev, f.weights.name, f.activations.name)
     memory = memory_fit(model, acc, lay, batch, context, f)
-    return Plan(model.name, acc.name, lay, batch, context, f, ic, link, tuple(ops), step_s, step_s - busy,
-                st.routing, memory, names, st.bw, notes, choice, weights_note(choice, model, f, memory))
+    cal = calibration if calibration is not None else default_calibration()
+    carry = carry_over(cal, acc)
+    if not carry.same_device:
+        notes = (*notes, CalibrationCarriedOver(acc.name, cal.device, cal.source, carry.ratio, carry.link_ratio,
+                                                carry.native_fp4, calibration is not None))
+    p = Plan(model.name, acc.name, lay, batch, context, f, ic, link, tuple(ops), step_s, step_s - busy,
+             st.routing, memory, names, st.bw, notes, choice, weights_note(choice, model, f, memory))
+    exp = expected_step(p, model, acc, cal, eager=eager, expert_kernel=expert_kernel)
+    p = replace(p, expected=exp)
+    if mtp is None:
+        return p
+    verify = plan(model, acc, lay, batch * (mtp.draft_tokens + 1), context=context, routing=routing,
+                  measured=measured, interconnect=interconnect, device_name=device_name, formats=f, weights=weights,
+                  calibration=cal, eager=eager, expert_kernel=expert_kernel)
+    ceiling_s, expected_s = compose(p, verify, mtp, model.num_layers)
+    v = verify.expected
+    exp = replace(v, step_s=expected_s, ceiling_s=ceiling_s, batch=batch, tokens_per_step=mtp.tokens_per_step,
+                  mtp=mtp)
+    return replace(p, expected=exp)
