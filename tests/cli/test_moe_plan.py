@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 import truepeak.cli.moe  # noqa: F401  (registers the sub-app)
 from truepeak.cli.app import app
 from truepeak.cli.moe import moe_app
+from truepeak.moe.findings import MtpNotModelled
+from truepeak.report.plan import finding_text
 
 WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
 S1 = ("--model", "glm-5", "--gpu", WS, "--gpus", "8", "--weights", "nvfp4")
@@ -202,13 +204,15 @@ def test_compare_layout_on_another_gpu_count_warns_one_line_each():
             "--json")
     assert r.exit_code == 0, r.output
     w = json.loads(r.stdout)["warnings"]
+    assert w[0] == finding_text(MtpNotModelled("deepseek-v3", 1))
+    w = w[1:]
     assert w == ["--compare layout tp4 uses 4 GPUs, not the 8 of --gpus: its row is planned on 4 GPUs (tokens/s "
                  "total for 4 GPUs; compare rows per GPU)",
                  "--compare layout ep16 uses 16 GPUs, not the 8 of --gpus: its row is planned on 16 GPUs (tokens/s "
                  "total for 16 GPUs; compare rows per GPU)"]
     t = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--compare", "tp8,tp4", "--batch", "1")
     assert t.exit_code == 0
-    assert [l for l in t.stderr.splitlines() if l.startswith("warning:")] == ["warning: " + w[0]]
+    assert [l for l in t.stderr.splitlines() if l.startswith("warning:")][1:] == ["warning: " + w[0]]
     assert "warning" not in t.stdout
 
 
@@ -222,10 +226,11 @@ def test_context_above_max_position_embeddings_warns(tmp_path):
     r = run("--model", str(path), "--gpu", "h200", "--gpus", "8", "--context", "200000", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert len(d["warnings"]) == 1 and "200000" in d["warnings"][0] and "163840" in d["warnings"][0]
+    assert len(d["warnings"]) == 2 and "200000" in d["warnings"][0] and "163840" in d["warnings"][0]
     assert d["plans"][0]["context"] == 200000                           # planned anyway
     t = run("--model", str(path), "--gpu", "h200", "--gpus", "8", "--context", "163840", "--json")
-    assert json.loads(t.stdout)["warnings"] == []
+    w = json.loads(t.stdout)["warnings"]           # only the MTP warning (the config has an MTP layer) is left
+    assert len(w) == 1 and "no --mtp was given" in w[0]
 
 
 def test_help_shows_compare_takes_layouts():

@@ -375,6 +375,8 @@ def render_header(p, measured) -> list[str]:
              f"{fmt_bandwidth(p.bandwidth)} GB/s → ridge {fmt_number(p.ridge, decimals=0)} FLOP/B"]
     if p.weights_origin is not None:
         lines.append(f"  weights: {weights_origin_text(p.weights_origin)}")
+    if p.expected is not None:
+        lines += [f"  {finding_text(a)}" for a in p.expected.assumptions]
     if p.weights_note is not None:
         lines.append(f"  {finding_text(p.weights_note)}")
     notes = [finding_text(n) for n in f.notes if not isinstance(n, WeightsDequantised)]
@@ -510,6 +512,7 @@ def plan_json(p) -> dict:
     d = _after(d, "measured_ops", "notes", [finding_text(n) for n in p.notes])
     if p.expected is not None:
         d = _after(d, "expected", "expected_text", expected_line(p.expected))
+        d = _after(d, "expected_text", "expected_assumptions", [finding_text(a) for a in p.expected.assumptions])
     if p.weights_origin is not None:
         w = _after(d["weights_origin"], "origin", "text", weights_origin_text(p.weights_origin))
         w["note"] = None if p.weights_note is None else finding_text(p.weights_note)

@@ -58,6 +58,8 @@ class ExpectedStep:
         expert_kernel: the expert kernel whose fractions were used (``"library"`` or ``"truepeak_triton"``).
         op_s: op name → expected seconds per call (the plan's ops).
         mtp: the :class:`~truepeak.moe.plan.mtp.MtpSetting`, or None.
+        assumptions: findings the expected step rests on
+            (:class:`~truepeak.moe.findings.CalibrationCarriedOver` for a GPU never measured).
     """
 
     step_s: float
@@ -75,6 +77,7 @@ class ExpectedStep:
     expert_kernel: str
     op_s: dict = field(default_factory=dict)
     mtp: object = None
+    assumptions: tuple = ()
 
     @property
     def tokens_per_s(self) -> float:
@@ -99,7 +102,8 @@ class ExpectedStep:
                 "kernels_per_step": self.kernels, "expert_roofline_fraction": self.expert_fraction,
                 "eager": self.eager, "calibration": self.calibration, "carry_over": self.carry.to_dict(),
                 "expert_kernel": self.expert_kernel, "expected_op_s": dict(self.op_s),
-                "mtp": None if self.mtp is None else self.mtp.to_dict()}
+                "mtp": None if self.mtp is None else self.mtp.to_dict(),
+                "assumptions": [a.to_dict() for a in self.assumptions]}
 
 
 class _Timer:

@@ -114,12 +114,12 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
     memory = memory_fit(model, acc, lay, batch, context, f)
     cal = calibration if calibration is not None else default_calibration()
     carry = carry_over(cal, acc)
-    if not carry.same_device:
-        notes = (*notes, CalibrationCarriedOver(acc.name, cal.device, cal.source, carry.ratio, carry.link_ratio,
-                                                carry.native_fp4, calibration is not None))
+    assumed = () if carry.same_device else (
+        CalibrationCarriedOver(acc.name, cal.device, cal.source, carry.ratio, carry.link_ratio, carry.native_fp4,
+                               calibration is not None),)
     p = Plan(model.name, acc.name, lay, batch, context, f, ic, link, tuple(ops), step_s, step_s - busy,
              st.routing, memory, names, st.bw, notes, choice, weights_note(choice, model, f, memory))
-    exp = expected_step(p, model, acc, cal, eager=eager, expert_kernel=expert_kernel)
+    exp = replace(expected_step(p, model, acc, cal, eager=eager, expert_kernel=expert_kernel), assumptions=assumed)
     p = replace(p, expected=exp)
     if mtp is None:
         return p
