@@ -96,5 +96,24 @@ def lever_lines(levers) -> list[str]:
     return out
 
 
-__all__ = ["GAP_WORDS", "TEXT", "LEVER_WORDS", "expected_line", "lever_lines", "calibration_carried_over",
+__all__ = ["GAP_WORDS", "TEXT", "LEVER_WORDS", "expected_line", "lever_lines", "calibration_carried_over", "validation_table",
            "mtp_not_modelled"]
+
+
+def validation_table(rows) -> list[str]:
+    """The validation table (:func:`truepeak.moe.validation.validate`) as Markdown: per point the setup, measured,
+    ceiling and expected tokens/s and expected / measured, then the mean absolute error."""
+    from truepeak.moe.validation import mean_absolute_error
+
+    out = ["| # | model | GPUs, layout | batch | context | measured tok/s | ceiling tok/s | expected tok/s | "
+           "expected / measured |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        p = r.point
+        mtp = f", MTP {p.mtp.draft_tokens} @ {_pct(p.mtp.acceptance)}" if p.mtp is not None else ""
+        out.append(f"| {p.key} | {p.model}{f' ({p.weights})' if p.weights else ''} | {p.gpu}, {p.layout}{mtp} | "
+                   f"{p.batch} | {p.context} | {_tok(p.measured_tokens_per_s)} | {_tok(r.ceiling_tokens_per_s)} | "
+                   f"{_tok(r.expected_tokens_per_s)} | {fmt_number(r.expected_over_measured, decimals=2)} |")
+    out.append("")
+    out.append(f"Mean absolute error of the expected estimate: {_pct(mean_absolute_error(rows))} over {len(rows)} "
+               f"points; largest {_pct(max(abs(r.expected_over_measured - 1) for r in rows))}.")
+    return out
