@@ -46,10 +46,10 @@ def test_met_on_the_h200_and_b200_deepseek_points(rows):
 def test_missed_points_pinned(rows):
     # not met (docs/planner-validation.md, 'What the model lacks'): the MI300X and A100 points take the H200
     # calibration by the carry-over rule and come out 1.6-2.7x too fast; V12 (DeepSeek's EP144 on H800) 26 % slow.
-    pinned = {"V9": 2.08, "V10": 2.69, "V11": 1.59, "V12": 0.74, "V5": 1.29}
+    pinned = {"V9": 2.08, "V10": 2.69, "V11": 1.59, "V12": 0.74}
     for key, ratio in pinned.items():
         assert rows[key].expected_over_measured == pytest.approx(ratio, abs=0.02), key
-    assert mean_absolute_error(rows.values()) == pytest.approx(0.359, abs=0.01)      # target <= 0.15: missed
+    assert mean_absolute_error(rows.values()) == pytest.approx(0.339, abs=0.01)      # target <= 0.15: missed
     outside = sorted(k for k, r in rows.items() if abs(r.expected_over_measured - 1) > 0.35)
     assert outside == ["V10", "V11", "V9"]                                           # target: none: missed
 

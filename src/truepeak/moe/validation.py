@@ -49,8 +49,9 @@ class ValidationPoint:
 
 _V13 = dict(source=INFERENCEX_870, model="deepseek-v3", gpu="h200", layout="tp8", context=1536,
             engine="SGLang v0.5.7, TP8, no MTP, no DP attention; DeepSeek-R1-0528 fp8 (128-block)")
-_V58 = dict(source=INFERENCEX_870, model="deepseek-v3", gpu="b200", layout="ep8", context=1536, weights="nvfp4",
-            engine="SGLang v0.5.6, TP8 EP8; DeepSeek-R1-0528-FP4-v2 (nvfp4 experts; planned all-nvfp4)",
+_V58 = dict(source=INFERENCEX_870, model="deepseek-v3", gpu="b200", layout="ep8", context=1536,
+            weights="routed_experts=nvfp4",
+            engine="SGLang v0.5.6, TP8 EP8; DeepSeek-R1-0528-FP4-v2 (nvfp4 routed experts, the rest fp8)",
             caveat="output tok/s per GPU x 8: includes prefill")
 _V910 = dict(source=INFERENCEX_1061, model="gpt-oss-120b", gpu="mi300x", layout="tp1", context=1536,
              engine="vLLM 0.17, TP1, mxfp4")

@@ -122,9 +122,10 @@ class _Timer:
         """(format name, scaling, dense peak) of a GEMM op's weights: bf16 when its weights take 2 B per value."""
         d = op.detail
         values = float(d.get("n", 0)) * d.get("k", 0) * d.get("batch", 1)
+        f = self.f.for_group(op.group)
         if values and op.weight_bytes / values >= 1.9:
-            return "bf16", None, self.f.bf16_peak
-        return self.f.weights.name, self.f.weight_scaling, self.f.gemm_peak
+            return "bf16", None, f.bf16_peak
+        return f.weights.name, f.weight_scaling, f.gemm_peak
 
     def gemm(self, op: OpCost) -> float:
         d = op.detail
@@ -137,7 +138,8 @@ class _Timer:
 
     def experts(self, op: OpCost, local_experts: int) -> float:
         d = op.detail
-        fmt = self.f.weights.name
+        fe = self.f.for_group("routed_experts")
+        fmt = fe.weights.name
         if fmt in self.c.native_fp4:
             fmt = "fp8_e4m3"
         hit = self.cal.expert_table(self.kernel, fmt) or self.cal.expert_table(self.kernel, "fp8_e4m3")
@@ -146,8 +148,8 @@ class _Timer:
         self.used_kernel = hit[0]
         tpe = d.get("pairs", 0.0) / max(1, local_experts)
         frac = self.expert_override or self.cal.expert_fraction(hit[0], hit[1], max(tpe, 1e-9), local_experts)
-        key = self.cal.gemm_key(fmt, self.f.weight_scaling)
-        return max(op.bytes / (self.c.bandwidth * frac), op.flop / (self.f.gemm_peak * self.cal.compute_fraction(key)))
+        key = self.cal.gemm_key(fmt, fe.weight_scaling)
+        return max(op.bytes / (self.c.bandwidth * frac), op.flop / (fe.gemm_peak * self.cal.compute_fraction(key)))
 
     def attention(self, op: OpCost) -> float:
         frac = self.cal.attention_fraction(op.bytes)

@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from truepeak.errors import TruepeakError
 from truepeak.moe.findings import CompareOtherGpus, Finding
 from truepeak.moe.layout import Layout, LayoutError, check_layout, default_layouts, parse_layout, parse_layouts
-from truepeak.moe.ops import resolve_formats
 from truepeak.moe.plan.compare import DEFAULT_COMPARE_BATCHES, CompareCell, default_compare_layouts
 from truepeak.moe.plan.compare import compare as compare_cells
 from truepeak.moe.plan.flags import context_warning
 from truepeak.moe.plan.planner import DEFAULT_CONTEXT, plan
 from truepeak.moe.plan.result import Plan
-from truepeak.moe.plan.weights import checkpoint_block_size, choose_weights
+from truepeak.moe.plan.weights import plan_formats
 
 
 @dataclass(frozen=True)
@@ -133,8 +132,7 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
         if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
             raise TruepeakError(f"GPU count {gpus!r} must be a whole number >= 1")
         lay = default_layout(mdl, gpus or 1, compare)
-    w = choose_weights(mdl, weights).format
-    fmts = resolve_formats(acc, w, activations, kv_cache, weight_block_size=checkpoint_block_size(mdl, w))
+    fmts = plan_formats(mdl, acc, weights, activations, kv_cache)
     warnings: list[Finding] = []
     above = context_warning(mdl, context)
     if above is not None:

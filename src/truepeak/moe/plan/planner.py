@@ -8,13 +8,13 @@ from dataclasses import replace
 from truepeak.errors import ConfigError, TruepeakError
 from truepeak.moe.findings import CalibrationCarriedOver
 from truepeak.moe.layout import Layout, check_layout, parse_layout
-from truepeak.moe.ops import Formats, resolve_formats
+from truepeak.moe.ops import Formats
 from truepeak.moe.plan.flags import baseboard_flag, pcie_flag
 from truepeak.moe.plan.interconnect import interconnect_of
 from truepeak.moe.plan.memory import memory_fit
 from truepeak.moe.plan.result import Plan
 from truepeak.moe.plan.step import _Step
-from truepeak.moe.plan.weights import checkpoint_block_size, choose_weights, weights_note
+from truepeak.moe.plan.weights import choose_weights, parse_weights, plan_formats, weights_note
 from truepeak.moe.tuned_configs import tuned_config_names
 
 #: Default context length (tokens in each sequence's KV cache) when none is given.
@@ -56,7 +56,9 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
         layout: a :class:`Layout` or a layout string (``"tp8"``).
         batch: sequences decoding together (B >= 1).
         context: tokens in each sequence's KV cache (C >= 1).
-        weights: weight format name, or None for the checkpoint's (:func:`choose_weights`: the format of the
+        weights: weight format name, or per group (``"routed_experts=nvfp4,attention=fp8"``:
+            :func:`~truepeak.moe.plan.weights.parse_weights`; groups not named keep the checkpoint's format), or None
+            for the checkpoint's (:func:`choose_weights`: the format of the
             config's ``quantization_config``, else bf16); the plan records which (:attr:`Plan.weights_origin`).
         activations, kv_cache: format names (:func:`truepeak.moe.ops.resolve_formats`).
         routing: ``"uniform"``, ``"powerlaw:A"``, a per-expert histogram, a topk_ids dump path, or a Routing object
@@ -95,11 +97,10 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
     check_layout(model, lay)
     if acc.bandwidth_bytes_per_s is None:
         raise TruepeakError(f"{acc.name} has no memory bandwidth in the catalog; the roofline needs one")
-    choice = choose_weights(model, weights)
+    choice = choose_weights(model, parse_weights(weights)[0])
     if formats is not None and formats.weights.name != choice.format:
         choice = choose_weights(model, formats.weights.name)
-    f = formats or resolve_formats(acc, choice.format, activations, kv_cache,
-                                   weight_block_size=checkpoint_block_size(model, choice.format))
+    f = formats or plan_formats(model, acc, weights, activations, kv_cache)
     link = interconnect_of(acc, lay.stage_gpus, interconnect)    # the GPUs that run collectives together
     ic = link.kind
     st = _Step(model, acc, lay, batch, context, f, routing, measured, ic)

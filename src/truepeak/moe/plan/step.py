@@ -72,10 +72,11 @@ class _Step:
     # -- helpers -----------------------------------------------------------------------------------------------------
     def gemm(self, name, group, m, n, k, *, weights: Format | None = None, acts: Format | None = None, peak=None,
              batch=1, **detail) -> OpCost:
-        w = weights or self.f.weights
-        a = acts or self.f.activations
-        pk = peak if peak is not None else (self.f.gemm_peak if w is self.f.weights else self.f.bf16_peak)
-        op = gemm_cost(name, group, 1, m, n, k, w, a, pk, self.bw, batch=batch, formats=self.f, **detail)
+        f = self.f.for_group(group)
+        w = weights or f.weights
+        a = acts or f.activations
+        pk = peak if peak is not None else (f.gemm_peak if w is f.weights else f.bf16_peak)
+        op = gemm_cost(name, group, 1, m, n, k, w, a, pk, self.bw, batch=batch, formats=f, **detail)
         if self.measured is not None and batch == 1 and m > 0 and w.name == a.name:
             hit = self.measured.gemm_time(m, n, k, w.name)
             if hit is not None:
@@ -171,15 +172,16 @@ class _Step:
         ops = [self.gemm("router", "router", self.mlp_tokens(), e.num_experts, H, weights=BF16, acts=BF16)]
         width = e.intermediate_size // self.lay.moe_tp
         pairs, active = r.gpu_pairs, r.gpu_active_experts
-        w, a = self.f.weights, self.f.activations
+        fe = self.f.for_group("routed_experts")
+        w, a = fe.weights, fe.activations
         m_per = pairs / active if active else 0.0
         detail = dict(tokens_per_expert_mean=r.mean_tokens_per_expert, busiest_expert=r.busiest_expert_tokens,
                       pairs=pairs, active_experts=active, m_per_active_expert=m_per)
         for name, n, k in (("routed experts gate+up", 2 * width, H), ("routed experts down", H, width)):
-            wb = self.f.weight_bytes(w, n, k, active)                   # fp32 scales included (ops docstring)
-            nbytes = wb + self.f.activation_bytes(a, pairs, k) + BF16.values_bytes(pairs * n)
+            wb = fe.weight_bytes(w, n, k, active)                        # fp32 scales included (ops docstring)
+            nbytes = wb + fe.activation_bytes(a, pairs, k) + BF16.values_bytes(pairs * n)
             shape = f"M≈{m_per:.3g} N={n} K={k} x {active:.4g} active experts"
-            ops.append(roofline_op(name, "routed_experts", 1, 2.0 * pairs * n * k, nbytes, wb, self.f.gemm_peak,
+            ops.append(roofline_op(name, "routed_experts", 1, 2.0 * pairs * n * k, nbytes, wb, fe.gemm_peak,
                                    self.bw, shape, n=n, k=k, **detail))
         if self.measured is not None:
             ops[1:] = self._measured_experts(ops[1:], width)
@@ -191,7 +193,7 @@ class _Step:
         e, r = self.m.experts, self.routing
         local = e.num_experts // self.lay.ep
         tpe = r.gpu_pairs / local
-        kw = dict(experts=local, hidden=self.H, width=width, fmt=self.f.weights.name,
+        kw = dict(experts=local, hidden=self.H, width=width, fmt=self.f.for_group("routed_experts").weights.name,
                   active_experts=r.gpu_active_experts, routing=r.routing)
         whole = self.measured.moe_time(tpe, **kw)
         if whole is not None:
@@ -269,8 +271,10 @@ class _Step:
                 ops.extend(layer_ops(layer.attention, layer.mlp))
             start += size
             if s == lay.pp - 1:
+                head = self.f.for_group("lm_head")
+                own = head is not self.f                   # lm_head has its own format only when given
                 ops.append(self.gemm("lm_head (vocab-parallel)", "lm_head", t, ceil_div(V, lay.attn_tp), H,
-                                     weights=BF16, acts=BF16))
+                                     weights=head.weights if own else BF16, acts=head.activations if own else BF16))
                 g = self.collective("lm_head logits all-gather", "all_gather", lay.attn_tp, t * V * HIDDEN_BYTES,
                                     "lm_head")
                 if g:
