@@ -269,3 +269,47 @@ def test_empty_compare_layout_is_refused():
     with pytest.raises(TruepeakError, match=r"layouts 'tp8,ep8,' have an empty item"):
         parse_layouts("tp8,ep8,")
     assert [l.name for l in parse_layouts(" tp8 , ep8")] == ["tp8", "ep8"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--mtp", "1", "--mtp-acceptance", "1.5"), "must be in (0, 1]"),
+    (("--mtp", "1", "--mtp-acceptance", "0"), "must be in (0, 1]"),
+    (("--mtp-acceptance", "0.8"), "needs --mtp N"),
+    (("--weights", "experts=nvfp4"), "names no op group"),
+    (("--calibration", "/nonexistent/cal.json"), "cannot read it"),
+])
+def test_expected_step_input_refused_in_one_line(args, words):
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", *args)
+    assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert "Traceback" not in r.output
+
+
+def test_mtp_for_a_model_without_mtp_layers_is_refused():
+    r = run("--model", "qwen3-30b-a3b", "--gpu", "h200", "--mtp", "1")
+    assert r.exit_code == 2 and "has no MTP layers" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_expected_line_levers_and_json_fields():
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--batch", "8", "--context", "1536")
+    assert r.exit_code == 0, r.output
+    line = next(l for l in r.stdout.splitlines() if l.strip().startswith("expected"))
+    assert "626 tok/s" in line and "of the 1166 ceiling" in line and "small ops" in line
+    assert "levers (expected, one change each, re-planned):" in r.stdout
+    d = json.loads(run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--batch", "8", "--context",
+                       "1536", "--json", "--mtp", "1").stdout)["plans"][0]
+    assert d["step_s"] < d["expected_step_s"] and d["expected"]["tokens_per_step"] == pytest.approx(1.85)
+    assert set(d["expected_time_by_group_s"]) >= {"routed_experts", "small_ops", "communication"}
+    assert d["levers"] and d["levers_text"][0].startswith("+")
+
+
+def test_a_calibration_from_another_gpu_is_used_with_a_line_saying_so(tmp_path):
+    from importlib import resources
+
+    doc = json.loads(resources.files("truepeak.moe").joinpath("calibrations/h200.json").read_text())
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    r = run("--model", "qwen3-30b-a3b", "--gpu", "b200", "--calibration", str(path))
+    assert r.exit_code == 0, r.output
+    warn = [l for l in r.stderr.splitlines() if "the --calibration file of the NVIDIA H200 SXM" in l]
+    assert len(warn) == 1 and str(path) in warn[0]
+    assert run("--model", "qwen3-30b-a3b", "--gpu", "h200", "--calibration", str(path)).stderr.strip() == ""
