@@ -313,3 +313,15 @@ def test_a_calibration_from_another_gpu_is_used_with_a_line_saying_so(tmp_path):
     warn = [l for l in r.stderr.splitlines() if "the --calibration file of the NVIDIA H200 SXM" in l]
     assert len(warn) == 1 and str(path) in warn[0]
     assert run("--model", "qwen3-30b-a3b", "--gpu", "h200", "--calibration", str(path)).stderr.strip() == ""
+
+
+def test_nodes_that_do_not_divide_the_layout_are_refused_and_dividing_ones_cross_the_network():
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--layout", "tp8", "--nodes", "3")
+    assert r.exit_code == 2 and "--nodes 3 does not divide the 8 GPUs of layout tp8" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    d = json.loads(run("--model", "deepseek-v3", "--gpu", "h200", "--layout", "dp16ep16", "--nodes", "2",
+                       "--batch", "64", "--json", "--no-levers").stdout)["plans"][0]
+    a2a = [o for o in d["ops"] if o["name"] == "EP dispatch all-to-all"][0]
+    # 16 ranks over 2 nodes: α (as inside a node, 11 µs) + S x 15/16 / 50 GB/s
+    assert a2a["time_s"] == pytest.approx(11e-6 + a2a["bytes"] * 15 / 16 / 50e9)
+    assert a2a["detail"]["network"] is True

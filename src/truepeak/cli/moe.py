@@ -72,6 +72,9 @@ def plan_cmd(
     eager: bool = typer.Option(False, "--eager", help="Expected step without CUDA graphs (every kernel launched from the host)."),
     mtp: Optional[int] = typer.Option(None, "--mtp", help="MTP draft tokens per step (N >= 1), for a checkpoint with MTP layers."),
     mtp_acceptance: Optional[float] = typer.Option(None, "--mtp-acceptance", help="Probability each MTP draft token is accepted, in (0, 1]; default 0.85 (DeepSeek-V3 technical report: 85-90 % for the second token)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="Nodes the layout's GPUs are split over (must divide them); collectives spanning nodes cross the network."),
+    network_bandwidth: float = typer.Option(50.0, "--network-bandwidth", help="Network bandwidth per GPU between nodes, GB/s (default 50: ConnectX-7 400 Gb/s, deepseek-ai/DeepEP README)."),
+    network_latency: Optional[float] = typer.Option(None, "--network-latency", help="Fixed cost of a collective between nodes, µs (default: as inside a node)."),
     no_levers: bool = typer.Option(False, "--no-levers", help="Leave out the ranked levers (each re-plans once per change)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (SI units) instead of text."),
 ) -> None:
@@ -81,7 +84,8 @@ def plan_cmd(
         lines, warnings = _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing,
                                 compare, measured, interconnect, as_json, width=stdout_width(),
                                 calibration=calibration, eager=eager, mtp=mtp, mtp_acceptance=mtp_acceptance,
-                                levers=not no_levers)
+                                levers=not no_levers, nodes=nodes, network_bandwidth=network_bandwidth,
+                                network_latency=network_latency)
     except TruepeakError as exc:
         raise fail(str(exc), exc.exit_code) from None
     for w in warnings:
@@ -92,7 +96,8 @@ def plan_cmd(
 
 def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing, compare, measured,
           interconnect, as_json, width: int | None = None, calibration=None, eager=False, mtp=None,
-          mtp_acceptance=None, levers=True) -> tuple[list[str], list[str]]:
+          mtp_acceptance=None, levers=True, nodes=None, network_bandwidth=50.0,
+          network_latency=None) -> tuple[list[str], list[str]]:
     """Parse and check the options, plan (:func:`truepeak.moe.plan.plan_set`), render: the lines to print and the
     warnings; tables fitted into ``width`` terminal columns (None: not a terminal)."""
     from truepeak.moe.layout import parse_layout, parse_layouts
@@ -125,11 +130,15 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     if mtp_acceptance is not None and mtp is None:
         raise TruepeakError(f"--mtp-acceptance {mtp_acceptance} needs --mtp N (the draft tokens per step)")
     mtp_setting = MtpSetting(mtp, 0.85 if mtp_acceptance is None else mtp_acceptance) if mtp is not None else None
+    from truepeak.moe.plan.network import Network
+
+    net = (Network(nodes, network_bandwidth * 1e9, None if network_latency is None else network_latency * 1e-6)
+           if nodes is not None else None)
     result = plan_set(model, name, gpus=gpus, layout=lay, batches=batches, context=context, weights=weights,
                       activations=activations, kv_cache=kv_cache, routing=routing, compare=compare,
                       compare_layouts=compare_layouts, compare_batches=batches if batch is not None else None,
                       measured=measured or None, interconnect=interconnect, calibration=calibration, eager=eager,
-                      mtp=mtp_setting, with_levers=levers)
+                      mtp=mtp_setting, with_levers=levers, network=net)
     warnings = [finding_text(w) for w in result.warnings]
     if as_json:
         return [render_json(result)], warnings

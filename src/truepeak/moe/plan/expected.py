@@ -15,7 +15,7 @@ a fraction of that. The expected step re-times the same ops with what the GPU ac
   windows take the same fraction at the same bytes, an assumption).
 - **Collectives**: the measured time per call at the nccl-tests size S' = S × factor(op, n) / factor(op, n_measured)
   (equal bus bandwidth per GPU inside one NVLink / NVSwitch domain) × the NVLink size ratio of the carry-over; on
-  PCIe the plan's α–β time (no PCIe calibration). The EP dispatch carries the GEMM activation format when it is 8-bit
+  PCIe, and between nodes (:mod:`truepeak.moe.plan.network`), the plan's α–β time (neither was measured). The EP dispatch carries the GEMM activation format when it is 8-bit
   (DeepEP's fp8 dispatch), the combine bf16.
 - **Small kernels** (:mod:`truepeak.moe.plan.kernels`): norms, RoPE, quantisation, top-k, alignment, KV writes,
   sampling, each one kernel at its bytes.
@@ -160,7 +160,7 @@ class _Timer:
 
         d = op.detail
         name, n = d.get("collective", "all_reduce"), int(d.get("ranks", 2))
-        if op.measured or self.ic != "nvlink":
+        if op.measured or self.ic != "nvlink" or d.get("network"):
             return op.time_s
         measured_op = name if name in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all") else "all_gather"
         nbytes = op.bytes

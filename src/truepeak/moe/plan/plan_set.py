@@ -86,7 +86,7 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
              activations: str | None = None, kv_cache: str | None = None, routing="uniform", compare: bool = False,
              compare_layouts: Sequence[Layout | str] | None = None, compare_batches: Sequence[int] | None = None,
              measured=None, interconnect: str | None = None, calibration=None, eager: bool = False, mtp=None,
-             expert_kernel: str = "library", with_levers: bool = False) -> PlanSet:
+             expert_kernel: str = "library", with_levers: bool = False, network=None) -> PlanSet:
     """Plan ``model`` on ``gpu`` at every batch of ``batches``, and, with ``compare``, a what-if table.
 
     Args:
@@ -110,6 +110,7 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
         eager, mtp, expert_kernel: as :func:`~truepeak.moe.plan.plan`; a model with MTP layers planned without
             ``mtp`` adds a :class:`~truepeak.moe.findings.MtpNotModelled` warning.
         with_levers: rank the levers of every plan (:func:`truepeak.moe.plan.levers.levers`).
+        network: a :class:`truepeak.moe.plan.network.Network` for a layout over several nodes, or None.
 
     Raises:
         TruepeakError: a layout that uses another GPU count than ``gpus``, a GPU count < 1, and whatever
@@ -152,7 +153,7 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
         warnings.append(MtpNotModelled(mdl.name, mdl.num_mtp_layers))
     kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, weights=weights,
               formats=fmts, device_name=name if name in acc.device_names else None, calibration=cal, eager=eager,
-              expert_kernel=expert_kernel, mtp=mtp)
+              expert_kernel=expert_kernel, mtp=mtp, network=network)
     plans = tuple(plan(mdl, acc, lay, b, **kw) for b in batches)
     lv = tuple(tuple(rank_levers(p, mdl, acc, cal, **{k: v for k, v in kw.items() if k != "calibration"}))
                for p in plans) if with_levers else ()

@@ -46,7 +46,7 @@ def check_context(context) -> int:
 def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT_CONTEXT, weights: str | None = None,
          activations: str | None = None, kv_cache: str | None = None, routing="uniform", measured=None,
          interconnect: str | None = None, device_name: str | None = None, formats: Formats | None = None,
-         calibration=None, eager: bool = False, expert_kernel: str = "library", mtp=None) -> Plan:
+         calibration=None, eager: bool = False, expert_kernel: str = "library", mtp=None, network=None) -> Plan:
     """Predict one decode step (the model: :mod:`truepeak.moe.plan.step`, :mod:`~truepeak.moe.plan.memory`,
     :mod:`~truepeak.moe.plan.weights`).
 
@@ -77,6 +77,8 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
         mtp: a :class:`truepeak.moe.plan.mtp.MtpSetting` (draft tokens and acceptance), or None: the expected step
             and its ceiling are composed as :func:`truepeak.moe.plan.mtp.compose` says; ``step_s`` stays the plain
             roofline step.
+        network: a :class:`truepeak.moe.plan.network.Network` (``--nodes``): collectives spanning more GPUs than
+            one node take its α–β; None: one node (beyond a baseboard, a flag says the traffic is not modelled).
 
     Raises:
         TruepeakError: a batch < 1, a context < 1, a layout that does not divide the model (which part), an accelerator
@@ -103,12 +105,12 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
     f = formats or plan_formats(model, acc, weights, activations, kv_cache)
     link = interconnect_of(acc, lay.stage_gpus, interconnect)    # the GPUs that run collectives together
     ic = link.kind
-    st = _Step(model, acc, lay, batch, context, f, routing, measured, ic)
+    st = _Step(model, acc, lay, batch, context, f, routing, measured, ic, network)
     ops, stage_s, trip_s = st.build()
     busy = st.n_mb * stage_s
     step_s = max(busy, trip_s)         # pipeline full: n_mb x slowest stage; else one micro-batch's trip
 
-    flags = [pcie_flag(lay, ic, batch, ops, step_s), baseboard_flag(acc, lay, ic)]
+    flags = [pcie_flag(lay, ic, batch, ops, step_s), None if network is not None else baseboard_flag(acc, lay, ic)]
     notes = (*f.notes, *(n for n in flags if n is not None))
     dev = device_name or (acc.device_names[0] if acc.device_names else acc.name)
     names = tuned_config_names(model, lay, dev, f.weights.name, f.activations.name)
@@ -126,7 +128,7 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
         return p
     verify = plan(model, acc, lay, batch * (mtp.draft_tokens + 1), context=context, routing=routing,
                   measured=measured, interconnect=interconnect, device_name=device_name, formats=f, weights=weights,
-                  calibration=cal, eager=eager, expert_kernel=expert_kernel)
+                  calibration=cal, eager=eager, expert_kernel=expert_kernel, network=network)
     ceiling_s, expected_s = compose(p, verify, mtp, model.num_layers)
     v = verify.expected
     exp = replace(v, step_s=expected_s, ceiling_s=ceiling_s, batch=batch, tokens_per_step=mtp.tokens_per_step,

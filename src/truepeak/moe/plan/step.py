@@ -58,9 +58,11 @@ class _Step:
     """Builds the ops of one plan (internal; :func:`plan` is the entry point)."""
 
     def __init__(self, model, acc, layout: Layout, batch: int, context: int, formats: Formats, routing, measured,
-                 ic: str):
+                 ic: str, network=None):
         self.m, self.acc, self.lay, self.B, self.C, self.f = model, acc, layout, batch, context, formats
         self.measured, self.ic = measured, ic
+        self.net = network
+        self.per_node = network.gpus_per_node(layout) if network is not None else None
         self.bw = acc.bandwidth_bytes_per_s
         self.n_mb = min(layout.pp, batch)                     # micro-batches in flight
         self.mb = ceil_div(batch, layout.pp)                   # tokens per micro-batch (the stage's T)
@@ -86,6 +88,15 @@ class _Step:
     def collective(self, name: str, op: str, ranks: int, nbytes: float, where: str) -> OpCost | None:
         if ranks < 2 or nbytes <= 0:
             return None
+        if self.net is not None and ranks > self.per_node:
+            from truepeak.comm.model import CollectiveModel, default_model
+
+            alpha = (self.net.latency_s if self.net.latency_s is not None else
+                     default_model(op, min(ranks, max(2, self.per_node)), self.ic, device=self.acc.name).alpha_s)
+            model = CollectiveModel(alpha, self.net.bandwidth, op, ranks,
+                                    source=f"between {self.net.nodes} nodes: {self.net.bandwidth / 1e9:g} GB/s per GPU")
+            return comm_op(name, 1, nbytes, model.time(nbytes), f"α–β network: {model.source}", collective=op,
+                           ranks=ranks, where=where, alpha_s=alpha, network=True)
         hit = self.measured.collective_time(op, ranks, nbytes) if self.measured is not None else None
         if hit is None:
             from truepeak.comm.model import default_model
