@@ -253,17 +253,21 @@ def default_calibration() -> Calibration:
     return _SHIPPED[DEFAULT_CALIBRATION]
 
 
-_LINK = re.compile(r"(\d+(?:\.\d+)?)\s*(GB/s|TB/s)", re.I)
+_LINK = re.compile(r"(\d+(?:\.\d+)?)\s*(GB/s|TB/s)(\s*per direction)?", re.I)
+#: The NVLink bandwidth the literature NVLink defaults of :mod:`truepeak.comm.model` were measured on (H100 SXM,
+#: NVLink4: 900 GB/s bidirectional).
+DEFAULTS_LINK = 900e9
 
 
 def link_bandwidth(acc) -> float | None:
-    """The first bandwidth the catalog's interconnect text names for ``acc`` (NVLink4 900 GB/s, NVLink5 1.8 TB/s,
-    XGMI 448 GB/s per direction), B/s; None when it names none."""
+    """The bidirectional bandwidth per GPU of the first figure the catalog's interconnect text names for ``acc``
+    (NVLink4 900 GB/s, NVLink5 1.8 TB/s, XGMI 448 GB/s per direction = 896 GB/s), B/s; None when it names none."""
     text = acc.interconnect.value if acc.interconnect is not None else ""
     m = _LINK.search(str(text or ""))
     if not m:
         return None
-    return float(m.group(1)) * (1e12 if m.group(2).lower() == "tb/s" else 1e9)
+    both = 2.0 if m.group(3) else 1.0
+    return both * float(m.group(1)) * (1e12 if m.group(2).lower() == "tb/s" else 1e9)
 
 
 @dataclass(frozen=True)

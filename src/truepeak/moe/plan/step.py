@@ -54,6 +54,22 @@ from truepeak.moe.ops import BF16, HIDDEN_BYTES, Formats, OpCost, comm_op, gemm_
 from truepeak.moe.plan.routing_facts import _routing_facts
 
 
+def _by_generation(model, acc, ic: str):
+    """The NVLink literature default ``model`` (measured on NVLink4, 900 GB/s per GPU) with its busbw scaled to
+    ``acc``'s link bandwidth from the catalog (:func:`truepeak.moe.calibration.link_bandwidth`: NVLink5 1.8 TB/s
+    doubles it, NVLink3 600 GB/s takes 2/3); α unchanged. PCIe defaults and links the catalog gives no figure for
+    are kept."""
+    from truepeak.comm.model import CollectiveModel
+    from truepeak.moe.calibration import DEFAULTS_LINK, link_bandwidth
+
+    link = link_bandwidth(acc) if ic == "nvlink" else None
+    if not link or abs(link - DEFAULTS_LINK) < 1e6:
+        return model
+    r = link / DEFAULTS_LINK
+    return CollectiveModel(model.alpha_s, model.busbw_B_per_s * r, model.op, model.n,
+                           source=f"{model.source}; busbw x {r:.3g} for this GPU's link ({link / 1e9:g} GB/s)")
+
+
 class _Step:
     """Builds the ops of one plan (internal; :func:`plan` is the entry point)."""
 
@@ -102,6 +118,7 @@ class _Step:
             from truepeak.comm.model import default_model
 
             model = default_model(op, ranks, self.ic, device=self.acc.name)
+            model = _by_generation(model, self.acc, self.ic)
             t, src = model.time(nbytes), f"α–β default ({self.ic}): {model.source}"
             alpha = model.alpha_s
         else:
