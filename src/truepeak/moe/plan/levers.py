@@ -109,11 +109,12 @@ def levers(plan, model, acc, cal, **kw) -> list[Lever]:
         add("mtp", again({"mtp": MtpSetting(1, MTP_ACCEPTANCE)}))
     f = plan.formats
     if f.kv_cache.bits_per_value > 8:
-        add("fp8_kv_cache", again({"formats": None, "kv_cache": "fp8", "weights": f.weights.name,
-                                   "activations": None}))
+        add("fp8_kv_cache", again({"formats": None, "kv_cache": "fp8", "weights": kw.get("weights"),
+                                   "activations": kw.get("activations")}))
     if f.weights.bits_per_value > 4.6:
         fp4 = "nvfp4" if acc.has_rate("nvfp4") else "mxfp4"
-        add("fp4_weights", again({"formats": None, "weights": fp4, "kv_cache": f.kv_cache.name, "activations": None}))
+        add("fp4_weights", again({"formats": None, "weights": fp4, "kv_cache": f.kv_cache.name,
+                                  "activations": kw.get("activations")}))
     add("larger_batch", again({}, batch=plan.batch * 2))
     return sorted(out, key=lambda lv: -lv.tokens_gain)
 

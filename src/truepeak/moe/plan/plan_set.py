@@ -155,8 +155,8 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
               formats=fmts, device_name=name if name in acc.device_names else None, calibration=cal, eager=eager,
               expert_kernel=expert_kernel, mtp=mtp, network=network)
     plans = tuple(plan(mdl, acc, lay, b, **kw) for b in batches)
-    lv = tuple(tuple(rank_levers(p, mdl, acc, cal, **{k: v for k, v in kw.items() if k != "calibration"}))
-               for p in plans) if with_levers else ()
+    lkw = {**{k: v for k, v in kw.items() if k != "calibration"}, "activations": activations, "kv_cache": kv_cache}
+    lv = tuple(tuple(rank_levers(p, mdl, acc, cal, **lkw)) for p in plans) if with_levers else ()
     if not compare:
         return PlanSet(mdl, acc, lay, plans, measured=tables, warnings=tuple(warnings), levers=lv)
     layouts = (parse_layouts(compare_layouts) if isinstance(compare_layouts, str) else

@@ -119,7 +119,7 @@ def plan(model, acc, layout: Layout | str, batch: int, *, context: int = DEFAULT
     carry = carry_over(cal, acc)
     assumed = () if carry.same_device else (
         CalibrationCarriedOver(acc.name, cal.device, cal.source, carry.ratio, carry.link_ratio, carry.native_fp4,
-                               calibration is not None),)
+                               not cal.source.startswith("shipped")),)
     p = Plan(model.name, acc.name, lay, batch, context, f, ic, link, tuple(ops), step_s, step_s - busy,
              st.routing, memory, names, st.bw, notes, choice, weights_note(choice, model, f, memory))
     exp = replace(expected_step(p, model, acc, cal, eager=eager, expert_kernel=expert_kernel), assumptions=assumed)
