@@ -90,7 +90,7 @@ def lever_lines(levers) -> list[str]:
         d = lv.step_after_s - lv.step_before_s
         sign = "+" if d > 0 else "−"
         fit = "" if lv.fits else " — does not fit in GPU memory"
-        gain = ("+" if lv.tokens_gain > 0 else "") + fmt_pct(lv.tokens_gain, digits=2)
+        gain = ("+" if lv.tokens_gain > 0 else "−") + fmt_pct(abs(lv.tokens_gain), digits=2)
         out.append(f"{gain} tok/s, step {sign}{_ms(abs(d))} "
                    f"({_tok(lv.tokens_per_s_after)} tok/s): {LEVER_WORDS[lv.key]}{fit}")
     return out

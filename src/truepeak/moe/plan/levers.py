@@ -5,7 +5,9 @@ Pure Python. Each lever changes one thing and plans again (:func:`truepeak.moe.p
 :func:`truepeak.moe.plan.expected.expected_step` on the same ops for what only the expected step sees); its gain is
 the expected tokens/s after over before. A lever that does not apply to the plan (CUDA graphs when the step already
 replays one, MTP for a model without MTP layers, EP for a layout that already splits its experts, an fp8 KV cache
-that is already fp8, fp4 weights that are already 4-bit, a layout the model does not divide into) is left out.
+that is already fp8, fp4 weights that are already 4-bit, a layout the model does not divide into) is left out; with
+MTP the levers that re-time only the expected step of one pass (fusing the small ops, a faster all-reduce, an expert
+kernel at the roofline) are left out too, since the MTP step is composed of two passes.
 Sorted by gain, largest first. :data:`truepeak.report.plan_expected.LEVER_WORDS` says what each assumes.
 """
 
