@@ -20,7 +20,7 @@ def rows():
 
 
 def test_the_points_are_the_published_ones():
-    # SemiAnalysisAI/InferenceX #870 (V1-V8), #1061 (V9-V10), tenstorrent/tt-inference-server #340 (V11), DeepSeek
+    # InferenceX issues/870 (V1-V8), pull/1061 (V9-V10), tt-inference-server issues/340 (V11), DeepSeek
     # open-infra day 6 (V12): 14.8k tok/s per 8-GPU node = 1850 per GPU, over 128 GPUs here
     got = {p.key: (p.batch, p.measured_tokens_per_s) for p in POINTS}
     assert got == {"V1": (8, 625), "V2": (16, 930), "V3": (32, 1250), "V4": (64, 1850), "V5": (4, 478),

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from truepeak.moe.plan.mtp import MtpSetting
 
-INFERENCEX_870 = "SemiAnalysisAI/InferenceX issue #870"
-INFERENCEX_1061 = "SemiAnalysisAI/InferenceX PR #1061"
-TT_340 = "tenstorrent/tt-inference-server issue #340"
+INFERENCEX_870 = "github.com/SemiAnalysisAI/InferenceX/issues/870"
+INFERENCEX_1061 = "github.com/SemiAnalysisAI/InferenceX/pull/1061"
+TT_340 = "github.com/tenstorrent/tt-inference-server/issues/340"
 DEEPSEEK_DAY6 = ("DeepSeek open-infra day 6, 'DeepSeek-V3/R1 inference system overview' (github.com/deepseek-ai/"
                  "open-infra-index), as quoted by third-party summaries")
 
