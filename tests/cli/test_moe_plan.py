@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 import truepeak.cli.moe  # noqa: F401  (registers the sub-app)
 from truepeak.cli.app import app
 from truepeak.cli.moe import moe_app
+from truepeak.moe.findings import MtpNotModelled
+from truepeak.report.plan import finding_text
 
 WS = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
 S1 = ("--model", "glm-5", "--gpu", WS, "--gpus", "8", "--weights", "nvfp4")
@@ -202,13 +204,15 @@ def test_compare_layout_on_another_gpu_count_warns_one_line_each():
             "--json")
     assert r.exit_code == 0, r.output
     w = json.loads(r.stdout)["warnings"]
+    assert w[0] == finding_text(MtpNotModelled("deepseek-v3", 1))
+    w = w[1:]
     assert w == ["--compare layout tp4 uses 4 GPUs, not the 8 of --gpus: its row is planned on 4 GPUs (tokens/s "
                  "total for 4 GPUs; compare rows per GPU)",
                  "--compare layout ep16 uses 16 GPUs, not the 8 of --gpus: its row is planned on 16 GPUs (tokens/s "
                  "total for 16 GPUs; compare rows per GPU)"]
     t = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--compare", "tp8,tp4", "--batch", "1")
     assert t.exit_code == 0
-    assert [l for l in t.stderr.splitlines() if l.startswith("warning:")] == ["warning: " + w[0]]
+    assert [l for l in t.stderr.splitlines() if l.startswith("warning:")][1:] == ["warning: " + w[0]]
     assert "warning" not in t.stdout
 
 
@@ -222,10 +226,11 @@ def test_context_above_max_position_embeddings_warns(tmp_path):
     r = run("--model", str(path), "--gpu", "h200", "--gpus", "8", "--context", "200000", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert len(d["warnings"]) == 1 and "200000" in d["warnings"][0] and "163840" in d["warnings"][0]
+    assert len(d["warnings"]) == 2 and "200000" in d["warnings"][0] and "163840" in d["warnings"][0]
     assert d["plans"][0]["context"] == 200000                           # planned anyway
     t = run("--model", str(path), "--gpu", "h200", "--gpus", "8", "--context", "163840", "--json")
-    assert json.loads(t.stdout)["warnings"] == []
+    w = json.loads(t.stdout)["warnings"]           # only the MTP warning (the config has an MTP layer) is left
+    assert len(w) == 1 and "no --mtp was given" in w[0]
 
 
 def test_help_shows_compare_takes_layouts():
@@ -264,3 +269,59 @@ def test_empty_compare_layout_is_refused():
     with pytest.raises(TruepeakError, match=r"layouts 'tp8,ep8,' have an empty item"):
         parse_layouts("tp8,ep8,")
     assert [l.name for l in parse_layouts(" tp8 , ep8")] == ["tp8", "ep8"]
+
+
+@pytest.mark.parametrize("args, words", [
+    (("--mtp", "1", "--mtp-acceptance", "1.5"), "must be in (0, 1]"),
+    (("--mtp", "1", "--mtp-acceptance", "0"), "must be in (0, 1]"),
+    (("--mtp-acceptance", "0.8"), "needs --mtp N"),
+    (("--weights", "experts=nvfp4"), "names no op group"),
+    (("--calibration", "/nonexistent/cal.json"), "cannot read it"),
+])
+def test_expected_step_input_refused_in_one_line(args, words):
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", *args)
+    assert r.exit_code == 2 and words in r.output and len(r.output.strip().splitlines()) == 1, r.output
+    assert "Traceback" not in r.output
+
+
+def test_mtp_for_a_model_without_mtp_layers_is_refused():
+    r = run("--model", "qwen3-30b-a3b", "--gpu", "h200", "--mtp", "1")
+    assert r.exit_code == 2 and "has no MTP layers" in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_expected_line_levers_and_json_fields():
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--batch", "8", "--context", "1536")
+    assert r.exit_code == 0, r.output
+    line = next(l for l in r.stdout.splitlines() if l.strip().startswith("expected"))
+    assert "626 tok/s" in line and "of the 1166 ceiling" in line and "small ops" in line
+    assert "levers (expected, one change each, re-planned):" in r.stdout
+    d = json.loads(run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--batch", "8", "--context",
+                       "1536", "--json", "--mtp", "1").stdout)["plans"][0]
+    assert d["step_s"] < d["expected_step_s"] and d["expected"]["tokens_per_step"] == pytest.approx(1.85)
+    assert set(d["expected_time_by_group_s"]) >= {"routed_experts", "small_ops", "communication"}
+    assert d["levers"] and d["levers_text"][0].startswith("+")
+
+
+def test_a_calibration_from_another_gpu_is_used_with_a_line_saying_so(tmp_path):
+    from importlib import resources
+
+    doc = json.loads(resources.files("truepeak.moe").joinpath("calibrations/h200.json").read_text())
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps(doc))
+    r = run("--model", "qwen3-30b-a3b", "--gpu", "b200", "--calibration", str(path))
+    assert r.exit_code == 0, r.output
+    warn = [l for l in r.stderr.splitlines() if "the --calibration file of the NVIDIA H200 SXM" in l]
+    assert len(warn) == 1 and str(path) in warn[0]
+    assert run("--model", "qwen3-30b-a3b", "--gpu", "h200", "--calibration", str(path)).stderr.strip() == ""
+
+
+def test_nodes_that_do_not_divide_the_layout_are_refused_and_dividing_ones_cross_the_network():
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--layout", "tp8", "--nodes", "3")
+    assert r.exit_code == 2 and "--nodes 3 does not divide the 8 GPUs of layout tp8" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+    d = json.loads(run("--model", "deepseek-v3", "--gpu", "h200", "--layout", "dp16ep16", "--nodes", "2",
+                       "--batch", "64", "--json", "--no-levers").stdout)["plans"][0]
+    a2a = [o for o in d["ops"] if o["name"] == "EP dispatch all-to-all"][0]
+    # 16 ranks over 2 nodes: α (as inside a node, 11 µs) + S x 15/16 / 50 GB/s
+    assert a2a["time_s"] == pytest.approx(11e-6 + a2a["bytes"] * 15 / 16 / 50e9)
+    assert a2a["detail"]["network"] is True

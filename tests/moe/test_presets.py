@@ -8,6 +8,9 @@ README lists them with their sources)."""
 from __future__ import annotations
 
 import json
+
+from truepeak.moe.findings import MtpNotModelled
+from truepeak.report.plan import finding_text
 from importlib import resources
 
 import pytest
@@ -184,12 +187,13 @@ def test_context_warning_fires_for_a_preset():
     r = run("--model", "glm-5", "--gpu", "h200", "--gpus", "8", "--context", "10000000")
     assert r.exit_code == 0, r.output
     warn = [l for l in r.stderr.splitlines() if l.startswith("warning:")]
+    mtp = finding_text(MtpNotModelled("glm-5", 1))
     assert warn == ["warning: --context 10000000 is above glm-5's max_position_embeddings 202752: planned anyway, "
-                    "but the model does not serve that context as configured"]
+                    "but the model does not serve that context as configured", "warning: " + mtp]
     d = json.loads(run("--model", "glm-5", "--gpu", "h200", "--gpus", "8", "--context", "10000000", "--json").stdout)
-    assert d["warnings"] == [warn[0][len("warning: "):]] and d["plans"][0]["context"] == 10_000_000
+    assert d["warnings"] == [warn[0][len("warning: "):], mtp] and d["plans"][0]["context"] == 10_000_000
     assert json.loads(run("--model", "glm-5", "--gpu", "h200", "--gpus", "8", "--context", "202752",
-                          "--json").stdout)["warnings"] == []
+                          "--json").stdout)["warnings"] == [mtp]
 
 
 # -- the library ---------------------------------------------------------------------------------------------------------

@@ -498,9 +498,10 @@ def test_moe_plan_what_if_table(deepseek_plan, width):
     text = "\n".join(render_compare(cells, layouts, batches, width))
     cols: dict[str, list[str]] = {"parallelism": text_tokens(*(lay.describe() for lay in layouts))}
     for cell in cells:
-        t = cell.plan.tokens_per_s  # tokens/s: whole from 100 up, else 4 significant digits
-        cols.setdefault(f"b={cell.batch}", []).append(f"{t:.0f}" if t >= 100 else f"{t:.4g}")
-    assert all(len(cols[f"b={b}"]) == len(layouts) for b in batches)
+        # expected / ceiling tokens/s: whole from 100 up, else 4 significant digits
+        for t in (cell.plan.expected.tokens_per_s, cell.plan.tokens_per_s):
+            cols.setdefault(f"b={cell.batch}", []).append(f"{t:.0f}" if t >= 100 else f"{t:.4g}")
+    assert all(len(cols[f"b={b}"]) == 2 * len(layouts) for b in batches)
     check_shown(text, width, cols, heading="layout")
 
 

@@ -68,13 +68,24 @@ def plan_cmd(
     compare: bool = typer.Option(False, "--compare", metavar="[LAYOUTS]", help="What-if table over layouts x batch sizes. Takes an optional comma list of layouts after a space: --compare tp8,tp4pp2,ep8; --compare alone for 6 default layouts. Batches from --batch when given, else 1,2,8,16,32,64,128,512. A layout on another GPU count than --gpus is planned on its own GPUs, with a one-line warning."),
     measured: Optional[list[str]] = typer.Option(None, "--measured", help="JSON Lines results (truepeak run / comm / moe bench) whose gemm, moe_experts and collective times replace the roofline; repeatable."),
     interconnect: Optional[str] = typer.Option(None, "--interconnect", help="Override the interconnect: nvlink or pcie (default from the catalog)."),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="Calibration JSON of the expected step (benchmarks/build_calibration.py writes one); default: the shipped H200 calibration, carried over to other GPUs by a stated rule."),
+    eager: bool = typer.Option(False, "--eager", help="Expected step without CUDA graphs (every kernel launched from the host)."),
+    mtp: Optional[int] = typer.Option(None, "--mtp", help="MTP draft tokens per step (N >= 1), for a checkpoint with MTP layers."),
+    mtp_acceptance: Optional[float] = typer.Option(None, "--mtp-acceptance", help="Probability each MTP draft token is accepted, in (0, 1]; default 0.85 (DeepSeek-V3 technical report: 85-90 % for the second token)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", help="Nodes the layout's GPUs are split over (must divide them); collectives spanning nodes cross the network."),
+    network_bandwidth: float = typer.Option(50.0, "--network-bandwidth", help="Network bandwidth per GPU between nodes, GB/s (default 50: ConnectX-7 400 Gb/s, deepseek-ai/DeepEP README)."),
+    network_latency: Optional[float] = typer.Option(None, "--network-latency", help="Fixed cost of a collective between nodes, µs (default: as inside a node)."),
+    no_levers: bool = typer.Option(False, "--no-levers", help="Leave out the ranked levers (each re-plans once per change)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (SI units) instead of text."),
 ) -> None:
     try:
         from truepeak.report.fit import stdout_width
 
         lines, warnings = _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing,
-                                compare, measured, interconnect, as_json, width=stdout_width())
+                                compare, measured, interconnect, as_json, width=stdout_width(),
+                                calibration=calibration, eager=eager, mtp=mtp, mtp_acceptance=mtp_acceptance,
+                                levers=not no_levers, nodes=nodes, network_bandwidth=network_bandwidth,
+                                network_latency=network_latency)
     except TruepeakError as exc:
         raise fail(str(exc), exc.exit_code) from None
     for w in warnings:
@@ -84,7 +95,9 @@ def plan_cmd(
 
 
 def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, kv_cache, routing, compare, measured,
-          interconnect, as_json, width: int | None = None) -> tuple[list[str], list[str]]:
+          interconnect, as_json, width: int | None = None, calibration=None, eager=False, mtp=None,
+          mtp_acceptance=None, levers=True, nodes=None, network_bandwidth=50.0,
+          network_latency=None) -> tuple[list[str], list[str]]:
     """Parse and check the options, plan (:func:`truepeak.moe.plan.plan_set`), render: the lines to print and the
     warnings; tables fitted into ``width`` terminal columns (None: not a terminal)."""
     from truepeak.moe.layout import parse_layout, parse_layouts
@@ -112,10 +125,20 @@ def _plan(ctx, model, gpu, gpus, layout, batch, context, weights, activations, k
     if not name:
         raise TruepeakError("no GPU detected; give --gpu NAME (e.g. --gpu h200, --gpu \"rtx pro 6000\"; "
                             "`truepeak specs` lists them)")
+    from truepeak.moe.plan.mtp import MtpSetting
+
+    if mtp_acceptance is not None and mtp is None:
+        raise TruepeakError(f"--mtp-acceptance {mtp_acceptance} needs --mtp N (the draft tokens per step)")
+    mtp_setting = MtpSetting(mtp, 0.85 if mtp_acceptance is None else mtp_acceptance) if mtp is not None else None
+    from truepeak.moe.plan.network import Network
+
+    net = (Network(nodes, network_bandwidth * 1e9, None if network_latency is None else network_latency * 1e-6)
+           if nodes is not None else None)
     result = plan_set(model, name, gpus=gpus, layout=lay, batches=batches, context=context, weights=weights,
                       activations=activations, kv_cache=kv_cache, routing=routing, compare=compare,
                       compare_layouts=compare_layouts, compare_batches=batches if batch is not None else None,
-                      measured=measured or None, interconnect=interconnect)
+                      measured=measured or None, interconnect=interconnect, calibration=calibration, eager=eager,
+                      mtp=mtp_setting, with_levers=levers, network=net)
     warnings = [finding_text(w) for w in result.warnings]
     if as_json:
         return [render_json(result)], warnings

@@ -209,6 +209,35 @@ class UnquantisedGroups(Finding):
     bf16_bytes: float
 
 
+# -- the expected step -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CalibrationCarriedOver(Finding):
+    """The expected step of ``accelerator`` uses a calibration measured on another GPU (``calibration``, read from
+    ``source``; ``user_file``: given with ``--calibration`` rather than the shipped default), by the carry-over rule
+    of :mod:`truepeak.moe.calibration`: fractions of the read bandwidth on the catalog bandwidth × ``ratio``, fixed
+    costs in seconds, collective size terms × ``link_ratio``, ``native_formats`` at the measured fp8 fractions."""
+
+    KIND: ClassVar[str] = "calibration_carried_over"
+    accelerator: str
+    calibration: str
+    source: str
+    ratio: float
+    link_ratio: float
+    native_formats: tuple[str, ...]
+    user_file: bool
+
+
+@dataclass(frozen=True)
+class MtpNotModelled(Finding):
+    """``model`` has ``layers`` MTP layers and no ``--mtp`` was given: a server that runs MTP gains more than one
+    token per step, so the plain prediction is not its ceiling."""
+
+    KIND: ClassVar[str] = "mtp_not_modelled"
+    model: str
+    layers: int
+
+
 # -- warnings about the input -----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -235,4 +264,4 @@ class CompareOtherGpus(Finding):
 
 __all__ = ["Finding", "CommunicationBound", "MemoryBound", "ComputeBound", "ExpertGemmIntensity", "AllReduceShare",
            "PcieCommunicationBound", "CrossesBaseboard", "DoesNotFit", "ActivationsFallback", "WeightsDequantised",
-           "UnquantisedGroups", "ContextAboveLimit", "CompareOtherGpus"]
+           "UnquantisedGroups", "ContextAboveLimit", "CompareOtherGpus", "CalibrationCarriedOver", "MtpNotModelled"]

@@ -59,6 +59,8 @@ class Formats:
         notes: what the user must know about the choice, as findings (:mod:`truepeak.moe.findings`): an activation
             format the device lacks (:class:`~truepeak.moe.findings.ActivationsFallback`), dequantised weights
             (:class:`~truepeak.moe.findings.WeightsDequantised`); empty when neither.
+        groups: per-group overrides, ``((group, Formats), ...)`` (``--weights routed_experts=nvfp4,attention=fp8``):
+            the ops of that group use those formats (:meth:`for_group`).
         weight_scaling: fp32 scale layout of ``weights`` for :meth:`truepeak.formats.Format.matrix_bytes`
             (``"block128"``: one per 128 x 128 block, the checkpoint's ``weight_block_size``; ``"row"``: one per
             output row, assumed when the checkpoint gives no block size) when they are fp8 / int8, else None
@@ -77,6 +79,19 @@ class Formats:
     notes: tuple[Finding, ...] = ()
     weight_scaling: str | None = None
     activation_scaling: str | None = None
+    groups: tuple = ()
+
+    def for_group(self, group: str) -> Formats:
+        """The formats of op ``group``: its own (a per-group weight format, :attr:`groups`) or these."""
+        for g, f in self.groups:
+            if g == group:
+                return f
+        return self
+
+    @property
+    def group_weights(self) -> dict[str, str]:
+        """Op group → weight format name of the per-group overrides (empty: one format for every group)."""
+        return {g: f.weights.name for g, f in self.groups}
 
     def scaling_of(self, fmt: Format) -> str | None:
         """The scale layout of operand format ``fmt``: :attr:`weight_scaling` for the plan's weight format,
@@ -133,7 +148,7 @@ class Formats:
                 "gemm_compute": self.gemm_compute.name, "gemm_peak_flops": self.gemm_peak,
                 "bf16_peak_flops": self.bf16_peak, "dequantised": self.dequantised,
                 "weight_scaling": self.weight_scaling, "activation_scaling": self.activation_scaling,
-                "findings": [n.to_dict() for n in self.notes]}
+                "group_weights": self.group_weights, "findings": [n.to_dict() for n in self.notes]}
 
 
 def _native(acc, fmt: Format) -> bool:

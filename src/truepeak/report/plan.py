@@ -23,13 +23,16 @@ from truepeak.moe.findings import (ActivationsFallback, AllReduceShare, Communic
                                    ComputeBound, ContextAboveLimit, CrossesBaseboard, DoesNotFit, ExpertGemmIntensity,
                                    Finding, MemoryBound, PcieCommunicationBound, UnquantisedGroups,
                                    WeightsDequantised)
+from truepeak.report.plan_expected import TEXT as EXPECTED_TEXT
+from truepeak.report.plan_expected import expected_line, lever_lines
 from truepeak.units import (fmt_bandwidth, fmt_bytes, fmt_number, fmt_pct, fmt_rate, fmt_time, fmt_time_in,
                             fmt_tokens_per_s)
 
 #: The footer under the plan text.
 FOOTER = ("Roofline time per op = max(FLOP / dense peak, bytes / memory bandwidth); collectives α + S·factor / busbw "
-          "(nccl-tests); no compute/communication overlap. GB = 1e9 B, GB/s = 1e9 B/s, TFLOPS = 1e12 FLOP/s "
-          "(decimal); peaks are DENSE.")
+          "(nccl-tests); no compute/communication overlap. Expected step: the same ops at the measured fractions of "
+          "the calibration, plus small kernels and launch costs (docs/planner.md, 'Expected step'). GB = 1e9 B, "
+          "GB/s = 1e9 B/s, TFLOPS = 1e12 FLOP/s (decimal); peaks are DENSE.")
 
 
 def table(headers: list[str], rows: list[list[str]], right: set[int] | None = None, *, width: int | None = None,
@@ -194,7 +197,7 @@ _TEXT = {CommunicationBound: _communication_bound, MemoryBound: _memory_bound, C
          PcieCommunicationBound: _pcie_communication_bound, CrossesBaseboard: _crosses_baseboard,
          DoesNotFit: _does_not_fit, ActivationsFallback: _activations_fallback,
          WeightsDequantised: _weights_dequantised, UnquantisedGroups: _unquantised_groups,
-         ContextAboveLimit: _context_above_limit, CompareOtherGpus: _compare_other_gpus}
+         ContextAboveLimit: _context_above_limit, CompareOtherGpus: _compare_other_gpus, **EXPECTED_TEXT}
 
 
 def finding_text(f: Finding) -> str:
@@ -300,9 +303,11 @@ def render_plan(p, width: int | None = None) -> list[str]:
     and the shape, in that order."""
     lines = [f"batch {p.batch}, context {p.context} (layout {p.layout.name}: {p.layout.describe()})"]
     row = "  {:<16}{}".format
-    lines.append(row("step", f"{_ms(p.step_s)} → {fmt_tokens_per_s(p.tokens_per_s)} tokens/s total, "
+    lines.append(row("ceiling step", f"{_ms(p.step_s)} → {fmt_tokens_per_s(p.tokens_per_s)} tokens/s total, "
                              f"{fmt_tokens_per_s(p.tokens_per_s_per_gpu)} tokens/s per GPU, "
                              f"{fmt_tokens_per_s(p.tokens_per_s_per_user)} tokens/s per sequence"))
+    if p.expected is not None:
+        lines.append(row("expected", expected_line(p.expected, lead=False)))
     b = p.time_by_bound()
     parts = [f"{k} {_ms(v)} ({_share(v / p.step_s)})" for k, v in b.items() if v > 0 or k != "pipeline_bubble"]
     lines.append(row("time by bound", " · ".join(parts)))
@@ -370,6 +375,8 @@ def render_header(p, measured) -> list[str]:
              f"{fmt_bandwidth(p.bandwidth)} GB/s → ridge {fmt_number(p.ridge, decimals=0)} FLOP/B"]
     if p.weights_origin is not None:
         lines.append(f"  weights: {weights_origin_text(p.weights_origin)}")
+    if p.expected is not None:
+        lines += [f"  {finding_text(a)}" for a in p.expected.assumptions]
     if p.weights_note is not None:
         lines.append(f"  {finding_text(p.weights_note)}")
     notes = [finding_text(n) for n in f.notes if not isinstance(n, WeightsDequantised)]
@@ -440,9 +447,11 @@ def render_compare(cells, layouts, batches, width: int | None = None) -> list[st
             mark = "" if p.memory.fits else "*"
             comm = p.time_by_bound()["communication"] / p.step_s
             mark += "!" if comm >= 0.5 else ""
-            row.append(f"{fmt_tokens_per_s(p.tokens_per_s)}{mark}")
+            both = (f"{fmt_tokens_per_s(p.expected.tokens_per_s)} / {fmt_tokens_per_s(p.expected.ceiling_tokens_per_s)}"
+                    if p.expected is not None else fmt_tokens_per_s(p.tokens_per_s))
+            row.append(f"{both}{mark}")
         rows.append(row)
-    lines = ["what-if: output tokens/s (all GPUs), layout x batch"]
+    lines = ["what-if: output tokens/s (all GPUs), expected / roofline ceiling, layout x batch"]
     lines += table(["layout", "parallelism", *[f"b={b}" for b in batches]], rows,
                    right=set(range(2, 2 + len(batches))), wrap={1}, width=width, indent="  ")
     legend = ["* does not fit in GPU memory at that batch and context", "! communication is over half the step"]
@@ -460,8 +469,12 @@ def render_text(result, width: int | None = None) -> list[str]:
     (:func:`finding_text` says each)."""
     plans = result.plans
     lines = [result.model.summary()] + render_header(plans[0], result.measured) + [""]
-    for p in plans:
-        lines += render_plan(p, width) + [""]
+    for i, p in enumerate(plans):
+        lines += render_plan(p, width)
+        if i < len(result.levers) and result.levers[i]:
+            lines.append("  levers (expected, one change each, re-planned):")
+            lines += [f"    - {x}" for x in lever_lines(result.levers[i])]
+        lines.append("")
     lines += render_tuned(plans[0])
     if result.cells is not None:
         lines += [""] + render_compare(result.cells, result.layouts, result.batches, width)
@@ -497,6 +510,9 @@ def plan_json(p) -> dict:
     d = _after(d, "collectives", "bottleneck", finding_text(p.bottleneck()))
     d = _after(d, "bottleneck", "conclusions", [finding_text(c) for c in p.conclusions()])
     d = _after(d, "measured_ops", "notes", [finding_text(n) for n in p.notes])
+    if p.expected is not None:
+        d = _after(d, "expected", "expected_text", expected_line(p.expected))
+        d = _after(d, "expected_text", "expected_assumptions", [finding_text(a) for a in p.expected.assumptions])
     if p.weights_origin is not None:
         w = _after(d["weights_origin"], "origin", "text", weights_origin_text(p.weights_origin))
         w["note"] = None if p.weights_note is None else finding_text(p.weights_note)
@@ -511,6 +527,10 @@ def render_json(result) -> str:
     m = result.model
     doc = {"model": m.name, "family": m.family, "model_summary": m.summary(), "accelerator": result.accelerator.name,
            "warnings": [finding_text(w) for w in result.warnings], "plans": [plan_json(p) for p in result.plans]}
+    for i, d in enumerate(doc["plans"]):
+        if i < len(result.levers):
+            d["levers"] = [lv.to_dict() for lv in result.levers[i]]
+            d["levers_text"] = lever_lines(result.levers[i])
     if result.cells is not None:
         doc["compare"] = {"layouts": [lay.to_dict() for lay in result.layouts], "batches": list(result.batches),
                           "cells": [c.to_dict() for c in result.cells]}

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from truepeak.errors import TruepeakError
-from truepeak.moe.findings import CompareOtherGpus, ContextAboveLimit
+from truepeak.moe.findings import CompareOtherGpus, ContextAboveLimit, MtpNotModelled
 from truepeak.moe.layout import LayoutError
 from truepeak.moe.plan import DEFAULT_COMPARE_BATCHES, default_layout, plan, plan_set
 
@@ -17,7 +17,8 @@ def test_plans_per_batch_on_the_default_layout(glm5, ws):
     r = plan_set("glm-5", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", gpus=8, batches=[1, 512],
                  weights="nvfp4")
     assert r.layout.name == "tp8" and [p.batch for p in r.plans] == [1, 512]
-    assert r.cells is None and r.warnings == () and r.measured is None
+    # glm-5 has an MTP layer and no mtp was given: the one warning
+    assert r.cells is None and r.warnings == (MtpNotModelled("glm-5", 1),) and r.measured is None
     # the same plans as plan() gives (formats resolved once for both)
     assert r.plans[1].step_s == plan(glm5, ws, "tp8", 512, weights="nvfp4").step_s
     # the device string names the tuned-config files
@@ -28,11 +29,11 @@ def test_what_if_table_and_its_warnings(dsv3, h200):
     r = plan_set(dsv3, h200, gpus=8, compare=True, context=200_000)
     assert [lay.name for lay in r.layouts] == ["tp8", "ep8", "dp8ep8", "tp4pp2", "tp2pp4", "tp2ep4"]
     assert r.batches == DEFAULT_COMPARE_BATCHES and len(r.cells) == 6 * 8
-    assert r.warnings == (ContextAboveLimit(200_000, "deepseek-v3", 163840),)
+    assert r.warnings == (ContextAboveLimit(200_000, "deepseek-v3", 163840), MtpNotModelled("deepseek-v3", 1))
     r = plan_set(dsv3, h200, gpus=8, compare=True, compare_layouts=["tp8", "tp4"], compare_batches=[1])
-    assert r.warnings == (CompareOtherGpus("tp4", 4, 8, True),) and len(r.cells) == 2
+    assert r.warnings == (MtpNotModelled("deepseek-v3", 1), CompareOtherGpus("tp4", 4, 8, True)) and len(r.cells) == 2
     assert plan_set(dsv3, h200, layout="tp8", compare=True, compare_layouts="tp4",
-                    compare_batches=[1]).warnings == (CompareOtherGpus("tp4", 4, 8, False),)
+                    compare_batches=[1]).warnings[1:] == (CompareOtherGpus("tp4", 4, 8, False),)
 
 
 def test_six_gpus_default_to_a_layout_that_fits():

@@ -109,3 +109,31 @@ def test_note_when_one_format_covers_weights_the_checkpoint_leaves_unquantised(t
         "checkpoint leaves them unquantised (0.3385 GB of weights per GPU here, 1.274 GB in bf16: their bytes and time "
         "are below the checkpoint's); router, embedding and lm_head are bf16 in every plan, as in the checkpoint")
     assert plan(m, get_accelerator("h100-sxm"), "tp1", 1, weights="nvfp4").weights_note is None   # not its format
+
+
+def test_per_group_weight_formats_parse_and_plan():
+    from truepeak.errors import ConfigError
+    from truepeak.hardware.lookup import get_accelerator
+    from truepeak.moe.config import load_model
+    from truepeak.moe.plan import plan
+    from truepeak.moe.plan.weights import parse_weights
+
+    assert parse_weights("nvfp4") == ("nvfp4", {}) and parse_weights(None) == (None, {})
+    assert parse_weights("routed_experts=nvfp4,attention=fp8") == (None, {"routed_experts": "nvfp4",
+                                                                          "attention": "fp8"})
+    assert parse_weights("bf16, routed_experts=nvfp4") == ("bf16", {"routed_experts": "nvfp4"})
+    for bad, why in (("experts=nvfp4", "names no op group"), ("attention=fp8,attention=bf16", "twice"),
+                     ("fp8,bf16,attention=fp8", "two formats"), ("attention=fp8,,x", "empty item")):
+        with pytest.raises(ConfigError, match=why):
+            parse_weights(bad)
+    # DeepSeek-V3 on a B200 with nvfp4 routed experts: the experts' weight bytes are nvfp4's 0.5625 B per value
+    # (scales included), attention keeps the checkpoint's fp8
+    m, b200 = load_model("deepseek-v3"), get_accelerator("b200")
+    p = plan(m, b200, "ep8", 8, context=1536, weights="routed_experts=nvfp4")
+    gu = next(o for o in p.ops if o.name == "routed experts gate+up")
+    active = gu.detail["active_experts"]
+    assert gu.weight_bytes == pytest.approx(active * 4096 * 7168 * 0.5625)
+    assert p.formats.weights.name == "fp8_e4m3" and p.formats.group_weights == {"routed_experts": "nvfp4"}
+    one = plan(m, b200, "ep8", 8, context=1536, weights="nvfp4")
+    qa = [next(o for o in x.ops if o.name.startswith("q_a")) for x in (p, one)]
+    assert qa[0].weight_bytes > qa[1].weight_bytes          # fp8 attention in the first, nvfp4 in the second

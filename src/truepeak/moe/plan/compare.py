@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from truepeak.moe.layout import Layout, LayoutError, default_layouts, parse_layout
-from truepeak.moe.ops import resolve_formats
 from truepeak.moe.plan.planner import DEFAULT_CONTEXT, check_batch, check_context, plan
 from truepeak.moe.plan.result import Plan
-from truepeak.moe.plan.weights import checkpoint_block_size, choose_weights
+from truepeak.moe.plan.weights import plan_formats
 
 #: The batch sizes of a ``--compare`` table when none are given (8 sizes).
 DEFAULT_COMPARE_BATCHES = (1, 2, 8, 16, 32, 64, 128, 512)
@@ -31,7 +30,10 @@ class CompareCell:
                 "tokens_per_s_per_gpu": p.tokens_per_s_per_gpu, "fits": p.memory.fits,
                 "memory_per_gpu_bytes": p.memory.total, "over_bytes": p.memory.over,
                 "communication_share": p.time_by_bound()["communication"] / p.step_s,
-                "bound": max(("compute", "memory", "communication"), key=lambda k: p.time_by_bound()[k])}
+                "bound": max(("compute", "memory", "communication"), key=lambda k: p.time_by_bound()[k]),
+                **({} if p.expected is None else {"expected_step_s": p.expected.step_s,
+                                                  "expected_tokens_per_s": p.expected.tokens_per_s,
+                                                  "ceiling_tokens_per_s": p.expected.ceiling_tokens_per_s})}
 
 
 def compare(model, acc, layouts, batches, **kw) -> list[CompareCell]:
@@ -47,9 +49,8 @@ def compare(model, acc, layouts, batches, **kw) -> list[CompareCell]:
         check_batch(b)
     check_context(kw.get("context", DEFAULT_CONTEXT))
     if not kw.get("formats"):
-        w = choose_weights(model, kw.get("weights")).format
-        kw["formats"] = resolve_formats(acc, w, kw.pop("activations", None), kw.pop("kv_cache", None),
-                                        weight_block_size=checkpoint_block_size(model, w))
+        kw["formats"] = plan_formats(model, acc, kw.get("weights"), kw.pop("activations", None),
+                                     kw.pop("kv_cache", None))
     else:
         for k in ("activations", "kv_cache"):
             kw.pop(k, None)

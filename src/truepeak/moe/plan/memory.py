@@ -58,10 +58,10 @@ def memory_fit(model, acc, layout: Layout, batch: int, context: int, formats: Fo
     :class:`truepeak.moe.config.MoEModel`) on ``acc`` at ``batch`` sequences of ``context`` tokens, bytes."""
     m, lay, f = model, layout, formats
     a, e, H, tp = m.attention, m.experts, m.hidden_size, lay.attn_tp
-    w = f.weights
+    fa, fr, fs, fd = (f.for_group(g) for g in ("attention", "routed_experts", "shared_experts", "dense_mlp"))
 
     def wv(count: float, k: int = H) -> float:      # weight values of matrices with reduction dim k, scales incl.
-        return f.weight_values_bytes(w, count, k)
+        return fa.weight_values_bytes(fa.weights, count, k)
     n = m.num_layers
     base, extra = divmod(n, lay.pp)
     sizes = [base + (1 if i >= lay.pp - extra else 0) for i in range(lay.pp)]
@@ -92,16 +92,16 @@ def memory_fit(model, acc, layout: Layout, batch: int, context: int, formats: Fo
             if layer.mlp == "moe":
                 width = e.intermediate_size // lay.moe_tp
                 bias = e.params_per_expert(H) - 3 * H * e.intermediate_size      # gpt-oss expert biases (bf16)
-                parts["routed_experts"] += (f.weight_bytes(w, 2 * width, H, e.num_experts // lay.ep)
-                                            + f.weight_bytes(w, H, width, e.num_experts // lay.ep)
+                parts["routed_experts"] += (fr.weight_bytes(fr.weights, 2 * width, H, e.num_experts // lay.ep)
+                                            + fr.weight_bytes(fr.weights, H, width, e.num_experts // lay.ep)
                                             + BF16.values_bytes(e.num_experts // lay.ep * bias / lay.moe_tp))
                 if e.num_shared:
                     sw = e.num_shared * e.shared_intermediate_size // tp
-                    parts["shared_experts"] += f.weight_bytes(w, 2 * sw, H) + f.weight_bytes(w, H, sw)
+                    parts["shared_experts"] += fs.weight_bytes(fs.weights, 2 * sw, H) + fs.weight_bytes(fs.weights, H, sw)
                 parts["router"] += BF16.values_bytes(e.num_experts * H)
             else:
                 dw = m.dense_intermediate_size // tp
-                parts["dense_mlp"] += f.weight_bytes(w, 2 * dw, H) + f.weight_bytes(w, H, dw)
+                parts["dense_mlp"] += fd.weight_bytes(fd.weights, 2 * dw, H) + fd.weight_bytes(fd.weights, H, dw)
         start += size
         vocab = BF16.values_bytes(m.vocab_size * H / tp)
         if s == 0:

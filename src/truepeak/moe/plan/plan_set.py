@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from truepeak.errors import TruepeakError
 from truepeak.moe.findings import CompareOtherGpus, Finding
 from truepeak.moe.layout import Layout, LayoutError, check_layout, default_layouts, parse_layout, parse_layouts
-from truepeak.moe.ops import resolve_formats
 from truepeak.moe.plan.compare import DEFAULT_COMPARE_BATCHES, CompareCell, default_compare_layouts
 from truepeak.moe.plan.compare import compare as compare_cells
 from truepeak.moe.plan.flags import context_warning
 from truepeak.moe.plan.planner import DEFAULT_CONTEXT, plan
 from truepeak.moe.plan.result import Plan
-from truepeak.moe.plan.weights import checkpoint_block_size, choose_weights
+from truepeak.moe.plan.weights import plan_formats
 
 
 @dataclass(frozen=True)
@@ -39,6 +38,7 @@ class PlanSet:
         layouts, batches, cells: the what-if table (its layouts, batches and :class:`CompareCell` list), or None.
         measured: the :class:`truepeak.moe.measured.MeasuredTables` used, or None.
         warnings: findings about the input, planned anyway (module docstring).
+        levers: per plan, its ranked :class:`~truepeak.moe.plan.levers.Lever` list (empty when not asked for).
     """
 
     model: object
@@ -50,6 +50,7 @@ class PlanSet:
     cells: tuple[CompareCell, ...] | None = None
     measured: object = None
     warnings: tuple[Finding, ...] = ()
+    levers: tuple[tuple, ...] = ()
 
 
 def default_layout(model, n_gpus: int, for_compare: bool = False) -> Layout:
@@ -84,7 +85,8 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
              batches: Sequence[int] = (1,), context: int = DEFAULT_CONTEXT, weights: str | None = None,
              activations: str | None = None, kv_cache: str | None = None, routing="uniform", compare: bool = False,
              compare_layouts: Sequence[Layout | str] | None = None, compare_batches: Sequence[int] | None = None,
-             measured=None, interconnect: str | None = None) -> PlanSet:
+             measured=None, interconnect: str | None = None, calibration=None, eager: bool = False, mtp=None,
+             expert_kernel: str = "library", with_levers: bool = False, network=None) -> PlanSet:
     """Plan ``model`` on ``gpu`` at every batch of ``batches``, and, with ``compare``, a what-if table.
 
     Args:
@@ -102,6 +104,13 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
         compare: plan the what-if table: ``compare_layouts`` (default: the default layouts of the plan's GPU count)
             × ``compare_batches`` (default :data:`DEFAULT_COMPARE_BATCHES`).
         measured: :class:`truepeak.moe.measured.MeasuredTables`, JSON Lines paths to load them from, or None.
+        calibration: a :class:`truepeak.moe.calibration.Calibration`, a calibration file path, or None (the shipped
+            default); a file measured on another GPU than ``gpu`` adds a
+            :class:`~truepeak.moe.findings.CalibrationCarriedOver` warning.
+        eager, mtp, expert_kernel: as :func:`~truepeak.moe.plan.plan`; a model with MTP layers planned without
+            ``mtp`` adds a :class:`~truepeak.moe.findings.MtpNotModelled` warning.
+        with_levers: rank the levers of every plan (:func:`truepeak.moe.plan.levers.levers`).
+        network: a :class:`truepeak.moe.plan.network.Network` for a layout over several nodes, or None.
 
     Raises:
         TruepeakError: a layout that uses another GPU count than ``gpus``, a GPU count < 1, and whatever
@@ -124,25 +133,39 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
         if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1):
             raise TruepeakError(f"GPU count {gpus!r} must be a whole number >= 1")
         lay = default_layout(mdl, gpus or 1, compare)
-    w = choose_weights(mdl, weights).format
-    fmts = resolve_formats(acc, w, activations, kv_cache, weight_block_size=checkpoint_block_size(mdl, w))
+    fmts = plan_formats(mdl, acc, weights, activations, kv_cache)
     warnings: list[Finding] = []
     above = context_warning(mdl, context)
     if above is not None:
         warnings.append(above)
     tables = measured if measured is None or isinstance(measured, MeasuredTables) else load_measured(measured)
+    from truepeak.moe.calibration import Calibration, carry_over, default_calibration, load_calibration
+    from truepeak.moe.findings import CalibrationCarriedOver, MtpNotModelled
+    from truepeak.moe.plan.levers import levers as rank_levers
+
+    cal = (calibration if isinstance(calibration, Calibration) else
+           load_calibration(calibration) if calibration is not None else default_calibration())
+    carry = carry_over(cal, acc)
+    if calibration is not None and not carry.same_device:
+        warnings.append(CalibrationCarriedOver(acc.name, cal.device, cal.source, carry.ratio, carry.link_ratio,
+                                               carry.native_fp4, True))
+    if mtp is None and getattr(mdl, "num_mtp_layers", 0):
+        warnings.append(MtpNotModelled(mdl.name, mdl.num_mtp_layers))
     kw = dict(context=context, routing=routing, measured=tables, interconnect=interconnect, weights=weights,
-              formats=fmts, device_name=name if name in acc.device_names else None)
+              formats=fmts, device_name=name if name in acc.device_names else None, calibration=cal, eager=eager,
+              expert_kernel=expert_kernel, mtp=mtp, network=network)
     plans = tuple(plan(mdl, acc, lay, b, **kw) for b in batches)
+    lkw = {**{k: v for k, v in kw.items() if k != "calibration"}, "activations": activations, "kv_cache": kv_cache}
+    lv = tuple(tuple(rank_levers(p, mdl, acc, cal, **lkw)) for p in plans) if with_levers else ()
     if not compare:
-        return PlanSet(mdl, acc, lay, plans, measured=tables, warnings=tuple(warnings))
+        return PlanSet(mdl, acc, lay, plans, measured=tables, warnings=tuple(warnings), levers=lv)
     layouts = (parse_layouts(compare_layouts) if isinstance(compare_layouts, str) else
                [parse_layout(x) if isinstance(x, str) else x for x in compare_layouts] if compare_layouts else
                default_compare_layouts(mdl, lay.gpus))
     cmp_batches = tuple(compare_batches) if compare_batches else DEFAULT_COMPARE_BATCHES
     warnings += [CompareOtherGpus(x.name, x.gpus, lay.gpus, gpus is not None) for x in layouts if x.gpus != lay.gpus]
     cells = compare_cells(mdl, acc, layouts, cmp_batches, **kw)
-    return PlanSet(mdl, acc, lay, plans, tuple(layouts), cmp_batches, tuple(cells), tables, tuple(warnings))
+    return PlanSet(mdl, acc, lay, plans, tuple(layouts), cmp_batches, tuple(cells), tables, tuple(warnings), lv)
 
 
 __all__ = ["PlanSet", "default_layout", "plan_set"]

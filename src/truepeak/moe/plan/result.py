@@ -35,6 +35,8 @@ class Plan:
         weights_origin: where the weight format came from (:class:`WeightsChoice`), or None.
         weights_note: what the one weight format does to weights the checkpoint keeps in bf16
             (:func:`weights_note`), or None.
+        expected: the expected step beside this roofline ceiling
+            (:class:`~truepeak.moe.plan.expected.ExpectedStep`), or None.
     """
 
     model: str
@@ -55,6 +57,7 @@ class Plan:
     notes: tuple[Finding, ...] = ()
     weights_origin: WeightsChoice | None = None
     weights_note: UnquantisedGroups | None = None
+    expected: object = None
 
     # -- derived ----------------------------------------------------------------------------------------------------
     @property
@@ -177,6 +180,9 @@ class Plan:
             "bandwidth_B_per_s": self.bandwidth, "ridge_flop_per_byte": self.ridge,
             "step_s": self.step_s, "tokens_per_s": self.tokens_per_s, "tokens_per_s_per_gpu": self.tokens_per_s_per_gpu,
             "tokens_per_s_per_user": self.tokens_per_s_per_user,
+            **({} if self.expected is None else {
+                "expected_step_s": self.expected.step_s, "expected_tokens_per_s": self.expected.tokens_per_s,
+                "expected_time_by_group_s": dict(self.expected.by_group), "expected": self.expected.to_dict()}),
             "time_by_bound_s": self.time_by_bound(), "time_by_group_s": self.time_by_group(),
             "collectives": self.collectives(),
             "routing": None if self.routing is None else self.routing.to_dict(), "memory": self.memory.to_dict(),

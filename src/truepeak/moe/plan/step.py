@@ -54,13 +54,31 @@ from truepeak.moe.ops import BF16, HIDDEN_BYTES, Formats, OpCost, comm_op, gemm_
 from truepeak.moe.plan.routing_facts import _routing_facts
 
 
+def _by_generation(model, acc, ic: str):
+    """The NVLink literature default ``model`` (measured on NVLink4, 900 GB/s per GPU) with its busbw scaled to
+    ``acc``'s link bandwidth from the catalog (:func:`truepeak.moe.calibration.link_bandwidth`: NVLink5 1.8 TB/s
+    doubles it, NVLink3 600 GB/s takes 2/3); α unchanged. PCIe defaults and links the catalog gives no figure for
+    are kept."""
+    from truepeak.comm.model import CollectiveModel
+    from truepeak.moe.calibration import DEFAULTS_LINK, link_bandwidth
+
+    link = link_bandwidth(acc) if ic == "nvlink" else None
+    if not link or abs(link - DEFAULTS_LINK) < 1e6:
+        return model
+    r = link / DEFAULTS_LINK
+    return CollectiveModel(model.alpha_s, model.busbw_B_per_s * r, model.op, model.n,
+                           source=f"{model.source}; busbw x {r:.3g} for this GPU's link ({link / 1e9:g} GB/s)")
+
+
 class _Step:
     """Builds the ops of one plan (internal; :func:`plan` is the entry point)."""
 
     def __init__(self, model, acc, layout: Layout, batch: int, context: int, formats: Formats, routing, measured,
-                 ic: str):
+                 ic: str, network=None):
         self.m, self.acc, self.lay, self.B, self.C, self.f = model, acc, layout, batch, context, formats
         self.measured, self.ic = measured, ic
+        self.net = network
+        self.per_node = network.gpus_per_node(layout) if network is not None else None
         self.bw = acc.bandwidth_bytes_per_s
         self.n_mb = min(layout.pp, batch)                     # micro-batches in flight
         self.mb = ceil_div(batch, layout.pp)                   # tokens per micro-batch (the stage's T)
@@ -72,10 +90,11 @@ class _Step:
     # -- helpers -----------------------------------------------------------------------------------------------------
     def gemm(self, name, group, m, n, k, *, weights: Format | None = None, acts: Format | None = None, peak=None,
              batch=1, **detail) -> OpCost:
-        w = weights or self.f.weights
-        a = acts or self.f.activations
-        pk = peak if peak is not None else (self.f.gemm_peak if w is self.f.weights else self.f.bf16_peak)
-        op = gemm_cost(name, group, 1, m, n, k, w, a, pk, self.bw, batch=batch, formats=self.f, **detail)
+        f = self.f.for_group(group)
+        w = weights or f.weights
+        a = acts or f.activations
+        pk = peak if peak is not None else (f.gemm_peak if w is f.weights else f.bf16_peak)
+        op = gemm_cost(name, group, 1, m, n, k, w, a, pk, self.bw, batch=batch, formats=f, **detail)
         if self.measured is not None and batch == 1 and m > 0 and w.name == a.name:
             hit = self.measured.gemm_time(m, n, k, w.name)
             if hit is not None:
@@ -85,11 +104,21 @@ class _Step:
     def collective(self, name: str, op: str, ranks: int, nbytes: float, where: str) -> OpCost | None:
         if ranks < 2 or nbytes <= 0:
             return None
+        if self.net is not None and ranks > self.per_node:
+            from truepeak.comm.model import CollectiveModel, default_model
+
+            alpha = (self.net.latency_s if self.net.latency_s is not None else
+                     default_model(op, min(ranks, max(2, self.per_node)), self.ic, device=self.acc.name).alpha_s)
+            model = CollectiveModel(alpha, self.net.bandwidth, op, ranks,
+                                    source=f"between {self.net.nodes} nodes: {self.net.bandwidth / 1e9:g} GB/s per GPU")
+            return comm_op(name, 1, nbytes, model.time(nbytes), f"α–β network: {model.source}", collective=op,
+                           ranks=ranks, where=where, alpha_s=alpha, network=True)
         hit = self.measured.collective_time(op, ranks, nbytes) if self.measured is not None else None
         if hit is None:
             from truepeak.comm.model import default_model
 
             model = default_model(op, ranks, self.ic, device=self.acc.name)
+            model = _by_generation(model, self.acc, self.ic)
             t, src = model.time(nbytes), f"α–β default ({self.ic}): {model.source}"
             alpha = model.alpha_s
         else:
@@ -171,15 +200,16 @@ class _Step:
         ops = [self.gemm("router", "router", self.mlp_tokens(), e.num_experts, H, weights=BF16, acts=BF16)]
         width = e.intermediate_size // self.lay.moe_tp
         pairs, active = r.gpu_pairs, r.gpu_active_experts
-        w, a = self.f.weights, self.f.activations
+        fe = self.f.for_group("routed_experts")
+        w, a = fe.weights, fe.activations
         m_per = pairs / active if active else 0.0
         detail = dict(tokens_per_expert_mean=r.mean_tokens_per_expert, busiest_expert=r.busiest_expert_tokens,
                       pairs=pairs, active_experts=active, m_per_active_expert=m_per)
         for name, n, k in (("routed experts gate+up", 2 * width, H), ("routed experts down", H, width)):
-            wb = self.f.weight_bytes(w, n, k, active)                   # fp32 scales included (ops docstring)
-            nbytes = wb + self.f.activation_bytes(a, pairs, k) + BF16.values_bytes(pairs * n)
+            wb = fe.weight_bytes(w, n, k, active)                        # fp32 scales included (ops docstring)
+            nbytes = wb + fe.activation_bytes(a, pairs, k) + BF16.values_bytes(pairs * n)
             shape = f"M≈{m_per:.3g} N={n} K={k} x {active:.4g} active experts"
-            ops.append(roofline_op(name, "routed_experts", 1, 2.0 * pairs * n * k, nbytes, wb, self.f.gemm_peak,
+            ops.append(roofline_op(name, "routed_experts", 1, 2.0 * pairs * n * k, nbytes, wb, fe.gemm_peak,
                                    self.bw, shape, n=n, k=k, **detail))
         if self.measured is not None:
             ops[1:] = self._measured_experts(ops[1:], width)
@@ -191,7 +221,7 @@ class _Step:
         e, r = self.m.experts, self.routing
         local = e.num_experts // self.lay.ep
         tpe = r.gpu_pairs / local
-        kw = dict(experts=local, hidden=self.H, width=width, fmt=self.f.weights.name,
+        kw = dict(experts=local, hidden=self.H, width=width, fmt=self.f.for_group("routed_experts").weights.name,
                   active_experts=r.gpu_active_experts, routing=r.routing)
         whole = self.measured.moe_time(tpe, **kw)
         if whole is not None:
@@ -269,8 +299,10 @@ class _Step:
                 ops.extend(layer_ops(layer.attention, layer.mlp))
             start += size
             if s == lay.pp - 1:
+                head = self.f.for_group("lm_head")
+                own = head is not self.f                   # lm_head has its own format only when given
                 ops.append(self.gemm("lm_head (vocab-parallel)", "lm_head", t, ceil_div(V, lay.attn_tp), H,
-                                     weights=BF16, acts=BF16))
+                                     weights=head.weights if own else BF16, acts=head.activations if own else BF16))
                 g = self.collective("lm_head logits all-gather", "all_gather", lay.attn_tp, t * V * HIDDEN_BYTES,
                                     "lm_head")
                 if g:

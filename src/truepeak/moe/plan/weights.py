@@ -141,3 +141,65 @@ def checkpoint_block_size(model, weights) -> tuple[int, ...] | None:
     if get_format(weights) is not get_format(model.checkpoint_format):
         return None
     return tuple(model.weight_block_size)
+
+
+#: The op groups a per-group weight format may name (``--weights routed_experts=nvfp4,attention=fp8``).
+WEIGHT_GROUPS = ("attention", "dense_mlp", "shared_experts", "routed_experts", "lm_head")
+
+
+def parse_weights(text: str | None) -> tuple[str | None, dict[str, str]]:
+    """``--weights`` as (the format of every group not named, {group: format}): ``"nvfp4"`` → (``"nvfp4"``, {});
+    ``"routed_experts=nvfp4,attention=fp8"`` → (None, {...}): the groups not named keep the checkpoint's format;
+    ``"fp8,routed_experts=nvfp4"`` → (``"fp8"``, {"routed_experts": "nvfp4"}). Format names are checked by
+    :func:`truepeak.formats.get_format` when the plan resolves them.
+
+    Raises:
+        ConfigError: a group that is not one of :data:`WEIGHT_GROUPS`, a group given twice, an empty item, or more
+            than one bare format.
+    """
+    from truepeak.errors import ConfigError
+
+    if text is None or "=" not in str(text):
+        return text, {}
+    base, groups = None, {}
+    for item in (x.strip() for x in str(text).split(",")):
+        if not item:
+            raise ConfigError(f"--weights {text!r} has an empty item; expected FORMAT or GROUP=FORMAT,... with "
+                              f"GROUP one of {', '.join(WEIGHT_GROUPS)}", field="weights")
+        if "=" not in item:
+            if base is not None:
+                raise ConfigError(f"--weights {text!r} gives two formats for every group ({base}, {item})",
+                                  field="weights")
+            base = item
+            continue
+        g, fmt = (x.strip() for x in item.split("=", 1))
+        if g not in WEIGHT_GROUPS:
+            raise ConfigError(f"--weights {text!r}: {g!r} names no op group; expected one of "
+                              f"{', '.join(WEIGHT_GROUPS)}", field="weights")
+        if g in groups:
+            raise ConfigError(f"--weights {text!r} gives {g} twice", field="weights")
+        groups[g] = fmt
+    return base, groups
+
+
+def plan_formats(model, acc, weights: str | None, activations: str | None = None, kv_cache: str | None = None):
+    """The :class:`~truepeak.moe.ops.Formats` of a plan for ``--weights`` text (:func:`parse_weights`): the base
+    format (given, else the checkpoint's) for every group, and each named group's own
+    (:attr:`~truepeak.moe.ops.Formats.groups`), each with the checkpoint's block size when it is the checkpoint's
+    format.
+
+    Raises:
+        ConfigError: as :func:`parse_weights`. UnknownNameError: an unknown format name.
+    """
+    from dataclasses import replace
+
+    from truepeak.moe.ops import resolve_formats
+
+    base, groups = parse_weights(weights)
+    w = choose_weights(model, base).format
+    f = resolve_formats(acc, w, activations, kv_cache, weight_block_size=checkpoint_block_size(model, w))
+    if not groups:
+        return f
+    own = tuple((g, resolve_formats(acc, fmt, activations, kv_cache,
+                                    weight_block_size=checkpoint_block_size(model, fmt))) for g, fmt in groups.items())
+    return replace(f, groups=own)
