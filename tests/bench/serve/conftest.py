@@ -20,7 +20,7 @@ def free_port() -> int:
 
 
 class FakeOpenAI(BaseHTTPRequestHandler):
-    """/v1/models lists "fake"; /v1/completions streams ``max_tokens`` one-word chunks and the usage. ``mode``:
+    """/v1/models lists "fake"; /v1/completions and /v1/chat/completions stream ``max_tokens`` one-word chunks and the usage. ``mode``:
     ``"ok"``; ``"fail-every-3rd"`` (HTTP 500 on requests 3, 6, ...); ``"stop"`` (timed requests close the stream after
     two chunks, with no finish reason); ``"not-openai"`` (404 everywhere)."""
 
@@ -56,7 +56,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
             return self._json(404, {"detail": "Not Found"})
         if self.mode == "fail-every-3rd" and i % 3 == 0:
             return self._json(500, {"detail": "out of KV cache blocks"})
-        words = len(req["prompt"].split())
+        chat = "messages" in req
+        words = len((req["messages"][0]["content"] if chat else req["prompt"]).split())
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.end_headers()
@@ -65,7 +66,8 @@ class FakeOpenAI(BaseHTTPRequestHandler):
             if self.mode == "stop" and k > 2 and j == 2:
                 return  # the connection closes: no finish reason, no usage
             last = j == k - 1
-            chunk = {"choices": [{"index": 0, "text": f" w{j}", "finish_reason": "length" if last else None}]}
+            piece = {"delta": {"content": f" w{j}"}} if chat else {"text": f" w{j}"}
+            chunk = {"choices": [{"index": 0, **piece, "finish_reason": "length" if last else None}]}
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             self.wfile.flush()
         usage = {"choices": [], "usage": {"prompt_tokens": words, "completion_tokens": k, "total_tokens": words + k}}

@@ -43,3 +43,11 @@ def test_a_stream_that_stops_is_a_counted_failure(fake_server, tmp_path):
     rec = run_serve(cfg).records[0]
     assert rec.status == "failed" and rec.correctness.wrong == 2
     assert rec.reason == "no request completed: the stream stopped after 2 text chunks: no finish reason"
+
+
+def test_the_chat_endpoint_reads_deltas(fake_server, tmp_path):
+    cfg = ServeConfig(url=fake_server(), endpoint="chat", concurrency=(2,), input_len=6, output_len=3, requests=4,
+                      out_dir=str(tmp_path))
+    rec = run_serve(cfg).records[0]
+    assert rec.ok and rec.workload.endpoint == "chat" and rec.correctness.wrong == 0
+    assert (rec.derived.mean_prompt_tokens, rec.derived.mean_output_tokens) == (6, 3)

@@ -84,3 +84,35 @@ def _gone(pid: int, wait_s: float = 5.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_ctrl_c_keeps_the_finished_levels_and_stops_the_server(tmp_path):
+    """truepeak serve launches a slow server (each chunk 0.2 s apart), finishes level 1, gets SIGINT during level 2:
+    exit status 130, level 1's record in results.jsonl, the server's process gone."""
+    import signal
+    import subprocess
+
+    from truepeak.records import read_records
+
+    port, pidfile, out = free_port(), tmp_path / "server.pid", tmp_path / "run"
+    script = os.path.join(os.path.dirname(__file__), "slow_server.py")
+    p = subprocess.Popen([sys.executable, "-m", "truepeak", "serve", "--launch",
+                          f"{sys.executable} {script} {port} {pidfile}", "--url", f"http://127.0.0.1:{port}",
+                          "-c", "1,2", "--requests", "2", "--warmup", "0", "--input-len", "4", "--output-len", "3",
+                          "--ready-timeout", "30", "--out", str(out), "--no-progress"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.monotonic()
+        done = out / "results.jsonl"
+        while time.monotonic() - t0 < 60 and not (done.exists() and done.stat().st_size > 0):
+            time.sleep(0.1)
+        time.sleep(0.3)  # inside level 2
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, stderr
+    assert [r.workload.concurrency for r in read_records(out / "results.jsonl")] == [1]
+    assert "Interrupted after 1 of 2 levels" in stdout
+    assert _gone(int(pidfile.read_text()))
