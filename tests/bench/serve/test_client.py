@@ -51,3 +51,13 @@ def test_the_chat_endpoint_reads_deltas(fake_server, tmp_path):
     rec = run_serve(cfg).records[0]
     assert rec.ok and rec.workload.endpoint == "chat" and rec.correctness.wrong == 0
     assert (rec.derived.mean_prompt_tokens, rec.derived.mean_output_tokens) == (6, 3)
+
+
+def test_a_planner_model_it_cannot_read_is_refused_before_the_folder_or_the_load(fake_server, tmp_path):
+    from truepeak.errors import TruepeakError
+
+    cfg = ServeConfig(url=fake_server(), concurrency=(1,), model="no-such-model-preset", gpu="h200",
+                      out_dir=str(tmp_path / "o"))
+    with pytest.raises(TruepeakError, match="no-such-model-preset"):
+        run_serve(cfg)
+    assert not (tmp_path / "o").exists()

@@ -3,7 +3,7 @@ concurrency level, hold it against the planner, and append one ``serving`` recor
 moment the level ends (a later failure or Ctrl-C never costs a finished level).
 
 Order of checks, each failing with one line before any load is sent: the settings (:class:`ServeConfig`), the
-results folder, the planner's ``--model`` / ``--gpu`` / ``--layout`` when given, the launch
+planner's ``--model`` / ``--gpu`` / ``--layout`` when given, the results folder, the launch
 (:class:`~truepeak.bench.serve.launch.LaunchedServer`), the server (:func:`~truepeak.bench.serve.client.check_server`),
 the request shape (:func:`~truepeak.bench.serve.load.calibrate`: a prompt beyond the model's context is refused
 there).
@@ -149,10 +149,10 @@ def run_serve(cfg: ServeConfig, *, on_status: Callable[[str], None] | None = Non
         ServeInterrupted: Ctrl-C; the finished levels are in ``results.jsonl`` and in the exception's result.
     """
     say = on_status or (lambda _line: None)
+    target, planner = (planner_target(cfg.model, cfg.gpu, cfg.gpus, cfg.layout, detect=cfg.launch is not None)
+                       if cfg.model is not None else (None, ""))
     out = prepare_out_dir(cfg.out_dir, command="serve")
-    result = ServeResult(out_dir=out, results_path=out / "results.jsonl")
-    target, result.planner = (planner_target(cfg.model, cfg.gpu, cfg.gpus, cfg.layout, detect=cfg.launch is not None)
-                              if cfg.model is not None else (None, ""))
+    result = ServeResult(out_dir=out, results_path=out / "results.jsonl", planner=planner)
     server = LaunchedServer(cfg.launch_argv, cfg.url, out / "server.log") if cfg.launch is not None else None
     try:
         if server is not None:
