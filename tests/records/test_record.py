@@ -178,6 +178,32 @@ def test_each_kind_has_its_parts():
     assert skipped.kind == "serving" and Record.from_dict(skipped.to_dict()).workload == serving
 
 
+def test_a_serving_level_round_trips_and_an_older_serving_line_still_reads():
+    """A level of ``truepeak serve`` keeps its percentiles and planner figures; a serving line with only the four
+    metrics the schema first had (and no endpoint) reads as before."""
+    from truepeak.records import Correctness, MeasurementSummary, ServingMetrics
+
+    w = ServingWorkload(model="tiny", concurrency=4, input_tokens_per_request=32, output_tokens_per_request=16,
+                        requests=8, endpoint="completions", warmup_requests=2, duration_limit_s=30.0)
+    m = ServingMetrics(output_tokens_per_s=100.0, requests_per_s=6.25, ttft_median_s=0.02, tpot_median_s=0.01,
+                       tpot_p99_s=0.03, itl_p90_s=0.012, decode_tokens_per_s=400.0, ceiling_tokens_per_s=8000.0,
+                       ceiling_fraction=0.05, largest_lever=None)
+    rec = make_record(workload=w, backend="http://127.0.0.1:8000", format=None, status="ok",
+                      measurement=MeasurementSummary(mode="streaming", median_s=0.17, n_samples=8),
+                      correctness=Correctness(passed=True, wrong=1, checked=8), derived=m)
+    back = Record.from_dict(rec.to_dict())
+    assert back.workload == w and back.derived == m and back.mode == "streaming" and back.correctness.wrong == 1
+    assert w.name == "concurrency 4, 32 in / 16 out"
+    old = {"schema_version": 3, "kind": "serving", "status": "ok", "backend": "vllm", "mode": "streaming",
+           "workload": {"model": "m", "concurrency": 2, "input_tokens_per_request": 8, "output_tokens_per_request": 4,
+                        "requests": 4},
+           "measurement": {"mode": "streaming", "median_s": 0.5}, "correctness": {"passed": True},
+           "derived": {"output_tokens_per_s": 16.0, "requests_per_s": 4.0, "ttft_median_s": 0.1,
+                       "tpot_median_s": 0.05}}
+    got = Record.from_dict(old)
+    assert got.derived.tpot_median_s == 0.05 and got.derived.itl_median_s is None and got.workload.endpoint is None
+
+
 def test_a_kind_this_truepeak_does_not_know_is_kept_as_read():
     data = {"schema_version": 3, "kind": "attention_decode", "status": "ok", "workload": {"label": "mla 4096 ctx"},
             "measurement": {"mode": "graph", "steady_median_s": 2.5e-5}, "correctness": {"passed": True},

@@ -140,8 +140,22 @@ class PeakSearchMetrics(Metrics):
 
 @dataclass(frozen=True, kw_only=True)
 class ServingMetrics(Metrics):
-    """A serving benchmark: generated tokens per second over all requests, completed requests per second, and the
-    medians of the time to first token and of the time per output token after it."""
+    """One concurrency level of a serving benchmark, over the requests that completed (the failed ones are counted in
+    the record's correctness, ``wrong`` of ``checked``). Definitions as vLLM's ``benchmark_serving`` has them
+    (vllm-project/vllm, benchmarks): TTFT = request sent to first generated token; TPOT = (end - first token) /
+    (output tokens - 1), one value per request; ITL = the gap between successive streamed chunks, pooled over requests.
+
+    - ``output_tokens_per_s`` = output tokens of the completed requests / ``elapsed_s`` (the level's wall time);
+      ``requests_per_s`` = completed requests / ``elapsed_s``;
+    - ``ttft_*_s``, ``tpot_*_s``, ``itl_*_s``: median, 90th and 99th percentile (linear interpolation, as
+      ``numpy.percentile``);
+    - ``decode_tokens_per_s`` = concurrency / ``tpot_median_s``: the tokens per second of ``concurrency`` sequences
+      each advancing one token per TPOT, the figure a decode-step model predicts at batch = concurrency;
+    - ``mean_prompt_tokens``, ``mean_output_tokens``: what the server's usage reported per request;
+    - against the MoE planner (``truepeak moe plan``) at batch = concurrency: its roofline ``ceiling_tokens_per_s``
+      and ``ceiling_fraction`` = decode_tokens_per_s / it, its ``expected_tokens_per_s`` and ``expected_fraction``,
+      and its ``largest_lever`` in words (None where the planner gives none).
+    """
 
     DESCRIPTION: ClassVar[str] = "serving metrics"
 
@@ -149,6 +163,22 @@ class ServingMetrics(Metrics):
     requests_per_s: float | None = field(default=None, metadata=NONNEGATIVE)
     ttft_median_s: float | None = field(default=None, metadata=NONNEGATIVE)
     tpot_median_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    ttft_p90_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    ttft_p99_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    tpot_p90_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    tpot_p99_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    itl_median_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    itl_p90_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    itl_p99_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    decode_tokens_per_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    elapsed_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    mean_prompt_tokens: float | None = field(default=None, metadata=NONNEGATIVE)
+    mean_output_tokens: float | None = field(default=None, metadata=NONNEGATIVE)
+    ceiling_tokens_per_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    ceiling_fraction: float | None = field(default=None, metadata=NONNEGATIVE)
+    expected_tokens_per_s: float | None = field(default=None, metadata=NONNEGATIVE)
+    expected_fraction: float | None = field(default=None, metadata=NONNEGATIVE)
+    largest_lever: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

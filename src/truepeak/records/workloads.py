@@ -12,8 +12,7 @@ FLOP in FLOP, intensities in FLOP per byte; every type names its kind (``KIND``)
 - :class:`CollectiveWorkload` (``collective``) and :class:`CollectiveFitWorkload` (``collective_fit``): one collective
   of nccl-tests' total size S, and the latency-bandwidth fit over a range of sizes (``truepeak comm``).
 - :class:`PeakSearchWorkload` (``peak_search``): one (format, mode) search of ``truepeak peak`` as a whole.
-- :class:`ServingWorkload` (``serving``): a serving benchmark (concurrency, tokens per request); no command writes it
-  yet.
+- :class:`ServingWorkload` (``serving``): one concurrency level of a serving benchmark (``truepeak serve``).
 - :class:`OtherWorkload`: the parameters of a kind this truepeak does not know, kept as read (a newer file renders as
   a plain table).
 
@@ -181,8 +180,12 @@ class PeakSearchWorkload(Workload):
 
 @dataclass(frozen=True, kw_only=True)
 class ServingWorkload(Workload):
-    """A serving benchmark: ``requests`` requests to ``model``, ``concurrency`` in flight at a time, each with
-    ``input_tokens_per_request`` prompt tokens and ``output_tokens_per_request`` generated tokens."""
+    """One concurrency level of a serving benchmark (``truepeak serve``): ``requests`` streaming requests to
+    ``model`` (the name the server serves it under), ``concurrency`` in flight at a time, each asking for
+    ``input_tokens_per_request`` prompt tokens and ``output_tokens_per_request`` generated tokens (the counts the
+    server's usage reported are the metrics'). Optional: the OpenAI-compatible ``endpoint`` (``"completions"`` or
+    ``"chat"``), the ``warmup_requests`` sent first and left out, and the level's ``duration_limit_s`` (requests
+    stop being started after it)."""
 
     KIND: ClassVar[str] = "serving"
     DESCRIPTION: ClassVar[str] = "a serving workload"
@@ -192,6 +195,15 @@ class ServingWorkload(Workload):
     input_tokens_per_request: int = field(metadata=NONNEGATIVE)
     output_tokens_per_request: int = field(metadata={"min": 1})
     requests: int = field(metadata={"min": 1})
+    endpoint: str | None = None
+    warmup_requests: int | None = field(default=None, metadata=NONNEGATIVE)
+    duration_limit_s: float | None = field(default=None, metadata=NONNEGATIVE)
+
+    @property
+    def name(self) -> str:
+        """``"concurrency 16, 128 in / 64 out"``."""
+        return (f"concurrency {self.concurrency}, {self.input_tokens_per_request} in / "
+                f"{self.output_tokens_per_request} out")
 
 
 @dataclass(frozen=True, kw_only=True)

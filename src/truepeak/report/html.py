@@ -17,7 +17,9 @@ for it:
 3. MoE expert layer (``moe_experts`` records): % of read bandwidth against tokens per expert, one line per backend.
 4. Collectives (``collective`` records): algbw and busbw against message size; the fitted latency-bandwidth model
    (``collective_fit`` records).
-5. Every record, one table per kind (:func:`truepeak.report.export.kind_table`); a kind this truepeak does not know
+5. Serving (``serving`` records, :mod:`truepeak.report.serve`): per server and request shape, the levels' table and
+   tokens/s and TPOT against concurrency.
+6. Every record, one table per kind (:func:`truepeak.report.export.kind_table`); a kind this truepeak does not know
    gets a plain table of its fields, so a new kind never breaks the report.
 
 Tables state their own units below them (:func:`truepeak.report.export.units_footer`: TFLOPS and the DENSE peak for
@@ -47,7 +49,7 @@ from truepeak.report.table import format_label
 from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size
 
 #: Kinds with a section of their own (the rest appear in "All records" only).
-SECTION_KINDS = ("gemm", "membw", "moe_experts", "collective", "collective_fit")
+SECTION_KINDS = ("gemm", "membw", "moe_experts", "collective", "collective_fit", "serving")
 #: Largest M counted as the decode regime (tokens per expert at decode).
 DECODE_MAX_M = 256
 
@@ -447,6 +449,9 @@ def html_report(data: Results | Sequence[Record], *, title: str | None = None, n
         body.append(_decode_section(run))
     body.append(_moe_section(records))
     body.append(_collective_section(records))
+    from truepeak.report.serve import serving_section
+
+    body.append(serving_section(records))
     for name, recs in groups.items():  # devices with no GEMM or copy records still get their environment
         if not any(r.kind in RUN_KINDS for r in recs):
             body.append(f"<h2>{_e(name)}</h2>" + _device_section(name, recs, catalog_accelerator(

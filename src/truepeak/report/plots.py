@@ -17,6 +17,7 @@ Charts:
   format and (N, K).
 - :func:`moe_chart`: MoE expert layer, % of read bandwidth against tokens per expert, one line per backend (and format).
 - :func:`collective_chart`: time per call, algbw and busbw against message size, one line per op (and mode).
+- :func:`serving_chart`: a serving run's tokens/s and TPOT against concurrency.
 
 Units on the axes: TFLOPS = 1e12 FLOP/s, GB/s = 1e9 B/s (decimal).
 """
@@ -317,5 +318,42 @@ def collective_chart(series: Mapping[str, Sequence[tuple[float, float | None, fl
     return to_svg(fig)
 
 
-__all__ = ["FORMAT_COLOURS", "colour", "base_format", "series_colours", "to_svg", "peaks_chart", "roofline_chart", "decode_chart", "moe_chart",
-           "collective_chart"]
+def serving_chart(rates: Mapping[str, Sequence[tuple[float, float | None]]],
+                  tpot: Mapping[str, Sequence[tuple[float, float | None]]], title: str = "") -> str:
+    """A serving run against concurrency (log2 x): tokens per second (log y), one line per series, and the time per
+    output token in ms, one line per percentile. Series with no value are left out; the planner's figures dashed.
+
+    Args:
+        rates: per line label (``"output tok/s"``, ``"planner ceiling tok/s"``), ``(concurrency, tokens per s)``.
+        tpot: per percentile label (``"median"``), ``(concurrency, seconds per output token)``.
+        title: chart title.
+    """
+    plt = _pyplot()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for i, (name, pts) in enumerate(rates.items()):
+        xy = sorted((x, y) for x, y in pts if y is not None and y > 0)
+        if xy:
+            a1.plot([p[0] for p in xy], [p[1] for p in xy], marker="o", ms=3.5, color=colour(None, i),
+                    ls="--" if name.startswith("planner") else "-", label=name)
+    for i, (name, pts) in enumerate(tpot.items()):
+        xy = sorted((x, 1e3 * y) for x, y in pts if y is not None)
+        if xy:
+            a2.plot([p[0] for p in xy], [p[1] for p in xy], marker="o", ms=3.5, color=colour(None, i), label=name)
+    for ax in (a1, a2):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrency (requests in flight)")
+    a1.set_yscale("log")
+    a1.set_ylabel("tokens per second")
+    a2.set_ylabel("TPOT (ms per output token)")
+    a2.set_ylim(bottom=0)
+    for ax in (a1, a2):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(loc="best", frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return to_svg(fig)
+
+
+__all__ = ["FORMAT_COLOURS", "colour", "base_format", "series_colours", "to_svg", "peaks_chart", "roofline_chart",
+           "decode_chart", "moe_chart", "collective_chart", "serving_chart"]

@@ -209,6 +209,15 @@ def test_gpt_oss_alias_keys():
     assert (m.experts.num_experts, m.experts.top_k, m.attention_counts) == (32, 4, {"sliding": 12, "full": 12})
 
 
+def test_qwen3_moe_expert_count_as_transformers_5_writes_it():
+    """transformers 5's Qwen3MoeConfig.save_pretrained writes the expert count as num_local_experts (seen in the
+    config.json it writes); Qwen3-30B-A3B's 128 experts read the same under either key."""
+    cfg = _preset("qwen3-30b-a3b")
+    cfg["num_local_experts"] = cfg.pop("num_experts")
+    m = parse_config(cfg, "q")
+    assert (m.experts.num_experts, m.experts.top_k) == (128, 8)
+
+
 def test_import_pulls_no_numpy_or_torch():
     code = ("import sys, truepeak.moe.config, truepeak.moe.routing; "
             "print(sorted(m for m in ('numpy', 'torch', 'huggingface_hub') if m in sys.modules))")

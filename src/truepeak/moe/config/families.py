@@ -108,7 +108,8 @@ def parse_config(cfg: dict, name: str, source: str = "") -> MoEModel:
         i_e = r.req("moe_intermediate_size")
         i_dense = r.req("intermediate_size")
     elif family in ("qwen3_moe", "qwen3_next"):
-        n_exp = r.req("num_experts")
+        # transformers 5 writes a Qwen3MoeConfig's expert count as num_local_experts (its save_pretrained output)
+        n_exp = r.req("num_experts", "num_local_experts")
         i_e = r.req("moe_intermediate_size")
         i_dense = r.opt("intermediate_size")
     elif family in ("mixtral", "gpt_oss"):
