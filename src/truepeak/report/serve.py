@@ -26,6 +26,16 @@ UNITS_LINE = ("Times in ms: median / p90 / p99 over the level's completed reques
               "held against the planner at batch = concurrency.")
 
 
+def lever_name(key: str | None) -> str:
+    """A lever key (:data:`truepeak.moe.plan.levers.LEVERS`) as the short words of
+    :data:`truepeak.report.plan_expected.LEVER_WORDS`; n/a for None."""
+    from truepeak.report.plan_expected import LEVER_WORDS
+
+    if key is None:
+        return NA
+    return LEVER_WORDS.get(key, key).split(" (")[0]
+
+
 def _serving(records: Sequence[Record]) -> list[Record]:
     return sorted((r for r in records if isinstance(r.workload, ServingWorkload)),
                   key=lambda r: r.workload.concurrency)
@@ -42,7 +52,7 @@ def _planner_cells(d: ServingMetrics | None) -> list[str]:
     na = lambda v, f: NA if v is None else f(v)  # noqa: E731
     return [na(d.ceiling_tokens_per_s, fmt_tokens_per_s), na(d.ceiling_fraction, lambda v: fmt_pct(v, sign=False)),
             na(d.expected_tokens_per_s, fmt_tokens_per_s), na(d.expected_fraction, lambda v: fmt_pct(v, sign=False)),
-            d.largest_lever or NA]
+            lever_name(d.largest_lever)]
 
 
 COLUMNS: tuple[Column, ...] = (

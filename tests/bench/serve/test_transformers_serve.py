@@ -41,11 +41,14 @@ def test_launch_measure_and_plan_against_transformers_serve(tmp_path, capsys):
         assert r["correctness"]["wrong"] == 0 and r["correctness"]["checked"] == 3
         assert d["decode_tokens_per_s"] == pytest.approx(r["workload"]["concurrency"] / d["tpot_median_s"])
         assert d["ceiling_fraction"] == pytest.approx(d["decode_tokens_per_s"] / d["ceiling_tokens_per_s"])
-        assert d["expected_tokens_per_s"] is None if "expected_tokens_per_s" in d else True
+        assert 0 < d["expected_tokens_per_s"] < d["ceiling_tokens_per_s"]  # the expected step is above the ceiling's
+        assert d["expected_fraction"] == pytest.approx(d["decode_tokens_per_s"] / d["expected_tokens_per_s"])
     from truepeak.hardware.lookup import get_accelerator
     from truepeak.moe.config import load_model
 
     target = PlannerTarget(load_model(str(model)), get_accelerator("h200"), None, None, "")
-    assert recs[1]["derived"]["ceiling_tokens_per_s"] == pytest.approx(
-        planner_figures(target, 2, 16 + 4 // 2).ceiling_tokens_per_s)
+    figures = planner_figures(target, 2, 16 + 4 // 2)
+    assert recs[1]["derived"]["ceiling_tokens_per_s"] == pytest.approx(figures.ceiling_tokens_per_s)
+    assert recs[1]["derived"]["expected_tokens_per_s"] == pytest.approx(figures.expected_tokens_per_s)
+    assert recs[1]["derived"]["largest_lever"] == figures.largest_lever
     assert (out / "server.log").stat().st_size > 0 and "Serving" in (out / "report.html").read_text()

@@ -115,8 +115,8 @@ def planner_figures(target: PlannerTarget, batch: int, context: int) -> PlannerF
     """The planner's figures for ``target`` at decode batch ``batch`` with ``context`` tokens per sequence.
 
     The ceiling is :attr:`truepeak.moe.plan.Plan.tokens_per_s` (batch / the roofline step time of
-    :mod:`truepeak.moe.plan.step`); the expected figure and the largest lever are read here once the plan result
-    has them.
+    :mod:`truepeak.moe.plan.step`); the expected figure is the plan's expected step (:mod:`truepeak.moe.plan.expected`), and the largest lever
+    the key (:data:`truepeak.moe.plan.levers.LEVERS`) of the ranked lever with the largest tokens/s gain that fits.
 
     Raises:
         TruepeakError: what :func:`truepeak.moe.plan.plan_set` raises for this input.
@@ -124,9 +124,12 @@ def planner_figures(target: PlannerTarget, batch: int, context: int) -> PlannerF
     from truepeak.moe.plan import plan_set
 
     ps = plan_set(target.model, target.accelerator, gpus=target.gpus, layout=target.layout, batches=(batch,),
-                  context=context)
+                  context=context, with_levers=True)
     p = ps.plans[0]
-    return PlannerFigures(ceiling_tokens_per_s=p.tokens_per_s, layout=ps.layout.name)
+    ranked = [lv for lv in (ps.levers[0] if ps.levers else ()) if lv.fits and lv.tokens_gain > 0]
+    return PlannerFigures(ceiling_tokens_per_s=p.tokens_per_s, layout=ps.layout.name,
+                          expected_tokens_per_s=None if p.expected is None else p.expected.tokens_per_s,
+                          largest_lever=ranked[0].key if ranked else None)
 
 
 __all__ = ["PlannerFigures", "PlannerTarget", "planner_figures", "planner_target", "detected_gpu_name",
