@@ -59,7 +59,8 @@ for i, lay in enumerate(layouts):
     table = res.table.to_dict()
     print(f"{lay}: {res.timed} candidates timed, {res.dropped} dropped, {time.time() - t1:.0f} s, "
           f"not run: {res.not_run}", flush=True)
-    summary += [f"## {lay}{' (resumed)' if resume else ''}: E={table['E']}, N={table['N']}, H={table['H']} ({res.table_path.name})", "",
+    summary += [f"## {lay}{' (resumed)' if resume else ''}: E={table['E']}, N={table['N']}, H={table['H']} "
+                f"({res.table_path.name})", "",
                 f"budget {budget:.0f} s, {res.timed} candidates timed, {res.dropped} dropped before timing "
                 f"(shared memory or K); not reached: {', '.join(res.not_run) or 'none'}", "",
                 "| weights | activations | tokens per expert | default % read bw | tuned % read bw | speed-up | "
