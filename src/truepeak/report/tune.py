@@ -79,18 +79,22 @@ class ProgressBar:
         self._task: Any = None
 
     def __enter__(self) -> ProgressBar:
-        if self.enabled:
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), console=Console(stderr=True), transient=False)
-            self._progress.__enter__()
         return self
 
+    def _start(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+        self._progress.__enter__()
+
     def update(self, p: Any) -> None:
-        if self._progress is None:
+        """Show ``p`` (started on the first call, so a run refused before measuring prints nothing)."""
+        if not self.enabled:
             return
+        if self._progress is None:
+            self._start()
         best = "" if p.best_fraction is None else f", best {fmt_number(100 * p.best_fraction, decimals=1)} %"
         text = f"{p.label}: {p.candidates} timed{best}"
         if self._task is None:
