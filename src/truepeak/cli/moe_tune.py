@@ -47,8 +47,8 @@ def tune(
     tokens_per_expert: str = typer.Option(..., "--tokens-per-expert", help="Mean tokens per expert, one per "
                                           "power-of-two bucket (e.g. 1,2,4,8,16,32,64)."),
     routing: str = typer.Option("uniform", "--routing", help="uniform | powerlaw:ALPHA | FILE of top-k ids."),
-    budget_s: float = typer.Option(600.0, "--budget-s", help="Seconds for the whole search (no new candidate "
-                                   "starts after it)."),
+    budget_s: float = typer.Option(600.0, "--budget-s", help="Seconds for the whole search: no search step "
+                                   "starts after it, but every point left still times its default once."),
     out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="Folder for results.jsonl and the table "
                                       "(default ./truepeak-moe-tune-YYYYmmdd-HHMMSS)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out (its records are reused)."),
