@@ -25,7 +25,7 @@ def test_moe_app_is_exported_for_other_commands():
     from truepeak.cli import moe_app as home
 
     assert moe_app is home.moe_app and moe_app.info.name == "moe"
-    assert sorted(c.name for c in moe_app.registered_commands) == ["bench", "plan"]
+    assert sorted(c.name for c in moe_app.registered_commands) == ["bench", "plan", "tune"]
 
 
 def test_S1_cli_prints_the_conclusions():

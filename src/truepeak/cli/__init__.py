@@ -8,5 +8,6 @@ from truepeak.cli import peak  # noqa: F401,E402  (registers `truepeak peak`)
 from truepeak.cli import moe  # noqa: F401,E402  (registers `truepeak moe` and its `plan`)
 from truepeak.cli import moe_bench  # noqa: F401,E402  (registers `truepeak moe bench`)
 from truepeak.cli import serve  # noqa: F401,E402  (registers `truepeak serve`)
+from truepeak.cli import moe_tune  # noqa: F401,E402  (registers `truepeak moe tune`)
 
 __all__ = ["app", "main"]

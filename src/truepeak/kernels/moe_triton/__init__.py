@@ -8,7 +8,10 @@ default activations, fp4 K steps), :mod:`~truepeak.kernels.moe_triton.routing` (
 :mod:`~truepeak.kernels.moe_triton.weights` (:class:`ExpertWeights`, :func:`quantize_experts`),
 :mod:`~truepeak.kernels.moe_triton.checks` (:func:`check_inputs`), :mod:`~truepeak.kernels.moe_triton.smem`
 (:func:`fit_shared_memory`), :mod:`~truepeak.kernels.moe_triton.fused` (:class:`FusedMoE`, the launcher),
-:mod:`~truepeak.kernels.moe_triton.reference` (:func:`moe_reference`); the ``@triton.jit`` sources are in
+:mod:`~truepeak.kernels.moe_triton.reference` (:func:`moe_reference`), :mod:`~truepeak.kernels.moe_triton.tuned` (the
+tuned tables ``truepeak moe tune`` writes and :class:`FusedMoE` loads: :class:`TunedTable`, :func:`find_table`,
+:func:`bucket_of`), :mod:`~truepeak.kernels.moe_triton.search_space` (the tuner's candidates and their shared-memory
+fit); the ``@triton.jit`` sources are in
 :mod:`truepeak.kernels._moe_jit`. Every public name is importable from this package.
 
 The unit of work: hidden states ``x [T, H]`` and router output (``topk_ids``, ``topk_weights`` ``[T, k]``)
@@ -84,10 +87,12 @@ from truepeak.kernels.moe_triton.layouts import (W4A8_TILE, from_e4m3_bit_layout
 from truepeak.kernels.moe_triton.reference import moe_reference
 from truepeak.kernels.moe_triton.routing import Alignment, align_routing, mean_tokens_per_expert
 from truepeak.kernels.moe_triton.smem import device_smem_limit, fit_shared_memory
+from truepeak.kernels.moe_triton.tuned import TunedEntry, TunedTable, bucket_of, find_table, load_table
 from truepeak.kernels.moe_triton.weights import ExpertWeights, quantize_experts
 
-__all__ = ["Alignment", "ExpertWeights", "FusedMoE", "KernelConfig", "W4A8_TILE", "WEIGHT_FORMATS", "WFMT_ID",
-           "align_routing", "check_inputs", "check_tokens_per_expert", "check_wfmt", "choose_config",
-           "default_activations", "device_smem_limit", "fit_shared_memory", "fp4_block_k", "from_e4m3_bit_layout",
-           "from_kernel_nibble_order", "from_w4a8_layout", "interpreting", "mean_tokens_per_expert", "moe_reference",
-           "quantize_experts", "to_e4m3_bit_layout", "to_kernel_nibble_order", "to_w4a8_layout", "w4a8_block_k"]
+__all__ = ["Alignment", "ExpertWeights", "FusedMoE", "KernelConfig", "TunedEntry", "TunedTable", "W4A8_TILE",
+           "WEIGHT_FORMATS", "WFMT_ID", "align_routing", "bucket_of", "check_inputs", "check_tokens_per_expert",
+           "check_wfmt", "choose_config", "default_activations", "device_smem_limit", "find_table", "fit_shared_memory",
+           "fp4_block_k", "from_e4m3_bit_layout", "from_kernel_nibble_order", "from_w4a8_layout", "interpreting",
+           "load_table", "mean_tokens_per_expert", "moe_reference", "quantize_experts", "to_e4m3_bit_layout",
+           "to_kernel_nibble_order", "to_w4a8_layout", "w4a8_block_k"]

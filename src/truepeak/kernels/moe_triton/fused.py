@@ -44,7 +44,8 @@ class FusedMoE:
         topk_ids: ``[T, k]`` int (local expert ids; others are dropped). topk_weights: ``[T, k]`` float.
         tokens_per_expert: the configuration key (docs/method.md, 'Padding per expert'); default the mean over experts
             with tokens.
-        config: override both kernels' configuration (tests).
+        config: override the kernels' configuration: one :class:`KernelConfig` for both, or a pair (gate/up, down)
+            sharing ``block_m``; None: the tuned table of this GPU and expert shape, else :func:`choose_config`.
         smem_limit: device or bytes for :func:`choose_config`'s shared-memory check (docs/method.md, 'Shared memory per
             block').
         tune: KernelConfig field overrides applied to both kernels (e.g. ``{"prefetch": True, "num_stages": 1}``).
@@ -63,9 +64,17 @@ class FusedMoE:
             ``output_unchecked`` is True as well. Keyword only; default False.
         output_unchecked: the caller's statement that it will neither use nor check the output (required by
             ``drop_block_scales``). Keyword only; default False.
+        tuned_table: a tuned table file, or a folder of them, tried before the shipped ones
+            (:func:`truepeak.kernels.moe_triton.tuned.find_table`, keyed by the GPU's name, E, N = I and H, then
+            by weight format, activations and tokens-per-expert bucket). Used when ``config`` is None (and neither
+            ``untiled_w4a16`` nor ``drop_block_scales`` is set); a table for another GPU or shape is rejected, and
+            :func:`choose_config`'s rules apply, with the reason in ``config_note``. Keyword only; default None.
 
     Attributes:
         output_valid: False when ``drop_block_scales`` is set (the output is not the unit's result), else True.
+        config_note: one line saying where the configuration came from: the tuned table and bucket, or why
+            :func:`choose_config`'s rules were used (no table for this GPU and shape, a table rejected, no entry for
+            the bucket), or ``"given"`` for ``config``.
 
     Range: activations of quantised weights are scaled per row (x and the intermediate ``silu(g) · u``): fp8 by the
     row's largest magnitude / 448, floored at 1e-12 (rows below that quantise to zero); fp16 by a power of two that
@@ -87,7 +96,7 @@ class FusedMoE:
     def __init__(self, x: Any, w1: ExpertWeights, w2: ExpertWeights, topk_ids: Any, topk_weights: Any,
                  tokens_per_expert: float | None = None, config: KernelConfig | None = None, smem_limit: Any = None,
                  tune: dict | None = None, activations: str | None = None, *, untiled_w4a16: bool = False,
-                 drop_block_scales: bool = False, output_unchecked: bool = False):
+                 drop_block_scales: bool = False, output_unchecked: bool = False, tuned_table: Any = None):
         flags = {"untiled_w4a16": untiled_w4a16, "drop_block_scales": drop_block_scales,
                  "output_unchecked": output_unchecked}
         for name, value in flags.items():
@@ -124,8 +133,24 @@ class FusedMoE:
         # steps, so the tiles always fit where either kernel runs)
         self.tiled = fp4 and not untiled_w4a16
         untiled = fp4 and not self.tiled
-        self.cfg1 = config or choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled)
-        self.cfg2 = config or choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled)
+        if isinstance(config, (tuple, list)) and len(config) == 2 and all(isinstance(c, KernelConfig) for c in config):
+            config_pair = (config[0], config[1])
+        elif config is None or isinstance(config, KernelConfig):
+            config_pair = None if config is None else (config, config)
+        else:
+            raise TruepeakError(f"config must be a KernelConfig or a pair (gate/up, down) of them, got {config!r}")
+        if config_pair is None and not (untiled_w4a16 or drop_block_scales):
+            from truepeak.kernels.moe_triton.tuned import tuned_pair
+
+            device_name = torch.cuda.get_device_name(x.device) if x.device.type == "cuda" else x.device.type
+            config_pair, self.config_note = tuned_pair(device_name, w1.wfmt, activations, self.E, self.I, self.H,
+                                                       tokens_per_expert, tuned_table)
+        else:
+            self.config_note = "given" if config_pair else "choose_config's rules"
+        if config_pair is None:
+            config_pair = (choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled),
+                           choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled))
+        self.cfg1, self.cfg2 = config_pair
         if tune is not None and not isinstance(tune, dict):
             raise TruepeakError(f"tune must be a dict of KernelConfig fields (e.g. {{'num_stages': 3}}), got "
                                 f"{type(tune).__name__} {tune!r}")

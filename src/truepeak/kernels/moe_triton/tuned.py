@@ -1,0 +1,307 @@
+"""Tuned tables of the MoE kernels: the configuration ``truepeak moe tune`` measured fastest per weight format,
+activations and tokens-per-expert bucket, one JSON file per GPU and expert shape, and the loader :class:`FusedMoE`
+uses when it is built. Pure Python: nothing here imports torch or triton.
+
+File names follow vLLM's tuned fused-MoE configs (``E={E},N={N},device_name={device_name}.json``,
+``get_config_file_name`` in ``vllm-project/vllm:vllm/model_executor/layers/fused_moe/fused_moe.py``: E experts on the
+GPU, N the expert width on the GPU, the device name as torch reports it with spaces replaced by underscores), with the
+hidden size added (``H=``) because one file serves every model of that shape, and no dtype: one file holds every
+format. vLLM keys a file by batch size; these tables key by tokens per expert (docs/method.md, 'Tokens per expert':
+a decode batch is many small GEMMs of about tokens-per-expert rows each), in power-of-two buckets
+(:func:`bucket_of`).
+
+Shipped tables live in this package's ``tuned/`` folder (package data); a user passes a file or a folder of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from truepeak.errors import TruepeakError
+from truepeak.kernels.moe_triton.config import KernelConfig, check_tokens_per_expert, check_wfmt
+
+#: The ``schema`` string of a tuned table.
+SCHEMA = "truepeak.moe_tuned/1"
+#: The tokens-per-expert buckets: powers of two from 1 to 1024.
+BUCKETS = tuple(2 ** i for i in range(11))
+#: The activations keys: ``bf16`` (bf16 weights), ``fp8`` (w8a8, w4a8), ``fp16`` (w8a16, w4a16).
+ACTIVATIONS = ("bf16", "fp8", "fp16")
+
+
+def bucket_of(tokens_per_expert: Any) -> int:
+    """The bucket of a mean tokens per expert: the power of two nearest to it on a log scale (``t`` in
+    ``[b / sqrt(2), b * sqrt(2))`` is bucket ``b``), at least 1 and at most 1024: 1.4 -> 1, 1.5 -> 2, 5.6 -> 4,
+    6 -> 8, 23 -> 32, 5000 -> 1024.
+
+    Raises:
+        TruepeakError: not a finite number > 0."""
+    t = max(check_tokens_per_expert(tokens_per_expert), 1.0)
+    return min(BUCKETS[-1], 2 ** int(math.floor(math.log2(t) + 0.5)))
+
+
+def device_token(device_name: str) -> str:
+    """The device part of a file name: the device name with spaces replaced by underscores (as vLLM's)."""
+    return str(device_name).strip().replace(" ", "_")
+
+
+def table_file_name(device_name: str, E: int, N: int, H: int) -> str:
+    """``E=256,N=2048,H=7168,device_name=NVIDIA_H200.json``: ``E`` experts on the GPU, ``N`` the expert width on the
+    GPU (I after TP), ``H`` the hidden size."""
+    return f"E={E},N={N},H={H},device_name={device_token(device_name)}.json"
+
+
+def package_dir() -> Path:
+    """The folder of the shipped tables (package data)."""
+    return Path(__file__).resolve().parent / "tuned"
+
+
+def activations_key(wfmt: str, activations: str | None) -> str:
+    """The table's activations key of a weight format and the activations :class:`FusedMoE` runs it with:
+    ``bf16`` for bf16 weights, else ``fp8`` or ``fp16``.
+
+    Raises:
+        TruepeakError: activations other than those (or any but None / bf16 with bf16 weights)."""
+    check_wfmt(wfmt)
+    a = "bf16" if wfmt == "bf16" and activations in (None, "bf16") else activations
+    if a not in ACTIVATIONS or (wfmt == "bf16") != (a == "bf16"):
+        raise TruepeakError(f"activations {activations!r} with {wfmt} weights: bf16 weights take bf16 activations, "
+                            "the others fp8 or fp16")
+    return a
+
+
+@dataclass(frozen=True)
+class TunedEntry:
+    """The chosen configuration of one (format, activations, bucket): the two kernels' configurations, the time of
+    the whole unit (seconds), the fraction of the read bandwidth it reached (``read_bandwidth_fraction``), that of
+    :func:`choose_config`'s configuration at the same point in the same run, the tokens per expert measured and how
+    many candidates were timed."""
+
+    gate_up: KernelConfig
+    down: KernelConfig
+    tokens_per_expert: float
+    time_s: float
+    read_bandwidth_fraction: float
+    default_read_bandwidth_fraction: float | None = None
+    default_time_s: float | None = None
+    candidates: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["gate_up"], d["down"] = asdict(self.gate_up), asdict(self.down)
+        return d
+
+
+@dataclass(frozen=True)
+class TunedTable:
+    """A tuned table: one GPU (``device_name`` as torch reports it) and expert shape (``E`` experts on the GPU,
+    expert width ``N``, hidden size ``H``), the entries keyed by ``(weight format, activations, bucket)``, and how it
+    was made: model and layout the shape came from, routing, date (UTC, ISO 8601), truepeak commit and version,
+    the read bandwidth measured in the same run (bytes/s)."""
+
+    device_name: str
+    E: int
+    N: int
+    H: int
+    entries: Mapping[tuple[str, str, int], TunedEntry] = field(default_factory=dict)
+    model: str | None = None
+    layout: str | None = None
+    routing: str = "uniform"
+    date: str | None = None
+    truepeak_commit: str | None = None
+    truepeak_version: str | None = None
+    read_bandwidth_bytes_per_s: float | None = None
+
+    @property
+    def file_name(self) -> str:
+        return table_file_name(self.device_name, self.E, self.N, self.H)
+
+    def lookup(self, wfmt: str, activations: str | None, tokens_per_expert: float) -> TunedEntry | None:
+        """The entry of ``tokens_per_expert``'s bucket (:func:`bucket_of`), or None when the table has none."""
+        return self.entries.get((wfmt, activations_key(wfmt, activations), bucket_of(tokens_per_expert)))
+
+    def mismatch(self, device_name: str, E: int, N: int, H: int) -> str | None:
+        """Why this table does not serve ``device_name`` and shape (E, N, H), or None when it does."""
+        if device_token(device_name) != device_token(self.device_name):
+            return f"is for {self.device_name}, not {device_name}"
+        if (self.E, self.N, self.H) != (E, N, H):
+            return f"is for experts E={self.E}, N={self.N}, H={self.H}, not E={E}, N={N}, H={H}"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the table's fields, then ``configs[format][activations][bucket]`` (bucket as text)."""
+        configs: dict[str, dict[str, dict[str, Any]]] = {}
+        for (w, a, b), e in sorted(self.entries.items()):
+            configs.setdefault(w, {}).setdefault(a, {})[str(b)] = e.to_dict()
+        head = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "entries"}
+        return {"schema": SCHEMA, **head, "file_name": self.file_name, "configs": configs}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "tuned table") -> TunedTable:
+        """Read the JSON form back, checking every field.
+
+        Raises:
+            TruepeakError: one line naming ``source`` and the first field that is wrong."""
+        def bad(what: str) -> TruepeakError:
+            return TruepeakError(f"{source} is not a truepeak tuned table: {what}")
+
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise bad(f"schema {got!r}, expected {SCHEMA!r}")
+        head: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == "entries":
+                continue
+            v = data.get(f.name)
+            if f.name in ("E", "N", "H"):
+                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                    raise bad(f"{f.name}={v!r}, expected a positive integer")
+            elif f.name == "device_name":
+                if not isinstance(v, str) or not v.strip():
+                    raise bad(f"device_name={v!r}, expected the device's name")
+            elif f.name == "read_bandwidth_bytes_per_s":
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+                    raise bad(f"read_bandwidth_bytes_per_s={v!r}, expected bytes/s > 0")
+            elif v is not None and not isinstance(v, str):
+                raise bad(f"{f.name}={v!r}, expected text")
+            if v is not None:
+                head[f.name] = v
+        configs = data.get("configs")
+        if not isinstance(configs, dict):
+            raise bad("no 'configs' object")
+        entries: dict[tuple[str, str, int], TunedEntry] = {}
+        for w, by_act in configs.items():
+            try:
+                check_wfmt(w)
+            except TruepeakError as exc:
+                raise bad(f"configs[{w!r}]: {exc}") from None
+            for a, by_bucket in (by_act.items() if isinstance(by_act, dict) else [(None, None)]):
+                for b, e in (by_bucket.items() if isinstance(by_bucket, dict) else [(None, None)]):
+                    where = f"configs[{w!r}][{a!r}][{b!r}]"
+                    try:
+                        check_wfmt(w)
+                        key = (w, activations_key(w, a), int(b))
+                        if key[2] not in BUCKETS or str(key[2]) != b:
+                            raise TruepeakError(f"bucket {b!r} is not one of {', '.join(map(str, BUCKETS))}")
+                        entries[key] = _entry(e)
+                    except (TruepeakError, TypeError, ValueError, KeyError) as exc:
+                        raise bad(f"{where}: {exc}") from None
+        return cls(entries=entries, **head)
+
+
+def _entry(e: Any) -> TunedEntry:
+    if not isinstance(e, dict):
+        raise TruepeakError(f"an entry is an object, not {type(e).__name__}")
+    cfgs = [KernelConfig(**e[k]) for k in ("gate_up", "down")]
+    if cfgs[0].block_m != cfgs[1].block_m:
+        raise TruepeakError("gate_up and down must share block_m")
+    nums = {}
+    for k in ("tokens_per_expert", "time_s", "read_bandwidth_fraction"):
+        v = e[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or not math.isfinite(v):
+            raise TruepeakError(f"{k}={v!r}, expected a finite number > 0")
+        nums[k] = float(v)
+    opt = {k: e.get(k) for k in ("default_read_bandwidth_fraction", "default_time_s") if e.get(k) is not None}
+    return TunedEntry(cfgs[0], cfgs[1], candidates=int(e.get("candidates", 0)), **nums, **opt)
+
+
+def load_table(path: str | os.PathLike[str]) -> TunedTable:
+    """Read one tuned table file.
+
+    Raises:
+        TruepeakError: the file cannot be read, is not JSON, or is not a tuned table (one line naming the file and
+            the field)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except OSError as exc:
+        raise TruepeakError(f"cannot read the tuned table {p}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise TruepeakError(f"the tuned table {p} is not JSON: {exc}") from None
+    return TunedTable.from_dict(data, source=f"tuned table {p.name}")
+
+
+def find_table(device_name: str, E: int, N: int, H: int, path: str | os.PathLike[str] | None = None
+               ) -> tuple[TunedTable | None, str]:
+    """The tuned table for ``device_name`` and expert shape (E, N, H), and a one-line note saying where it came from
+    or why there is none.
+
+    ``path`` (a user's table file, or a folder of them) is tried first, then the shipped tables (:func:`package_dir`).
+    A file given as ``path`` that is for another GPU or shape, or is not a valid table, is rejected with its reason
+    and the search goes on to the shipped tables. Returns ``(None, note)`` when no table serves the device and shape
+    (the caller then uses :func:`choose_config`'s rules)."""
+    name = table_file_name(device_name, E, N, H)
+    rejected = []
+    places: list[Path] = []
+    if path is not None:
+        p = Path(path)
+        if p.is_dir():
+            places.append(p / name)
+        else:
+            try:
+                table = load_table(p)
+            except TruepeakError as exc:
+                rejected.append(str(exc))
+            else:
+                why = table.mismatch(device_name, E, N, H)
+                if why is None:
+                    return table, f"tuned table {p}"
+                rejected.append(f"tuned table {p.name} {why}")
+    places.append(package_dir() / name)
+    for p in places:
+        if not p.is_file():
+            continue
+        try:
+            table = load_table(p)
+        except TruepeakError as exc:
+            rejected.append(str(exc))
+            continue
+        why = table.mismatch(device_name, E, N, H)
+        if why is None:
+            note = f"tuned table {p.name}" if p.parent == package_dir() else f"tuned table {p}"
+            return table, note + (f" ({'; '.join(rejected)})" if rejected else "")
+        rejected.append(f"tuned table {p.name} {why}")
+    reason = "; ".join(rejected) if rejected else f"no tuned table {name}"
+    return None, f"{reason}: choose_config's rules"
+
+
+def tuned_pair(device_name: str, wfmt: str, activations: str | None, E: int, N: int, H: int,
+               tokens_per_expert: float, path: str | os.PathLike[str] | None = None
+               ) -> tuple[tuple[KernelConfig, KernelConfig] | None, str]:
+    """The tuned (gate/up, down) configurations for one launch, and a one-line note: where they came from (table and
+    bucket), or why there are none (:func:`find_table`'s reason, or no entry for the format, activations and
+    bucket), ending in "choose_config's rules" then."""
+    table, note = find_table(device_name, E, N, H, path)
+    if table is None:
+        return None, note
+    key = f"{wfmt}, {activations_key(wfmt, activations)} activations, bucket {bucket_of(tokens_per_expert)}"
+    entry = table.lookup(wfmt, activations, tokens_per_expert)
+    if entry is None:
+        return None, f"{note} has no entry for {key}: choose_config's rules"
+    return (entry.gate_up, entry.down), f"{note}, {key}"
+
+
+def write_table(table: TunedTable, folder: str | os.PathLike[str]) -> Path:
+    """Write ``table`` as ``folder/<file name>`` (the whole file replaced at once: written beside it, then renamed);
+    returns the path.
+
+    Raises:
+        TruepeakError: the folder cannot be created or written."""
+    out = Path(folder) / table.file_name
+    tmp = out.with_suffix(".json.tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(table.to_dict(), indent=1) + "\n")
+        os.replace(tmp, out)
+    except OSError as exc:
+        raise TruepeakError(f"cannot write the tuned table {out}: {exc.strerror or exc}") from None
+    return out
+
+
+__all__ = ["ACTIVATIONS", "BUCKETS", "SCHEMA", "TunedEntry", "TunedTable", "activations_key", "bucket_of",
+           "device_token", "find_table", "load_table", "package_dir", "table_file_name", "tuned_pair",
+           "write_table"]

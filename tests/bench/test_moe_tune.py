@@ -1,0 +1,112 @@
+"""The tuner (truepeak.bench.moe_tune): its settings' checks (pure), and one small search run end to end on the CPU
+in Triton's interpreter: records appended, the table written and read back, the default's figure beside the choice,
+and --resume replaying the search from the records without measuring again; the report's table of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from truepeak.bench.moe_tune.config import TuneConfig, parse_weights
+from truepeak.errors import ConfigError
+
+
+def test_parse_weights_takes_default_and_named_activations():
+    assert parse_weights("bf16,fp8,fp8:fp16,mxfp4,nvfp4") == (
+        ("bf16", "bf16"), ("fp8", "fp8"), ("fp8", "fp16"), ("mxfp4", "fp8"), ("nvfp4", "fp16"))
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"weights": ("bf16", "bf16")}, "weights"), ({"weights": ()}, "weights"),
+    ({"tokens_per_expert": (4, 5)}, "tokens_per_expert"), ({"tokens_per_expert": ()}, "tokens_per_expert"),
+    ({"tp": 0}, "tp"), ({"ep": 2, "tp": 2}, "tp"), ({"budget_s": float("inf")}, "budget_s"),
+    ({"warmup_s": -1}, "warmup_s"), ({"model": " "}, "model"), ({"seed": True}, "seed"),
+])
+def test_config_names_the_field(kw, field):
+    args = {"model": "deepseek-v3", "weights": ("bf16",), "tokens_per_expert": (1, 2), **kw}
+    with pytest.raises(ConfigError) as exc:
+        TuneConfig(**args)
+    assert exc.value.field == field and "\n" not in str(exc.value)
+
+
+def test_config_layout_names():
+    base = {"model": "m", "weights": ("bf16",), "tokens_per_expert": (1,)}
+    assert [TuneConfig(**base, **kw).layout for kw in ({}, {"tp": 8}, {"ep": 8})] == ["single", "tp8", "ep8"]
+
+
+_CHILD = r"""
+import json, sys
+from truepeak.bench.moe import ExpertShape
+from truepeak.bench.moe_tune import TuneConfig, run_tune
+from truepeak.records import read_records
+out = sys.argv[1]
+shape = ExpertShape("tiny", 128, 128, 4, 4, 2)
+cfg = TuneConfig(model="tiny", weights=("bf16",), tokens_per_expert=(2,), budget_s=6.0, search_budget_s=0.01,
+                 final_budget_s=0.01)
+r = run_tune(cfg, out, shape=shape, read_bw=1e9, commit="abc", env=None)
+n1 = len(read_records(r.records_path))
+r2 = run_tune(cfg, out, shape=shape, read_bw=1e9, commit="abc", resume=True)
+n2 = len(read_records(r.records_path))
+print("RESULT " + json.dumps({"table": r.table.to_dict(), "table2": r2.table.to_dict(), "n1": n1, "n2": n2,
+                              "timed": r.timed, "path": str(r.table_path),
+                              "statuses": [x.status.value for x in read_records(r.records_path)],
+                              "keys": [x.key for x in read_records(r.records_path)]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    import truepeak
+
+    out = tmp_path_factory.mktemp("tune") / "run"
+    src = str(Path(truepeak.__file__).resolve().parents[1])
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(out)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def test_a_small_search_writes_records_and_a_table(tuned):
+    t = tuned["table"]
+    assert Path(tuned["path"]).name == "E=4,N=128,H=128,device_name=cpu.json" and Path(tuned["path"]).is_file()
+    e = t["configs"]["bf16"]["bf16"]["2"]
+    assert t["truepeak_commit"] == "abc" and t["read_bandwidth_bytes_per_s"] == 1e9 and t["layout"] == "single"
+    # the default (choose_config at 2 tokens per expert: 16-token blocks, 64 / 128 weight rows) was timed first
+    assert e["default_read_bandwidth_fraction"] > 0 and e["candidates"] >= 1 and e["gate_up"]["block_m"] in (16, 32)
+    # the entry's figure is the faster of the two final timings
+    assert e["read_bandwidth_fraction"] >= e["default_read_bandwidth_fraction"]
+    # every timed search candidate and the final timings are records; each passed the reference check
+    assert tuned["n1"] >= tuned["timed"] + 1 and set(tuned["statuses"]) == {"ok"}
+
+
+def test_resume_measures_nothing_again(tuned):
+    # the resumed run reuses the first run's records (by key) and goes on from there with its own budget: no
+    # candidate is measured twice, and the search went on from where the first stopped
+    keys = tuned["keys"]
+    assert len(set(keys)) == len(keys) and tuned["n2"] >= tuned["n1"]
+    e1, e2 = (tuned[t]["configs"]["bf16"]["bf16"]["2"] for t in ("table", "table2"))
+    assert e2["candidates"] >= e1["candidates"]
+
+
+def test_report_renders_the_table(tuned):
+    from truepeak.report.tune import config_text, render_table
+
+    lines = render_table(tuned["table"], None, ["fp8 fp8 activations, 1 tokens per expert"], dropped=3)
+    assert lines[0].split()[:3] == ["weights", "activations", "tok/exp"]
+    row = lines[2].split()
+    e = tuned["table"]["configs"]["bf16"]["bf16"]["2"]
+    assert row[:3] == ["bf16", "bf16", "2"] and row[4] == f"{100 * e['read_bandwidth_fraction']:.1f}"
+    assert " ".join(row).count(config_text(e["gate_up"])) >= 1
+    assert any("3 candidates dropped before timing" in ln for ln in lines)
+    assert any("not reached within the budget: fp8 fp8 activations, 1 tokens per expert" in ln for ln in lines)
+    assert config_text({"block_m": 16, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 3,
+                        "maxnreg": 128, "prefetch": True}) == "m16 n64 k128 w4 s3 r128 pf"

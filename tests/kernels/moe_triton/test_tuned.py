@@ -1,0 +1,258 @@
+"""The tuned tables of the MoE kernels (truepeak.kernels.moe_triton.tuned): buckets, file names, the JSON form, the
+loader's rejections and fallback; FusedMoE taking its configuration from a table (CPU, Triton's interpreter); each
+shipped table entry's configuration run against the float32 reference on small shapes (interpreter) and on its own
+shape on the GPU it was tuned for (gpu)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from truepeak.errors import TruepeakError
+from truepeak.kernels.moe_triton import tuned as tt
+from truepeak.kernels.moe_triton.config import KernelConfig
+
+CFG1 = KernelConfig(16, 64, 128, 4, 4)
+CFG2 = KernelConfig(16, 128, 256, 8, 3, maxnreg=128)
+
+
+def table(device="NVIDIA H200", E=256, N=2048, H=7168, **kw):
+    e = tt.TunedEntry(CFG1, CFG2, tokens_per_expert=16.0, time_s=2.5e-4, read_bandwidth_fraction=0.95,
+                      default_read_bandwidth_fraction=0.92, default_time_s=2.58e-4, candidates=12)
+    return tt.TunedTable(device_name=device, E=E, N=N, H=H, entries={("bf16", "bf16", 16): e}, model="deepseek-v3",
+                         layout="single", date="2026-12-02T07:00:00Z", truepeak_commit="abc",
+                         read_bandwidth_bytes_per_s=4.58e12, **kw)
+
+
+@pytest.mark.parametrize("t,bucket", [(1, 1), (0.25, 1), (1.4, 1), (1.5, 2), (2.8, 2), (2.9, 4), (5.6, 4), (6, 8),
+                                      (16, 16), (23, 32), (64, 64), (5000, 1024)])
+def test_bucket_is_the_nearest_power_of_two_in_log2(t, bucket):
+    # log2(1.4) = 0.485 -> 2^0; log2(1.5) = 0.585 -> 2^1; log2(2.8) = 1.485 -> 2; log2(2.9) = 1.536 -> 4;
+    # log2(5.6) = 2.485 -> 4; log2(6) = 2.585 -> 8; log2(23) = 4.52 -> 32; 5000 is past the last bucket, 1024
+    assert tt.bucket_of(t) == bucket
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf, "x", None])
+def test_bucket_refuses_what_is_not_a_count(bad):
+    with pytest.raises(TruepeakError, match="tokens per expert must be a finite number > 0"):
+        tt.bucket_of(bad)
+
+
+def test_file_name_is_vllms_with_the_hidden_size():
+    assert tt.table_file_name("NVIDIA H200", 256, 2048, 7168) == "E=256,N=2048,H=7168,device_name=NVIDIA_H200.json"
+    assert table(E=32).file_name == "E=32,N=2048,H=7168,device_name=NVIDIA_H200.json"
+
+
+def test_json_round_trip_and_lookup_by_bucket():
+    t = table()
+    d = json.loads(json.dumps(t.to_dict()))
+    assert d["schema"] == tt.SCHEMA and d["configs"]["bf16"]["bf16"]["16"]["down"]["maxnreg"] == 128
+    back = tt.TunedTable.from_dict(d)
+    assert back == t
+    # 12 and 20 tokens per expert are in bucket 16 (log2 3.58 and 4.32); 8 is not
+    assert back.lookup("bf16", None, 12).down == CFG2 and back.lookup("bf16", "bf16", 20).gate_up == CFG1
+    assert back.lookup("bf16", None, 8) is None and back.lookup("fp8", "fp8", 16) is None
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d.update(schema="other"), "schema 'other', expected 'truepeak.moe_tuned/1'"),
+    (lambda d: d.update(E=0), "E=0, expected a positive integer"),
+    (lambda d: d["configs"]["bf16"]["bf16"].update({"3": d["configs"]["bf16"]["bf16"]["16"]}), "bucket '3'"),
+    (lambda d: d["configs"]["bf16"]["bf16"]["16"]["gate_up"].update(block_m=32), "must share block_m"),
+    (lambda d: d["configs"]["bf16"]["bf16"]["16"].update(time_s=-1.0), "time_s=-1.0"),
+    (lambda d: d["configs"].update(fp4={}), "unknown MoE kernel weight format 'fp4'"),
+])
+def test_from_dict_names_the_bad_field(edit, message):
+    d = table().to_dict()
+    edit(d)
+    with pytest.raises(TruepeakError, match="^tuned table is not a truepeak tuned table: .*" + message.replace(
+            "[", r"\[").replace("(", r"\(")) as exc:
+        tt.TunedTable.from_dict(d)
+    assert "\n" not in str(exc.value)
+
+
+def test_loader_rejects_another_gpu_or_shape_and_falls_back(tmp_path, monkeypatch):
+    monkeypatch.setattr(tt, "package_dir", lambda: tmp_path / "shipped")
+    other_gpu = tt.write_table(table(device="NVIDIA H100 80GB HBM3"), tmp_path)
+    got, note = tt.find_table("NVIDIA H200", 256, 2048, 7168, other_gpu)
+    assert got is None and note == (f"tuned table {other_gpu.name} is for NVIDIA H100 80GB HBM3, not NVIDIA H200: "
+                                    "choose_config's rules")
+    other_shape = tt.write_table(table(E=32), tmp_path)
+    got, note = tt.find_table("NVIDIA H200", 256, 2048, 7168, other_shape)
+    assert got is None and note == (f"tuned table {other_shape.name} is for experts E=32, N=2048, H=7168, not "
+                                    "E=256, N=2048, H=7168: choose_config's rules")
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    got, note = tt.find_table("NVIDIA H200", 256, 2048, 7168, broken)
+    assert got is None and note.startswith(f"the tuned table {broken} is not JSON: ") and "\n" not in note
+    # nothing anywhere: the one-line note names the file looked for
+    got, note = tt.find_table("NVIDIA H200", 8, 128, 256)
+    assert got is None and note == "no tuned table E=8,N=128,H=256,device_name=NVIDIA_H200.json: choose_config's rules"
+    # a folder holding the right file; then the shipped tables after a rejected user file
+    got, note = tt.find_table("NVIDIA H200", 32, 2048, 7168, tmp_path)
+    assert got == table(E=32) and note == f"tuned table {tmp_path / table(E=32).file_name}"
+    tt.write_table(table(), tmp_path / "shipped")
+    got, note = tt.find_table("NVIDIA H200", 256, 2048, 7168, other_gpu)
+    assert got == table() and note == (f"tuned table {table().file_name} (tuned table {other_gpu.name} is for NVIDIA "
+                                       "H100 80GB HBM3, not NVIDIA H200)")
+    pair, note = tt.tuned_pair("NVIDIA H200", "bf16", None, 256, 2048, 7168, 16)
+    assert pair == (CFG1, CFG2) and note.endswith("bf16, bf16 activations, bucket 16")
+    pair, note = tt.tuned_pair("NVIDIA H200", "bf16", None, 256, 2048, 7168, 64)
+    assert pair is None and note.endswith("has no entry for bf16, bf16 activations, bucket 64: choose_config's rules")
+
+
+def shipped_entries():
+    out = []
+    for p in sorted(tt.package_dir().glob("*.json")):
+        t = tt.load_table(p)
+        out += [(p.name, key, e) for key, e in sorted(t.entries.items())]
+    return out
+
+
+def test_shipped_tables_are_valid_and_named_after_their_contents():
+    files = sorted(tt.package_dir().glob("*.json"))
+    assert files, "no tuned table is shipped"
+    for p in files:
+        t = tt.load_table(p)
+        assert p.name == t.file_name and t.entries and t.truepeak_commit and t.read_bandwidth_bytes_per_s
+        for e in t.entries.values():
+            assert 0 < e.read_bandwidth_fraction < 1.1 and e.default_read_bandwidth_fraction
+
+
+# Runs in a fresh interpreter with TRITON_INTERPRET=1 set before triton is imported (as tests/kernels/moe_triton/
+# test_fused.py): every distinct configuration pair of the shipped tables on E = 4, H = I = 256 (every block_k of the
+# search divides 256), and FusedMoE reading a table for the CPU (device name "cpu") or rejecting one for a GPU.
+_CHILD = r"""
+import json, sys, tempfile, dataclasses
+import torch
+from truepeak.kernels import moe_triton as mt
+from truepeak.kernels.moe_triton import tuned as tt
+cases = json.loads(sys.argv[1])
+out = {}
+torch.manual_seed(0)
+E, H, I = 4, 256, 256
+ids = torch.tensor([[0, 1], [1, 3], [1, 0], [3, 1], [1, -1], [2, 0]])
+tw = torch.rand(ids.shape)
+x = (torch.rand(ids.shape[0], H) * 2 - 1).bfloat16()
+weights = {}
+for name, wfmt, acts, c1, c2 in cases:
+    if wfmt not in weights:
+        w1 = mt.quantize_experts(torch.randn(E, 2 * I, H) * 0.1, wfmt)
+        w2 = mt.quantize_experts(torch.randn(E, H, I) * 0.1, wfmt)
+        weights[wfmt] = (w1, w2, mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw))
+    w1, w2, ref = weights[wfmt]
+    f = mt.FusedMoE(x, w1, w2, ids, tw, config=(mt.KernelConfig(**c1), mt.KernelConfig(**c2)),
+                    activations=None if wfmt == "bf16" else acts)
+    out[name] = float((f().float() - ref).abs().max() / ref.abs().max())
+w1, w2, ref = weights.get("bf16") or (mt.quantize_experts(torch.randn(E, 2 * I, H) * 0.1, "bf16"),
+                                      mt.quantize_experts(torch.randn(E, H, I) * 0.1, "bf16"), None)
+cfg = (mt.KernelConfig(16, 32, 64, 4, 1), mt.KernelConfig(16, 64, 128, 4, 2))
+entry = tt.TunedEntry(*cfg, tokens_per_expert=3.0, time_s=1.0, read_bandwidth_fraction=0.5)
+d = tempfile.mkdtemp()
+for dev in ("cpu", "NVIDIA H200"):
+    tt.write_table(tt.TunedTable(device_name=dev, E=E, N=I, H=H, entries={("bf16", "bf16", 4): entry}), d + "/" + dev)
+res = {}
+for dev in ("cpu", "NVIDIA H200"):
+    p = d + "/" + dev + "/" + tt.table_file_name(dev, E, I, H)
+    for tpe in (3.0, 1.0):
+        f = mt.FusedMoE(x, w1, w2, ids, tw, tokens_per_expert=tpe, tuned_table=p)
+        res[dev + "/" + str(tpe)] = [dataclasses.asdict(f.cfg1), dataclasses.asdict(f.cfg2), f.config_note,
+                                     float(f().float().abs().max())]
+out["loader"] = res
+out["file"] = tt.table_file_name("cpu", E, I, H)
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    torch = pytest.importorskip("torch")  # noqa: F841
+    pytest.importorskip("triton")
+    import dataclasses
+
+    import truepeak
+
+    seen, cases = set(), []
+    for fname, (wfmt, acts, bucket), e in shipped_entries():
+        key = (wfmt, acts, e.gate_up, e.down)
+        if key not in seen:
+            seen.add(key)
+            cases.append([f"{fname}/{wfmt}/{acts}/{bucket}", wfmt, acts, dataclasses.asdict(e.gate_up),
+                          dataclasses.asdict(e.down)])
+    src = str(Path(truepeak.__file__).resolve().parents[1])
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(cases)], env=env, capture_output=True,
+                          text=True, timeout=900)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):]), cases
+
+
+def test_every_shipped_entry_matches_the_reference_in_interpreter(interpreted):
+    out, cases = interpreted
+    assert cases
+    for name, wfmt, acts, _c1, _c2 in cases:
+        # moe bench's tolerances: bf16 2e-2; e4m3 activations (w8a8) round every activation by up to 2^-4: 1e-1
+        tol = 2e-2 if wfmt == "bf16" else 1e-1 if acts == "fp8" else 8e-2
+        assert out[name] < tol, (name, out[name])
+
+
+def test_fused_moe_takes_its_config_from_the_table_or_falls_back(interpreted):
+    out, _ = interpreted
+    res, fname = out["loader"], out["file"]
+    # the table for this device ("cpu" in the interpreter) and shape: bucket 4 (3 tokens per expert) is used
+    c1, c2, note, peak = res["cpu/3.0"]
+    assert (c1["block_n"], c1["block_k"], c1["num_stages"], c2["block_n"], c2["num_stages"]) == (32, 64, 1, 64, 2)
+    assert note.startswith("tuned table ") and note.endswith(f"{fname}, bf16, bf16 activations, bucket 4")
+    assert peak > 0
+    # bucket 1 is not in it: choose_config's rules (16-token blocks, 64 / 128 weight rows, 4 stages)
+    c1, c2, note, _ = res["cpu/1.0"]
+    assert (c1["block_m"], c1["block_n"], c2["block_n"], c1["num_stages"]) == (16, 64, 128, 4)
+    assert note.endswith("has no entry for bf16, bf16 activations, bucket 1: choose_config's rules")
+    # a table for a GPU is rejected on the CPU, with the reason, whatever the bucket
+    c1, _, note, _ = res["NVIDIA H200/3.0"]
+    assert c1["block_n"] == 64 and note == (f"tuned table {tt.table_file_name('NVIDIA H200', 4, 256, 256)} is for "
+                                            "NVIDIA H200, not cpu: choose_config's rules")
+
+
+@pytest.mark.gpu
+def test_gpu_tuned_tables_of_this_gpu_match_the_reference():
+    """Every shipped table of this GPU, at its own expert shape: FusedMoE built without a configuration reads the
+    table (its note says so) and every entry's configuration matches the float32 reference of the first 16 tokens."""
+    import torch
+
+    from truepeak.bench import moe
+    from truepeak.kernels.moe_triton import FusedMoE
+
+    name = torch.cuda.get_device_name()
+    tables = [t for t in map(tt.load_table, sorted(tt.package_dir().glob("*.json")))
+              if tt.device_token(t.device_name) == tt.device_token(name)]
+    if not tables:
+        pytest.skip(f"no shipped tuned table for {name}")
+    for t in tables:
+        shape = moe.ExpertShape(t.model or "table", t.H, t.N, 256, t.E, 8)
+        for wfmt in sorted({k[0] for k in t.entries}):
+            w1, w2 = moe.make_weights(shape, wfmt, "cuda", 0, w4a8=wfmt in ("nvfp4", "mxfp4"))
+            for (w, acts, bucket), e in sorted(t.entries.items()):
+                if w != wfmt:
+                    continue
+                T = moe.tokens_for(e.tokens_per_expert, shape)
+                ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, 8, 0), shape).cuda()
+                tw = torch.softmax(torch.rand(T, 8, generator=torch.Generator().manual_seed(0)), 1).cuda()
+                x = torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16) * 2 - 1
+                f = FusedMoE(x, w1, w2, ids, tw, tokens_per_expert=e.tokens_per_expert,
+                             activations=None if w == "bf16" else acts)
+                assert f.config_note.startswith(f"tuned table {t.file_name}"), f.config_note
+                assert (f.cfg1.block_m, f.cfg1.block_n, f.cfg2.block_n) == (e.gate_up.block_m, e.gate_up.block_n,
+                                                                             e.down.block_n)
+                ref = moe.reference_rows(x, w1, w2, ids, tw)
+                err = float((f()[:ref.shape[0]].float() - ref).abs().max() / ref.abs().max())
+                assert err < (2e-2 if w == "bf16" else 1e-1 if acts == "fp8" else 8e-2), (t.file_name, w, bucket, err)
+            del w1, w2
+            torch.cuda.empty_cache()
