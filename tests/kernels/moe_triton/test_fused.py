@@ -42,19 +42,21 @@ for routing, rows in routings.items():
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
         bk = 64 if wfmt in ("nvfp4", "mxfp4") else 32
         cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=(routing == "all_in_one"))
-        acts = (["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", "fp16", "fp16u"] if wfmt.endswith("fp4")
-                else [None])
+        acts = (["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", "fp16", "fp16u", "mma8", "mma16"]
+                if wfmt.endswith("fp4") else [None])
         for act in acts:
             c = cfg
-            if act in ("fp8", "fp16") and wfmt.endswith("fp4"):  # the tiled kernels: 4 scale blocks per step
+            if act != "fp16u" and wfmt.endswith("fp4"):  # the tiled and MMA-layout kernels: 4 scale blocks per step
                 c = mt.KernelConfig(16, 64, mt.w4a8_block_k(wfmt), 4, 1, prefetch=(routing == "mixed"))
-            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=act and act[:4],
+            layout = "mma" if act and act.startswith("mma") else "tiles" if wfmt.endswith("fp4") else None
+            a = act and ("fp8" if act in ("fp8", "mma8") else "fp16")
+            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=a, fp4_layout=layout,
                                 untiled_w4a16=act == "fp16u")  # fp16u: the untiled w4a16
             y = fused()
             err = float((y.float() - ref).abs().max() / ref.abs().max())
             out[routing + "/" + wfmt + ("/" + act if act else "")] = {
                 "err": err, "shape": list(y.shape), "dtype": str(y.dtype), "counts": fused.align.counts.tolist(),
-                "activations": fused.activations, "tiled": getattr(fused, "tiled", None)}
+                "activations": fused.activations, "tiled": getattr(fused, "tiled", None), "mma": fused.mma}
 # small weights (scale 1e-3) through the fp4 path that decodes in the loaded layout: the per-expert scale is applied
 # after the K loop, so the fp16 tiles do not lose precision with the weights' magnitude (8.4e-3 when it was not)
 torch.manual_seed(0)
@@ -70,8 +72,11 @@ for wfmt in ("nvfp4", "mxfp4"):
                     untiled_w4a16=True)()
     out["small/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, mt.w4a8_block_k(wfmt), 4, 1),
-                    activations="fp16")()
+                    activations="fp16", fp4_layout="tiles")()
     out["small_tiled/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
+    y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, mt.w4a8_block_k(wfmt), 4, 1),
+                    activations="fp16")()
+    out["small_mma/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
 # mxfp4 w4a8 with K not a multiple of 128 (gpt-oss-like: 64-element steps, 2 scale blocks), H = 192, I = 64
 torch.manual_seed(1)
 w1g = mt.quantize_experts(torch.randn(4, 128, 192) * 0.1, "mxfp4")
@@ -179,7 +184,8 @@ def interpreted():
 
 
 @pytest.mark.parametrize("wfmt", ["bf16", "fp8/fp8", "fp8/fp16", "fp8_block/fp8", "fp8_block/fp16", "nvfp4/fp16",
-                                  "mxfp4/fp16", "nvfp4/fp16u", "mxfp4/fp16u", "nvfp4/fp8", "mxfp4/fp8"])
+                                  "mxfp4/fp16", "nvfp4/fp16u", "mxfp4/fp16u", "nvfp4/fp8", "mxfp4/fp8",
+                                  "nvfp4/mma16", "mxfp4/mma16", "nvfp4/mma8", "mxfp4/mma8"])
 @pytest.mark.parametrize("routing", list(ROUTINGS))
 def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     r = interpreted[f"{routing}/{wfmt}"]
@@ -187,15 +193,17 @@ def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     assert r["shape"] == [T, 128] and r["dtype"] == "torch.bfloat16"
     # w8a8 (and w4a8) also rounds the activations (x and the intermediate) to e4m3, 3 mantissa bits: at H = I = 128 a float32
     # emulation of exactly that rounding is itself 4-7 % from the float32 reference, so a looser bound
-    tol = 1e-1 if wfmt.endswith("/fp8") else 2e-2
+    e4m3 = wfmt.endswith(("/fp8", "/mma8"))
+    tol = 1e-1 if e4m3 else 2e-2
     assert r["err"] < tol, f"{wfmt} {routing}: relative error {r['err']:.3g}"
-    assert r["activations"] == ("bf16" if wfmt == "bf16" else "fp8 e4m3, per-row scale" if wfmt.endswith("/fp8")
+    assert r["activations"] == ("bf16" if wfmt == "bf16" else "fp8 e4m3, per-row scale" if e4m3
                                 else "fp16, per-row power-of-two scale")
     # expert 2 receives no token in "mixed" (its blocks are skipped); in "all_in_one" it receives all 18
     assert r["counts"] == ([2, 5, 0, 2] if routing == "mixed" else [0, 0, 18, 0])
     # fp4 reads the tiled layout except with untiled_w4a16=True (fp16u); other formats have no layout
     fp4 = wfmt.startswith(("nvfp4", "mxfp4"))
     assert r["tiled"] == (fp4 and not wfmt.endswith("fp16u"))
+    assert r["mma"] == ("/mma" in wfmt)
 
 
 @pytest.mark.parametrize("wfmt", ["nvfp4", "mxfp4"])
@@ -203,6 +211,7 @@ def test_fp4_small_weights_keep_precision_in_interpreter(interpreted, wfmt):
     # both w4a16 kernels apply the per-expert scale after the K loop (the untiled one was 8.4e-3 when it did not)
     assert interpreted["small/" + wfmt] < 6.5e-3
     assert interpreted["small_tiled/" + wfmt] < 6.5e-3
+    assert interpreted["small_mma/" + wfmt] < 6.5e-3
 
 
 def test_mxfp4_w4a8_with_k_not_a_multiple_of_128_in_interpreter(interpreted):

@@ -97,7 +97,8 @@ def check_tokens_per_expert(tokens_per_expert: Any) -> float:
 
 
 def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: Any = None,
-                  k_dim: int | None = None, w8a8: bool = False, untiled: bool = False) -> KernelConfig:
+                  k_dim: int | None = None, w8a8: bool = False, untiled: bool = False,
+                  mma: bool = False) -> KernelConfig:
     """Pick the tile configuration from the mean tokens per expert (docs/method.md, 'Tokens per expert': a decode batch
     is many small GEMMs of ~tokens-per-expert rows each, so the batch size says nothing about the tile), then check its
     shared memory.
@@ -152,7 +153,11 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         stages = 2 if bm == 32 else 3
         warps = 8 if bm == 128 else 4
-    if fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 4 blocks per step (see w4a8_block_k)
+    if fp4 and mma:  # the MMA layout: the tiled w4a16's token blocks and 128 weight rows; 64-element steps for
+        # nvfp4 (one scale word of 4 blocks), mxfp4's w4a8 step (128, or 64 where K is not a multiple of 128)
+        bm = 16 if t <= 10 else 32 if t <= 20 else 64 if t <= 40 else 128
+        bk, bn, stages, warps = w4a8_block_k(wfmt, k_dim), 128, 3, 4 if bm <= 64 else 8
+    elif fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 4 blocks per step (see w4a8_block_k)
         # 16-token blocks up to 10 tokens per expert, 32 up to 20; 128 weight rows up to 32-token blocks, 64 from
         # 64-token blocks; 3 stages
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
