@@ -140,11 +140,12 @@ def local_ids(ids: Any, shape: ExpertShape, rank: int = 0) -> Any:
 
 # -- weights -----------------------------------------------------------------------------------------------------------
 def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8: bool = False,
-                 standard: bool = False) -> tuple[Any, Any]:
+                 standard: bool = False, mma: bool = False) -> tuple[Any, Any]:
     """Random expert weights ``w1 [E_local, 2I, H]``, ``w2 [E_local, H, I]`` as :class:`ExpertWeights`.
 
     fp4 bytes are random codes labelled as already in the layout our kernel reads (``w4a8``: the w4a8 layout of
-    :func:`~truepeak.kernels.moe_triton.to_w4a8_layout`; ``standard``: the standard packing, which the block-scaled
+    :func:`~truepeak.kernels.moe_triton.to_w4a8_layout`; ``mma``: the MMA layout of
+    :func:`~truepeak.kernels.moe_triton.to_mma_layout`; ``standard``: the standard packing, which the block-scaled
     kernels read; otherwise :func:`~truepeak.kernels.moe_triton.fp4_block_k` chunks), so no repack copy of
     gigabytes is made; the reference reads them back through that layout.
 
@@ -177,7 +178,7 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
                     raise UnsupportedError(f"fp8_block needs N and K multiples of 128, got N={n}, K={k}")
                 s = torch.rand(e, n // 128, k // 128, device=device, generator=g) * 1e-4 + 5e-5
             return ExpertWeights(wfmt, v, s)
-        if w4a8 and (n % 64 or k % 64):  # to_w4a8_layout's tiles; checked here, as the bytes are labelled, not made
+        if (w4a8 or mma) and (n % 64 or k % 64):  # to_w4a8_layout's tiles; checked here, as the bytes are labelled, not made
             raise UnsupportedError(f"{wfmt} in the tiled layout (the w4a8 and w4a16 kernels) needs N and K "
                                    f"multiples of 64, got N={n}, "
                                    f"K={k}")
@@ -187,15 +188,15 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
                 raise UnsupportedError(f"nvfp4 needs K a multiple of 16, got K={k}")
             s = (torch.rand(e, n, k // 16, device=device, generator=g) * 200 + 100).to(torch.float8_e4m3fn)
             gs = torch.full((e,), 0.05 / (6 * 300), device=device)
-            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=chunk(k), w4a8_layout=w4a8)
+            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=chunk(k), w4a8_layout=w4a8, mma_layout=mma)
         if k % 32:
             raise UnsupportedError(f"mxfp4 needs K a multiple of 32, got K={k}")
         s = torch.randint(119, 122, (e, n, k // 32), device=device, generator=g, dtype=torch.uint8)
         # random codes: labelled as already in the kernel's nibble order (the reference reorders them back)
-        return ExpertWeights(wfmt, packed, s, nibble_chunk=chunk(k), w4a8_layout=w4a8)
+        return ExpertWeights(wfmt, packed, s, nibble_chunk=chunk(k), w4a8_layout=w4a8, mma_layout=mma)
 
     def chunk(k: int) -> int:
-        return 0 if standard and not w4a8 else 64 if w4a8 else fp4_block_k(k)
+        return 0 if standard and not (w4a8 or mma) else 64 if w4a8 or mma else fp4_block_k(k)
 
     return one(2 * shape.I, shape.H), one(shape.H, shape.I)
 
@@ -319,12 +320,13 @@ def build_torch_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: 
 
 def build_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any, tpe: float,
                   smem_limit: Any = None, tune: dict | None = None, activations: str | None = None,
-                  fp4_kernel: str = "dequant") -> Callable[[], Any]:
+                  fp4_kernel: str = "dequant", fp4_layout: str = "mma") -> Callable[[], Any]:
     """A no-argument callable for ``backend`` (``triton`` = :class:`truepeak.kernels.moe_triton.FusedMoE`, with
     ``tune`` overriding its :class:`~truepeak.kernels.moe_triton.KernelConfig` fields and ``activations`` its
     activation precision; with fp4 weights and ``fp4_kernel="block-scaled"``,
     :class:`truepeak.kernels.moe_blockscaled.BlockScaledMoE`, whose activations are ``"fp4"`` or ``"fp8"`` and
-    which takes no ``tune``; the torch backends ignore all three).
+    which takes no ``tune``; ``fp4_layout`` FusedMoE's fp4 kernels, ``"mma"`` or ``"tiles"``; the torch backends
+    ignore them all).
 
     Raises:
         UnsupportedError: a combination the backend cannot run on this device (the bench's ``skipped``)."""
@@ -344,8 +346,9 @@ def build_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any, t
     if backend == "triton":
         from truepeak.kernels.moe_triton import FusedMoE
 
+        fp4 = getattr(w1, "wfmt", None) in ("nvfp4", "mxfp4")
         return FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe, smem_limit=smem_limit, tune=tune,
-                        activations=activations)
+                        activations=activations, fp4_layout=fp4_layout if fp4 else None)
     return build_torch_backend(backend, x, w1, w2, ids, topw)
 
 
@@ -427,7 +430,7 @@ def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16
     def sub(w: Any) -> Any:
         return ExpertWeights(w.wfmt, w.data[sel], None if w.scale is None else w.scale[sel],
                              None if w.global_scale is None else w.global_scale[sel], w.nibble_chunk,
-                             w.w4a8_layout).dequantize()
+                             w.w4a8_layout, w.mma_layout).dequantize()
 
     remap = torch.full((w1.shape[0] + 1,), -1, dtype=torch.int64, device=x.device)
     remap[sel] = torch.arange(len(used), device=x.device)
@@ -456,7 +459,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
               out_path: str | None = None, budget_s: float = 0.15, warmup_s: float = 0.05,
               read_bw: float | None = None, seed: int = 0, progress: Callable[[Record], None] | None = None,
               env: Any = None, triton_tune: dict[str, dict] | None = None,
-              fp8_activations: str = "fp8", fp4_activations: str = "auto", fp4_kernel: str = "auto") -> list[Record]:
+              fp8_activations: str = "fp8", fp4_activations: str = "auto", fp4_kernel: str = "auto",
+              fp4_layout: str = "mma") -> list[Record]:
     """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records
     (:class:`truepeak.records.Record` of kind ``moe_experts``).
 
@@ -466,7 +470,9 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     :func:`~truepeak.kernels.moe_triton.default_activations`, fp16 for nvfp4 and fp8 for mxfp4), ``"fp8"`` (w4a8)
     or ``"fp16"`` (w4a16), and with the block-scaled kernel ``"fp4"`` (W4A4) or ``"fp8"`` (mxfp4 W4A8).
     ``fp4_kernel``: ``"auto"`` (the block-scaled kernel, :mod:`truepeak.kernels.moe_blockscaled`, where it runs
-    natively: sm_100, sm_103, sm_120; else the dequantising FusedMoE), ``"dequant"`` or ``"block-scaled"``. The
+    natively: sm_100, sm_103, sm_120; else the dequantising FusedMoE), ``"dequant"`` or ``"block-scaled"``;
+    ``fp4_layout`` the dequantising kernels' weight layout (FusedMoE's, recorded as ``workload.fp4_layout``):
+    ``"mma"`` (default) or ``"tiles"``. The
     record's ``workload.activations`` says which activations ran, ``workload.fp4_kernel`` which kernel, and for the
     block-scaled one ``workload.kernel_path`` how the device ran it (native block-scaled MMA or Triton's emulation);
     its ``correctness.passed`` is checked against the float32 reference with the activations rounded as the kernel
@@ -493,6 +499,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
         raise TruepeakError(f"--fp4-activations {fp4_activations!r}: expected auto (fp16 for nvfp4, fp8 for mxfp4; "
                             "with the block-scaled kernel fp4 for nvfp4, fp8 for mxfp4), fp16 (w4a16), fp8 (w4a8) or "
                             "fp4 (W4A4, block-scaled kernel only)")
+    if fp4_layout not in ("mma", "tiles"):
+        raise TruepeakError(f"fp4_layout {fp4_layout!r}: expected mma or tiles")
     fp4_kernel = str(fp4_kernel).lower()
     if fp4_kernel not in FP4_KERNELS:
         raise TruepeakError(f"--fp4-kernel {fp4_kernel!r}: expected {', '.join(FP4_KERNELS)} (auto: block-scaled on "
@@ -586,7 +594,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                 # fp4 in the layout our kernel reads (made here, so it does not repack a copy): the standard packing
                 # for the block-scaled kernel, else the tiled one
                 tiled = not scaled
-                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled, standard=scaled)
+                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled and fp4_layout == "tiles",
+                                      standard=scaled, mma=fp4 and tiled and fp4_layout == "mma")
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()
                 for t in tpes:
@@ -623,7 +632,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         acts_arg = fp8_activations if wfmt.startswith("fp8") else fp4_acts
                         fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune,
                                            activations=acts_arg, fp4_kernel=fp4_kernel if b == "triton" else
-                                           "dequant")
+                                           "dequant", fp4_layout=fp4_layout)
                         # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)
                         acts = getattr(fn, "activations", None) or (
                             "fp8 e4m3, per-row scale" if wfmt.startswith("fp8") else "bf16")
@@ -631,6 +640,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         act_fmt = getattr(fn, "act_format", None)  # the block-scaled kernel's activation rounding
                         if fp4 and b == "triton":
                             rec_kw["workload"]["fp4_kernel"] = "block-scaled" if act_fmt else "dequant"
+                            if not act_fmt:
+                                rec_kw["workload"]["fp4_layout"] = fp4_layout
                         if act_fmt:
                             rec_kw["workload"].update(kernel_path=fn.path, native=fn.native)
                         out = fn()

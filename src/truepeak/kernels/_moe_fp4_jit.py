@@ -84,13 +84,13 @@ def mma_scales(words, h: tl.constexpr, WFMT: tl.constexpr, INTERP: tl.constexpr)
 
 
 @triton.jit
-def mma_chunk_dot(raw, s, x, acc, INTERP: tl.constexpr):
-    """acc + W @ x for one 64-element chunk of BN weight rows in the MMA layout: raw [BN/2, 64] bytes (line 8a + g
-    = rows 16a + g and 16a + 8 + g, moe_triton.layouts._mma_tile_perm), s [BN, 4] fp16 block scales (mma_scales),
-    x [64, BM] fp16 activations in the layout's K order (moe_triton.mma_logical_order). The decoded values come
-    out of the PTX in byte order (word m = bytes 4m..4m+3 of a line -> 8 values) and are reshaped and permuted to
-    [BN, 64] in the MMA's K order: the permutation only renames registers, as each thread loaded exactly the bytes
-    of its MMA fragment."""
+def mma_decode(raw, s, INTERP: tl.constexpr):
+    """[BN, 64] fp16 weights x 2^-14 of one 64-element chunk of BN rows in the MMA layout, in the MMA's K order
+    (moe_triton.mma_logical_order): raw [BN/2, 64] bytes (line 8a + g = rows 16a + g and 16a + 8 + g,
+    moe_triton.layouts._mma_tile_perm), s [BN, 4] fp16 block scales (mma_scales). The decoded values come out of
+    the PTX in byte order (word m = bytes 4m..4m+3 of a line -> 8 values) and are reshaped and permuted into the
+    MMA's K order: the permutation only renames registers, as each thread loaded exactly the bytes of its MMA
+    fragment (no shuffles or shared memory in the compiled K loop: benchmarks/moe_kernel_sass.py)."""
     P: tl.constexpr = raw.shape[0]
     BN: tl.constexpr = 2 * P
     sp = tl.permute(tl.reshape(s, (BN // 16, 2, 8, 4)), (0, 2, 3, 1))  # a, g, c, h
@@ -101,8 +101,15 @@ def mma_chunk_dot(raw, s, x, acc, INTERP: tl.constexpr):
         r0, r1 = tl.inline_asm_elementwise(asm=_ASM_MMA_DECODE, constraints="=r,=r,=r,=r,r,r,r", args=[raw, sb],
                                            dtype=(tl.float16, tl.float16), is_pure=True, pack=4)
     d = tl.reshape(tl.join(r0, r1), (BN // 16, 8, 2, 2, 2, 2, 2, 2, 2))  # a, g, c1, c0, h, tau, i1, i0, q
-    d = tl.reshape(tl.permute(d, (0, 4, 1, 5, 8, 6, 2, 3, 7)), (BN, 64))  # row 16a + 8h + g; K 16 (2 tau + q)
-    # + 8 i1 + 2 c + i0
+    # row 16a + 8h + g; K position 16 (2 tau + q) + 8 i1 + 2 c + i0
+    return tl.reshape(tl.permute(d, (0, 4, 1, 5, 8, 6, 2, 3, 7)), (BN, 64))
+
+
+@triton.jit
+def mma_chunk_dot(raw, s, x, acc, INTERP: tl.constexpr):
+    """acc + W @ x for one 64-element chunk in the MMA layout (mma_decode), x [64, BM] fp16 activations in the
+    layout's K order: fp16 MMAs with fp32 accumulation."""
+    d = mma_decode(raw, s, INTERP)
     if INTERP:
         return tl.dot(d.to(tl.float32), x.to(tl.float32), acc, input_precision="ieee")
     else:

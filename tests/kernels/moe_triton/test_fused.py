@@ -158,6 +158,14 @@ out["quant_rows"] = {"scale_err": float((sc - s_ref).abs().max() / s_ref.max()),
                      "mismatches": int((q[0].float() != q_ref.float()).sum()),
                      "plane_mismatches": int((q2[0].float() != torch.where(odd, 0.0, q_ref.float())).sum()
                                              + (q2[1].float() != torch.where(odd, q_ref.float(), 0.0)).sum())}
+# the MMA layout's activations: the same e4m3 values stored in mma_logical_order's K order (320 columns: 5 chunks)
+xp = (torch.randn(3, 320) * 2).bfloat16()
+qp, qn = torch.empty(1, 3, 320, dtype=torch.float8_e4m3fn), torch.empty(1, 3, 320, dtype=torch.float8_e4m3fn)
+mt.FusedMoE._quant_rows(xp, qp, torch.empty(3), perm=True)
+mt.FusedMoE._quant_rows(xp, qn, torch.empty(3))
+order = torch.tensor(mt.mma_logical_order(320))
+out["quant_rows_perm"] = {"mismatches": int((qp[0].float() != qn[0].float()[:, order]).sum()),
+                          "moved": int((qp[0].float() != qn[0].float()).sum())}
 out["interpreting"] = mt.interpreting()
 print("RESULT " + json.dumps(out))
 """
@@ -242,6 +250,9 @@ def test_quant_rows_matches_torch_e4m3_in_interpreter(interpreted):
     # (not a power of two: the masked tail of the 512-wide block)
     r = interpreted["quant_rows"]
     assert r["scale_err"] < 1e-6 and r["mismatches"] == 0
+    # the MMA layout's K order (mma_logical_order): position L holds element order[L]; most elements move
+    p = interpreted["quant_rows_perm"]
+    assert p["mismatches"] == 0 and p["moved"] > 800, p
     # the nvfp4 w4a8 planes: plane 0 = the same values with columns 16-31, 48-63, ... zero, plane 1 the others zero
     assert r["plane_mismatches"] == 0
 
@@ -344,11 +355,15 @@ def test_timing_experiments_are_refused_unless_asked_for_explicitly():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("wfmt,acts,x_dtype,untiled", [
-    ("fp8", "fp16", "bfloat16", False), ("fp8_block", "fp16", "bfloat16", False), ("nvfp4", "fp16", "bfloat16", True),
-    ("mxfp4", "fp16", "bfloat16", True), ("mxfp4", "fp16", "bfloat16", False), ("nvfp4", "fp8", "bfloat16", False),
-    ("fp8", "fp8", "float16", False), ("nvfp4", "fp16", "float16", False)])
-def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled):
+@pytest.mark.parametrize("wfmt,acts,x_dtype,untiled,layout", [
+    ("fp8", "fp16", "bfloat16", False, None), ("fp8_block", "fp16", "bfloat16", False, None),
+    ("nvfp4", "fp16", "bfloat16", True, None), ("mxfp4", "fp16", "bfloat16", True, None),
+    ("mxfp4", "fp16", "bfloat16", False, "tiles"), ("nvfp4", "fp8", "bfloat16", False, "tiles"),
+    ("fp8", "fp8", "float16", False, None), ("nvfp4", "fp16", "float16", False, "tiles"),
+    ("nvfp4", "fp16", "bfloat16", False, "mma"), ("nvfp4", "fp8", "bfloat16", False, "mma"),
+    ("mxfp4", "fp16", "bfloat16", False, "mma"), ("mxfp4", "fp8", "bfloat16", False, "mma"),
+    ("nvfp4", "fp16", "float16", False, "mma")])
+def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled, layout):
     """The variants the sweeps do not run by default, on the device: w8a16 (fp8 weights, fp16 activations scaled per
     row), the untiled w4a16 (``untiled_w4a16=True``), fp4 with the other activations, fp16 hidden states (with
     fp8 activations the intermediate stays float32), with x of +-200 (fp16 activations overflowed before the per-row
@@ -366,8 +381,9 @@ def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled):
         tw = torch.rand(ids.shape, device="cuda", generator=g)
         x = ((torch.rand(ids.shape[0], H, device="cuda", generator=g) * 2 - 1) * 200).to(getattr(torch, x_dtype))
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
-        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, tune={"num_stages": np.int64(2)}, untiled_w4a16=untiled)
-        assert f.tiled == (wfmt in ("nvfp4", "mxfp4") and not untiled)
+        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, tune={"num_stages": np.int64(2)}, untiled_w4a16=untiled,
+                        fp4_layout=layout)
+        assert f.tiled == (wfmt in ("nvfp4", "mxfp4") and not untiled) and f.mma == (layout == "mma")
         y = f().float()
         err = float((y - ref).abs().max() / ref.abs().max())
         assert torch.isfinite(y).all() and err < (1e-1 if acts == "fp8" else 8e-2), (wfmt, acts, x_dtype, err)
