@@ -16,15 +16,18 @@ from truepeak.bench import moe
 from truepeak.bench.environment import environment
 
 TOKENS_PER_EXPERT = (1, 2, 4, 8, 16, 32, 64)
-#: (weights, fp4 layout, fp4 activations): the control formats, the MMA layout, then the w4a8 layout's kernels
-RUNS = (("bf16", "mma", "auto"), ("fp8", "mma", "auto"), ("nvfp4", "mma", "fp16"), ("nvfp4", "mma", "fp8"),
-        ("mxfp4", "mma", "fp16"), ("mxfp4", "mma", "fp8"), ("nvfp4", "tiles", "auto"), ("mxfp4", "tiles", "auto"))
+#: (weights, fp4 layout, fp4 activations, KernelConfig overrides): the control formats, the MMA layout, the w4a8
+#: layout's kernels, then the MMA layout's nvfp4 gate/up capped at 128 registers (4 programs per SM instead of 3)
+RUNS = (("bf16", "mma", "auto", None), ("fp8", "mma", "auto", None), ("nvfp4", "mma", "fp16", None),
+        ("nvfp4", "mma", "fp8", None), ("mxfp4", "mma", "fp16", None), ("mxfp4", "mma", "fp8", None),
+        ("nvfp4", "tiles", "auto", None), ("mxfp4", "tiles", "auto", None), ("nvfp4", "mma", "fp16", {"maxnreg": 128}))
 
 
 def show(r):
     r = r.to_dict()
     w = r["workload"]
-    head = (f"E{w['E_local']:<4d} {w['weights_format']:6s} {w.get('fp4_layout', '-'):5s} "
+    head = (f"E{w['E_local']:<4d} {w['weights_format']:6s} {w.get('fp4_layout') or '-':5s} "
+            f"{'r128 ' if w.get('triton_tune') else ''}"
             f"{w.get('activations', '')[:4]:4s} tpe {w['tokens_per_expert']:>3g}")
     if r["status"] == "ok":
         d = r["derived"]
@@ -47,11 +50,11 @@ def main(argv=None) -> None:
     print(f"read bandwidth (Triton reduction, 4 GiB): {bw / 1e12:.3f} TB/s", flush=True)
     env = environment()
     for ep in (int(v) for v in args.ep.split(",")):
-        for wfmt, layout, acts in RUNS:
+        for wfmt, layout, acts, tune in RUNS:
             moe.run_bench("deepseek-v3", ep=ep, tokens_per_expert=TOKENS_PER_EXPERT, routing="uniform",
                           weights=(wfmt,), backends=("triton",), out_path=path, budget_s=args.budget, warmup_s=0.03,
                           read_bw=bw, progress=show, env=env, fp4_activations=acts, fp4_kernel="dequant",
-                          fp4_layout=layout)
+                          fp4_layout=layout, triton_tune={wfmt: tune} if tune else None)
             print(f"-- ep{ep} {wfmt} {layout} {acts} done at {time.time() - t0:.0f} s", flush=True)
     print(f"total {time.time() - t0:.0f} s")
 
