@@ -320,13 +320,13 @@ def build_torch_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: 
 
 def build_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any, tpe: float,
                   smem_limit: Any = None, tune: dict | None = None, activations: str | None = None,
-                  fp4_kernel: str = "dequant", fp4_layout: str = "mma") -> Callable[[], Any]:
+                  fp4_kernel: str = "dequant", fp4_layout: str | None = None) -> Callable[[], Any]:
     """A no-argument callable for ``backend`` (``triton`` = :class:`truepeak.kernels.moe_triton.FusedMoE`, with
     ``tune`` overriding its :class:`~truepeak.kernels.moe_triton.KernelConfig` fields and ``activations`` its
     activation precision; with fp4 weights and ``fp4_kernel="block-scaled"``,
     :class:`truepeak.kernels.moe_blockscaled.BlockScaledMoE`, whose activations are ``"fp4"`` or ``"fp8"`` and
-    which takes no ``tune``; ``fp4_layout`` FusedMoE's fp4 kernels, ``"mma"`` or ``"tiles"``; the torch backends
-    ignore them all).
+    which takes no ``tune``; ``fp4_layout`` FusedMoE's fp4 kernels, ``"mma"``, ``"tiles"`` or None for the
+    format's default; the torch backends ignore them all).
 
     Raises:
         UnsupportedError: a combination the backend cannot run on this device (the bench's ``skipped``)."""
@@ -460,7 +460,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
               read_bw: float | None = None, seed: int = 0, progress: Callable[[Record], None] | None = None,
               env: Any = None, triton_tune: dict[str, dict] | None = None,
               fp8_activations: str = "fp8", fp4_activations: str = "auto", fp4_kernel: str = "auto",
-              fp4_layout: str = "mma") -> list[Record]:
+              fp4_layout: str = "auto") -> list[Record]:
     """Sweep tokens per expert x formats x backends for one model and layout; return (and append) records
     (:class:`truepeak.records.Record` of kind ``moe_experts``).
 
@@ -472,7 +472,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     ``fp4_kernel``: ``"auto"`` (the block-scaled kernel, :mod:`truepeak.kernels.moe_blockscaled`, where it runs
     natively: sm_100, sm_103, sm_120; else the dequantising FusedMoE), ``"dequant"`` or ``"block-scaled"``;
     ``fp4_layout`` the dequantising kernels' weight layout (FusedMoE's, recorded as ``workload.fp4_layout``):
-    ``"mma"`` (default) or ``"tiles"``. The
+    ``"auto"`` (default: :func:`~truepeak.kernels.moe_triton.default_fp4_layout`), ``"mma"`` or ``"tiles"``. The
     record's ``workload.activations`` says which activations ran, ``workload.fp4_kernel`` which kernel, and for the
     block-scaled one ``workload.kernel_path`` how the device ran it (native block-scaled MMA or Triton's emulation);
     its ``correctness.passed`` is checked against the float32 reference with the activations rounded as the kernel
@@ -485,7 +485,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
     """
     torch = require("torch", "the MoE benchmark")
     from truepeak.kernels.moe_blockscaled import default_blockscaled_activations
-    from truepeak.kernels.moe_triton import default_activations
+    from truepeak.kernels.moe_triton import default_activations, default_fp4_layout
     from truepeak.bench.environment import environment
     from truepeak.moe.routing import parse_routing
 
@@ -499,8 +499,8 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
         raise TruepeakError(f"--fp4-activations {fp4_activations!r}: expected auto (fp16 for nvfp4, fp8 for mxfp4; "
                             "with the block-scaled kernel fp4 for nvfp4, fp8 for mxfp4), fp16 (w4a16), fp8 (w4a8) or "
                             "fp4 (W4A4, block-scaled kernel only)")
-    if fp4_layout not in ("mma", "tiles"):
-        raise TruepeakError(f"fp4_layout {fp4_layout!r}: expected mma or tiles")
+    if fp4_layout not in ("auto", "mma", "tiles"):
+        raise TruepeakError(f"fp4_layout {fp4_layout!r}: expected auto, mma or tiles")
     fp4_kernel = str(fp4_kernel).lower()
     if fp4_kernel not in FP4_KERNELS:
         raise TruepeakError(f"--fp4-kernel {fp4_kernel!r}: expected {', '.join(FP4_KERNELS)} (auto: block-scaled on "
@@ -594,8 +594,9 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                 # fp4 in the layout our kernel reads (made here, so it does not repack a copy): the standard packing
                 # for the block-scaled kernel, else the tiled one
                 tiled = not scaled
-                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled and fp4_layout == "tiles",
-                                      standard=scaled, mma=fp4 and tiled and fp4_layout == "mma")
+                lay = default_fp4_layout(wfmt) if fp4 and fp4_layout == "auto" else fp4_layout
+                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled and lay == "tiles",
+                                      standard=scaled, mma=fp4 and tiled and lay == "mma")
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()
                 for t in tpes:
@@ -632,7 +633,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         acts_arg = fp8_activations if wfmt.startswith("fp8") else fp4_acts
                         fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune,
                                            activations=acts_arg, fp4_kernel=fp4_kernel if b == "triton" else
-                                           "dequant", fp4_layout=fp4_layout)
+                                           "dequant", fp4_layout=lay)
                         # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)
                         acts = getattr(fn, "activations", None) or (
                             "fp8 e4m3, per-row scale" if wfmt.startswith("fp8") else "bf16")
@@ -641,7 +642,7 @@ def run_bench(model: str, *, tp: int = 1, ep: int = 1, tokens_per_expert: Iterab
                         if fp4 and b == "triton":
                             rec_kw["workload"]["fp4_kernel"] = "block-scaled" if act_fmt else "dequant"
                             if not act_fmt:
-                                rec_kw["workload"]["fp4_layout"] = fp4_layout
+                                rec_kw["workload"]["fp4_layout"] = lay
                         if act_fmt:
                             rec_kw["workload"].update(kernel_path=fn.path, native=fn.native)
                         out = fn()

@@ -75,7 +75,7 @@ for wfmt in ("nvfp4", "mxfp4"):
                     activations="fp16", fp4_layout="tiles")()
     out["small_tiled/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, mt.w4a8_block_k(wfmt), 4, 1),
-                    activations="fp16")()
+                    activations="fp16", fp4_layout="mma")()
     out["small_mma/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
 # mxfp4 w4a8 with K not a multiple of 128 (gpt-oss-like: 64-element steps, 2 scale blocks), H = 192, I = 64
 torch.manual_seed(1)
@@ -114,7 +114,7 @@ out["default_fp4"] = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16,
 w1v = mt.quantize_experts(torch.randn(4, 512, 256) * 0.1, "nvfp4")
 w2v = mt.quantize_experts(torch.randn(4, 256, 256) * 0.1, "nvfp4")
 fv = mt.FusedMoE(xs, w1v, w2v, ids, tw, config=mt.KernelConfig(16, 64, 64, 4, 1))
-out["default_nvfp4"] = {"activations": fv.activations, "tiled": fv.tiled}
+out["default_nvfp4"] = {"activations": fv.activations, "tiled": fv.tiled, "mma": fv.mma}
 # fp16 activations (w4a16, w8a16) with inputs or weights far from 1: each row is scaled by a power of two, so nothing
 # overflows fp16 (x of +-300 made the intermediate inf before) or sinks to zero (weights x 1e-5)
 torch.manual_seed(2)
@@ -237,7 +237,7 @@ def test_mxfp4_nan_scale_stays_nan_in_w4a8_in_interpreter(interpreted):
 def test_fp4_default_activations_in_interpreter(interpreted):
     assert interpreted["default_fp4"] == "fp8 e4m3, per-row scale"  # mxfp4: w4a8
     nv = interpreted["default_nvfp4"]
-    assert nv["activations"] == "fp16, per-row power-of-two scale" and nv["tiled"]
+    assert nv["activations"] == "fp16, per-row power-of-two scale" and nv["tiled"] and nv["mma"]
 
 
 def test_no_local_slot_and_empty_batch_give_zeros_in_interpreter(interpreted):

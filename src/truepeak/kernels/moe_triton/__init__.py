@@ -75,7 +75,8 @@ torch and triton are imported lazily inside functions; the ``@triton.jit`` kerne
 
 from truepeak.kernels.moe_triton.checks import check_inputs
 from truepeak.kernels.moe_triton.config import (WEIGHT_FORMATS, WFMT_ID, KernelConfig, check_tokens_per_expert,
-                                                check_wfmt, choose_config, default_activations, fp4_block_k,
+                                                check_wfmt, choose_config, default_activations,
+                                                default_fp4_layout, fp4_block_k,
                                                 w4a8_block_k)
 from truepeak.kernels.moe_triton.fused import FusedMoE, interpreting
 from truepeak.kernels.moe_triton.layouts import (W4A8_TILE, from_e4m3_bit_layout, from_kernel_nibble_order,
@@ -89,6 +90,6 @@ from truepeak.kernels.moe_triton.weights import ExpertWeights, quantize_experts
 
 __all__ = ["Alignment", "ExpertWeights", "FusedMoE", "KernelConfig", "W4A8_TILE", "WEIGHT_FORMATS", "WFMT_ID",
            "align_routing", "check_inputs", "check_tokens_per_expert", "check_wfmt", "choose_config",
-           "default_activations", "device_smem_limit", "fit_shared_memory", "fp4_block_k", "from_e4m3_bit_layout",
+           "default_activations", "default_fp4_layout", "device_smem_limit", "fit_shared_memory", "fp4_block_k", "from_e4m3_bit_layout",
            "from_kernel_nibble_order", "from_mma_layout", "from_w4a8_layout", "interpreting", "mean_tokens_per_expert", "mma_logical_order", "moe_reference",
            "quantize_experts", "to_e4m3_bit_layout", "to_kernel_nibble_order", "to_mma_layout", "to_w4a8_layout", "w4a8_block_k"]

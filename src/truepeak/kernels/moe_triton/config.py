@@ -217,6 +217,21 @@ def default_activations(wfmt: str) -> str | None:
     return {"bf16": None, "nvfp4": "fp16"}.get(wfmt, "fp8")
 
 
+def default_fp4_layout(wfmt: str) -> str:
+    """The fp4 weight layout :class:`FusedMoE` runs a format with when none is asked for: ``"mma"``
+    (:func:`~truepeak.kernels.moe_triton.to_mma_layout`) for nvfp4, ``"tiles"`` (the w4a8 layout's kernels) for
+    mxfp4. Measured on the H200 in one run (docs/results/h200/moe-fp4/README.md): nvfp4 in the MMA layout is
+    1.10-1.14x faster than the tiles kernel's w4a16 up to 8 tokens per expert and 1.07-1.10x at 16-32; mxfp4's tiles
+    w4a8 (0.6 decode instructions per value, one FFMA per value per block scale) is 1.27-1.30x faster than the MMA
+    layout at up to 8 tokens per expert and about as fast at 16-32.
+
+    Raises:
+        UnknownNameError: not an fp4 format."""
+    if wfmt not in ("nvfp4", "mxfp4"):
+        raise UnknownNameError(f"fp4 layouts are for nvfp4 or mxfp4 weights, not {wfmt!r}")
+    return "mma" if wfmt == "nvfp4" else "tiles"
+
+
 def check_wfmt(wfmt: str) -> str:
     """Return ``wfmt`` or raise UnknownNameError naming the accepted formats."""
     if wfmt not in WFMT_ID:

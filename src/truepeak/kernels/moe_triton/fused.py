@@ -9,7 +9,8 @@ from typing import Any
 
 from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton.checks import check_inputs
-from truepeak.kernels.moe_triton.config import WFMT_ID, KernelConfig, choose_config, default_activations
+from truepeak.kernels.moe_triton.config import (WFMT_ID, KernelConfig, choose_config, default_activations,
+                                                default_fp4_layout)
 from truepeak.kernels.moe_triton.routing import align_routing, mean_tokens_per_expert
 from truepeak.kernels.moe_triton.smem import device_smem_limit, fit_shared_memory
 from truepeak.kernels.moe_triton.weights import ExpertWeights
@@ -55,10 +56,11 @@ class FusedMoE:
             nvfp4's default: e2m1 decoded to fp16 and multiplied by its block scale, fp16 MMAs); both read
             :func:`to_w4a8_layout` (the w4a16 its untiled layout with ``untiled_w4a16``). None:
             :func:`default_activations`. bf16 takes only None.
-        fp4_layout: fp4 weights only: ``"mma"`` (the default but with ``untiled_w4a16``: the weights in :func:`to_mma_layout`, each 32-bit word
+        fp4_layout: fp4 weights only: ``"mma"`` (the weights in :func:`to_mma_layout`, each 32-bit word
             decoded straight into the MMA's registers, block scales applied in fp16, fp16 MMAs; fp16 or fp8
             activations, the latter converted exactly to fp16) or ``"tiles"`` (the kernels of
-            :func:`to_w4a8_layout`: w4a8 with one fp8 MMA per scale block, or the tiled w4a16). Keyword only.
+            :func:`to_w4a8_layout`: w4a8 with one fp8 MMA per scale block, or the tiled w4a16). None (default):
+            :func:`default_fp4_layout` ("tiles" with ``untiled_w4a16`` or ``drop_block_scales``). Keyword only.
         untiled_w4a16: fp4 weights with ``activations="fp16"`` and ``fp4_layout="tiles"`` only: run the untiled
             w4a16 kernel (bytes in
             :func:`to_kernel_nibble_order`, e2m1 decoded to fp16 by inline PTX) instead of the tiled one, to compare
@@ -106,7 +108,9 @@ class FusedMoE:
         if fp4_layout not in (None, "mma", "tiles"):
             raise TruepeakError(f"fp4_layout must be 'mma' or 'tiles', got {fp4_layout!r}")
         if fp4_layout is None:
-            fp4_layout = "tiles" if untiled_w4a16 is True or drop_block_scales is True else "mma"
+            fp4 = getattr(w1, "wfmt", None) in ("nvfp4", "mxfp4")
+            fp4_layout = ("tiles" if untiled_w4a16 is True or drop_block_scales is True or not fp4 else
+                          default_fp4_layout(w1.wfmt))
         torch = require("torch", "running the MoE kernel")
         self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
         fp8 = w1.wfmt in ("fp8", "fp8_block")
