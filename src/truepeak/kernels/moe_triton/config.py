@@ -221,9 +221,9 @@ def default_fp4_layout(wfmt: str) -> str:
     """The fp4 weight layout :class:`FusedMoE` runs a format with when none is asked for: ``"mma"``
     (:func:`~truepeak.kernels.moe_triton.to_mma_layout`) for nvfp4, ``"tiles"`` (the w4a8 layout's kernels) for
     mxfp4. Measured on the H200 in one run (docs/results/h200/moe-fp4/README.md): nvfp4 in the MMA layout is
-    1.10-1.14x faster than the tiles kernel's w4a16 up to 8 tokens per expert and 1.07-1.10x at 16-32; mxfp4's tiles
-    w4a8 (0.6 decode instructions per value, one FFMA per value per block scale) is 1.27-1.30x faster than the MMA
-    layout at up to 8 tokens per expert and about as fast at 16-32.
+    1.11-1.15x faster than the tiles kernel's w4a16 up to 8 tokens per expert, 1.07-1.10x at 16-32 and 5 % slower at
+    64 (E = 256); mxfp4's tiles w4a8 (5 integer instructions per 8 decoded values, then one FFMA per accumulator per
+    block scale) is 1.27-1.29x faster than the MMA layout up to 8 tokens per expert and 1.08-1.18x at 16-32.
 
     Raises:
         UnknownNameError: not an fp4 format."""
