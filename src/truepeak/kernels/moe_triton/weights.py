@@ -70,7 +70,9 @@ class ExpertWeights:
         steps: e4m3 bytes), for mxfp4 with each e8m0 byte re-encoded as the e5m2 byte of the same power of two
         (2^-16..2^15 exactly; smaller ones 0, 255 (NaN) e5m2's NaN 0x7F), which the hardware converts to fp16 two
         at a time (PTX ISA, cvt.f16x2.e5m2x2). The scales rebased per expert by :meth:`in_kernel_order` are at
-        most 2^9, so only blocks more than 2^25 below their expert's largest become 0.
+        most 2^9; blocks down to 2^18 below their expert's largest multiply exactly in fp16 (the decoded value x
+        2^-14 times a scale >= 2^-9 stays >= 2^-24, fp16's smallest subnormal), blocks further below round to fp16's
+        subnormals, and blocks more than 2^25 below become 0.
 
         Raises:
             TruepeakError: as :meth:`w4a8_scale_words`."""
