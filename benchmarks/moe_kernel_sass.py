@@ -14,18 +14,22 @@ print(f"Command: `PYTHONPATH=src python3 benchmarks/moe_kernel_sass.py` (triton 
       "Triton's bundled ptxas and cuobjdump). DeepSeek-V3 shapes (K = H = 7168, 2I = 4096 weight rows); the "
       "configuration `choose_config` picks. Instructions are per thread per K-loop iteration; values = weight "
       "elements one thread handles per iteration (2 tiles x block_n x block_k / threads). fp4 with fp16 activations is "
-      "the tiled w4a16 kernel (nvfp4's default); fp4 with fp8 activations the w4a8 kernel.\n")
-print("| weights | activations | tok/expert | block m x n x k, warps, stages | regs | smem B | instr / iter | "
+      "the tiled w4a16 kernel and fp4 with fp8 activations the w4a8 kernel, both on the w4a8 layout (layout `tiles`); "
+      "layout `mma` is the MMA layout's kernel (the fp4 default: each 32-bit word decoded into the MMA's registers, fp16 "
+      "MMAs, with fp16 or fp8 activations).\n")
+print("| weights | activations | layout | tok/expert | block m x n x k, warps, stages | regs | smem B | instr / iter | "
       "instr / value | top of the mix |")
-print("|---|---|---:|---|---:|---:|---:|---:|---|")
-for wfmt, w8a8 in (("bf16", False), ("fp8", True), ("fp8", False), ("nvfp4", True), ("mxfp4", True), ("nvfp4", False),
-                   ("mxfp4", False)):
+print("|---|---|---|---:|---|---:|---:|---:|---:|---|")
+for wfmt, w8a8, mma in (("bf16", False, False), ("fp8", True, False), ("fp8", False, False), ("nvfp4", True, False),
+                        ("mxfp4", True, False), ("nvfp4", False, False), ("mxfp4", False, False),
+                        ("nvfp4", False, True), ("nvfp4", True, True), ("mxfp4", False, True), ("mxfp4", True, True)):
     for tpe in (1, 8, 32):
-        cfg = mt.choose_config(tpe, wfmt, True, 232_448, 7168, w8a8)
-        r = sass_loop_report(compile_gate_up(cfg, wfmt, w8a8), cfg)
+        cfg = mt.choose_config(tpe, wfmt, True, 232_448, 7168, w8a8, mma=mma)
+        r = sass_loop_report(compile_gate_up(cfg, wfmt, w8a8, mma=mma), cfg)
         acts = "fp8" if w8a8 else "bf16" if wfmt == "bf16" else "fp16"
+        layout = "mma" if mma else "tiles" if wfmt in ("nvfp4", "mxfp4") else "-"
         mix = ", ".join(f"{k} {v}" for k, v in list(r.mix.items())[:6])
-        print(f"| {wfmt} | {acts} | {tpe} | {cfg.block_m}x{cfg.block_n}x{cfg.block_k}, {cfg.num_warps}, "
+        print(f"| {wfmt} | {acts} | {layout} | {tpe} | {cfg.block_m}x{cfg.block_n}x{cfg.block_k}, {cfg.num_warps}, "
               f"{cfg.num_stages}{', hoist' if cfg.hoist else ''}{f', maxnreg {cfg.maxnreg}' if cfg.maxnreg else ''} | "
               f"{r.registers} | {r.shared_bytes:,} | "
               f"{r.instructions} | {r.per_value:.2f} | {mix} |")

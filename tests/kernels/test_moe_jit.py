@@ -97,3 +97,52 @@ def test_tiled_w4a16_scale_multiply_is_exact_in_fp16():
         in_fp16 = (e2m1.half()[:, None] * scales.half()[None, :]).double()
         assert torch.equal(in_fp16, exact)
         assert float(exact.abs().max()) == largest                      # 42 for nvfp4, 48 for mxfp4: finite in fp16
+
+
+def _mma_case():
+    """Every e2m1 code in every position: 128 rows x 64 elements (one chunk), codes (row + element) mod 16, the
+    standard bytes, the MMA layout's bytes, and the expected [128, 64] decode (MMA K order, x 2^-14, scale 1)."""
+    from truepeak.kernels import quant
+
+    codes = ((torch.arange(128)[:, None] + torch.arange(64)[None, :]) % 16).to(torch.uint8)
+    std = quant.pack_nibbles(codes)[None]
+    order = torch.tensor(mt.mma_logical_order(64))
+    return mt.to_mma_layout(std), quant.e2m1_decode(codes)[:, order] * 2.0 ** -14
+
+
+def _mma_decode_kernel():
+    import triton
+    import triton.language as tl
+
+    from truepeak.kernels._moe_fp4_jit import mma_decode
+
+    @triton.jit
+    def decode(w_ptr, o_ptr, INTERP: tl.constexpr):
+        raw = tl.load(w_ptr + tl.arange(0, 64)[:, None] * 64 + tl.arange(0, 64)[None, :])
+        d = mma_decode(raw, tl.full((128, 4), 1.0, tl.float16), INTERP)
+        tl.store(o_ptr + tl.arange(0, 128)[:, None] * 64 + tl.arange(0, 64)[None, :], d.to(tl.float32))
+
+    return decode
+
+
+@pytest.mark.gpu
+def test_gpu_mma_layout_decode_asm_is_exact():
+    """The MMA layout's inline-PTX decode (4 rotations, 6 masks per 32-bit word) and the permutation into the MMA's
+    K order, on the device, against the e2m1 table: every code at every position of a 128 x 64 chunk."""
+    raw, want = _mma_case()
+    out = torch.empty(128, 64, device="cuda")
+    _mma_decode_kernel()[(1,)](raw.cuda().reshape(-1), out, INTERP=False, num_warps=4)
+    assert torch.equal(out.cpu(), want)
+
+
+def test_mma_layout_scale_multiply_is_exact_in_fp16():
+    # the MMA-layout kernel multiplies each decoded e2m1 value (x 2^-14) by its block scale in fp16: every product
+    # must equal the exact one. nvfp4: every finite e4m3 scale (the smallest product 0.5 x 2^-14 x 2^-9 = 2^-24 is
+    # fp16's smallest subnormal); mxfp4: e5m2 powers of two 2^-9..2^9 (scales rebased to at most 2^9)
+    e2m1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6], dtype=torch.float64)
+    e2m1 = torch.cat([e2m1, -e2m1]) * 2.0 ** -14
+    e4m3 = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).double()
+    e4m3 = e4m3[torch.isfinite(e4m3)]
+    for scales in (e4m3, 2.0 ** torch.arange(-9, 10, dtype=torch.float64)):
+        exact = e2m1[:, None] * scales[None, :]
+        assert torch.equal((e2m1.half()[:, None] * scales.half()[None, :]).double(), exact)

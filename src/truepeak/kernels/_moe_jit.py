@@ -5,6 +5,7 @@ here. Documentation of the design, layouts and formats: :mod:`truepeak.kernels.m
 import triton
 import triton.language as tl
 
+from truepeak.kernels._moe_fp4_jit import mma_chunk_dot, mma_scales
 from truepeak.kernels._moe_jit_common import block_of_one_expert, e4m3_round_interp, e8m0_f32, row_amax
 
 
@@ -18,7 +19,7 @@ def _fp4_to_f16(c):
 
 @triton.jit
 def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn,
-              WFMT: tl.constexpr, BLOCK_K: tl.constexpr, TILED: tl.constexpr = False):
+              WFMT: tl.constexpr, BLOCK_K: tl.constexpr, TILED: tl.constexpr = False, MMAL: tl.constexpr = False):
     """The stored weight tile of K step ``k0``: (packed bytes [BN, BK/2], scales of the low nibbles, scales of the
     high nibbles [BN, BK/2/G]) for fp4 in the kernel's nibble order (low nibbles = the step's first BK/2 elements,
     high = its last BK/2; G = 16 for nvfp4, 32 for mxfp4), (values [BN, BK], values, values) otherwise; fp4 in the
@@ -27,8 +28,20 @@ def _load_raw(w_ptr, ws_ptr, e, offs_n, k0, N: tl.constexpr, K: tl.constexpr, st
     otherwise the first again), the step's block scales of each row as one int32 word [BN]: ``ws_ptr`` is then
     :meth:`ExpertWeights.w4a8_scale_words`; _acc_tiles loads the words one step ahead itself, as Triton's pipeliner
     does not prefetch loads that do not feed a dot). Only loads: the caller may issue it one step ahead (register
-    prefetch)."""
-    if WFMT >= 3 and TILED:
+    prefetch). fp4 in the MMA layout (MMAL, moe_triton.to_mma_layout): the chunks as [BN/2, 64] bytes (64-byte
+    lines, each two rows of a thread's MMA fragment), and the scale words as for TILED."""
+    if WFMT >= 3 and MMAL:
+        BN: tl.constexpr = offs_n.shape[0]
+        ev, _odd = tl.split(tl.reshape(offs_n, (BN // 2, 2)))
+        offs_p = ev // 2  # 64-byte line: 32 per 64-row tile
+        p_b = (w_ptr + e * stride_we + (offs_p // 32)[:, None] * ((K // 64) * 2048) + (k0 // 64) * 2048
+               + (offs_p % 32)[:, None] * 64 + tl.arange(0, 64)[None, :])
+        b_a = tl.load(p_b, mask=offs_p[:, None] < N // 2, other=0)
+        b_b = b_a
+        if BLOCK_K == 128:
+            b_b = tl.load(p_b + 2048, mask=offs_p[:, None] < N // 2, other=0)
+        return b_a, b_b, _scale_words(ws_ptr, e, offs_n, k0, N, K, BLOCK_K, WFMT)
+    elif WFMT >= 3 and TILED:
         # the w4a8 layout (moe_triton.to_w4a8_layout): 64-row x 64-element tiles of 2 KB, tile (n // 64, chunk)
         # at ((n // 64) * K/64 + chunk) * 2048, rows 32 bytes apart; an mxfp4 step's second chunk is the next tile
         p_b = (w_ptr + e * stride_we + (offs_n // 64)[:, None] * ((K // 64) * 2048) + (k0 // 64) * 2048
@@ -262,15 +275,24 @@ def _dot_fp8(a, b, acc, BLOCK_K: tl.constexpr, INTERP: tl.constexpr):
 
 @triton.jit
 def _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
-             ACT8: tl.constexpr, TILED: tl.constexpr):
+             ACT8: tl.constexpr, TILED: tl.constexpr, MMAL: tl.constexpr = False):
     """The activations of K step k0 as MMA B operands: (X[rows, k0:k0+BK]^T, same, same, same) [BK, BM] for bf16/fp8
     weights, (first half, second half, same, same) [BK/2, BM] for fp4 (matching the low / high nibbles of the
     kernel's nibble order). fp4 with ACT8 (w4a8): four [32, BM] tiles, one per scale block of the step: mxfp4
     (BK = 128) the step's four 32-element quarters; nvfp4 (BK = 64) its first half from activation plane 0 and plane
     1 (``x_plane`` elements further), then its second half from both (plane 0 keeps the even 16-element blocks of
     each row, plane 1 the odd ones, the rest zero), so that each fp8 MMA of K = 32 sums one nvfp4 block. fp4 TILED
-    with fp16 activations: the step's 32-element quarters (x0, x1, and for BK = 128 x2, x3; else x0, x1 again)."""
-    if WFMT >= 3 and TILED:
+    with fp16 activations: the step's 32-element quarters (x0, x1, and for BK = 128 x2, x3; else x0, x1 again). fp4
+    in the MMA layout (MMAL): the step's 64-element chunks as fp16 [64, BM] (x0, and x1 for BK = 128), stored in the
+    layout's K order by quant_rows_kernel (PERM); e4m3 activations convert exactly."""
+    if WFMT >= 3 and MMAL:
+        p_x = x_ptr + rows[None, :] * stride_x + (k0 + tl.arange(0, 64))[:, None]
+        x0 = tl.load(p_x, mask=row_ok[None, :], other=0.0).to(tl.float16)
+        x1 = x0
+        if BLOCK_K == 128:
+            x1 = tl.load(p_x + 64, mask=row_ok[None, :], other=0.0).to(tl.float16)
+        return x0, x1, x0, x1
+    elif WFMT >= 3 and TILED:
         p_x = x_ptr + rows[None, :] * stride_x + (k0 + tl.arange(0, 32))[:, None]
         if WFMT == 3 and ACT8:
             return (tl.load(p_x, mask=row_ok[None, :], other=0.0),
@@ -326,7 +348,7 @@ def _scaled_dot(w, x, s, acc, INTERP: tl.constexpr):
 @triton.jit
 def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: tl.constexpr, K: tl.constexpr,
          WFMT: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr,
-         TILED: tl.constexpr):
+         TILED: tl.constexpr, MMAL: tl.constexpr = False):
     """acc += W tile (raw0..raw2 of K step k0, from _load_raw) @ X tile (x0..x3 from _x_tiles). X is bf16 for bf16
     weights, e4m3 for fp8 weights with ACT8 (w8a8: an fp8 x fp8 MMA, no conversion), fp16 otherwise (dequantised
     weights are fp16). fp4 with ACT8 (w4a8; BLOCK_K = 64 nvfp4, 128 or 64 mxfp4: 4 or 2 scale blocks per step): e2m1 -> e4m3
@@ -335,8 +357,14 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
     w4a16): the same e4m3 decode, converted to fp16 (one cvt per 2 values) and multiplied by the block scale in fp16
     (exact: e2m1 x 2^-6 times an e4m3 or rebased e8m0 scale has at most 6 significant bits and stays within fp16's
     range, see _fp4_scale_f16), then fp16 MMAs: the scale costs one multiply per weight value whatever the token
-    block (w4a8's per-block FFMAs grow with it)."""
-    if WFMT >= 3 and TILED and not ACT8:
+    block (w4a8's per-block FFMAs grow with it). fp4 in the MMA layout (MMAL; fp16 or e4m3 activations): each
+    64-element chunk decoded word by word into the MMA's registers and multiplied by its block scale in fp16
+    (_moe_fp4_jit.mma_chunk_dot), fp16 MMAs."""
+    if WFMT >= 3 and MMAL:
+        acc = mma_chunk_dot(raw0, mma_scales(raw2, 0, WFMT, INTERP), x0, acc, INTERP)
+        if BLOCK_K == 128:
+            acc = mma_chunk_dot(raw1, mma_scales(raw2, 1, WFMT, INTERP), x1, acc, INTERP)
+    elif WFMT >= 3 and TILED and not ACT8:
         # a 64-element chunk per call: nvfp4 4 blocks (scale bytes 0..3, then 4..7 for a 128-element step's second
         # chunk), mxfp4 2 blocks (bytes 0, 1, then 2, 3)
         acc = _chunk_f16_dot(raw0, raw2, 0, x0, x1, acc, WFMT, INTERP)
@@ -387,7 +415,7 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
 
 @triton.jit
 def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexpr, ACT8: tl.constexpr, xs_ptr,
-              rows, row_ok, TILED: tl.constexpr, XSCALE: tl.constexpr):
+              rows, row_ok, TILED: tl.constexpr, XSCALE: tl.constexpr, MMAL: tl.constexpr = False):
     """Scales applied once after the K loop: fp8 per-channel scales; with ACT8 the per-row activation scales; fp4's
     2^8 (w4a16, see _fp4_scale) or 2^6 (w4a8, see _fp4_e4m3_pair) times the per-expert scale ``gscale`` (nvfp4's
     global scale; mxfp4's rebasing power of 2)."""
@@ -398,8 +426,9 @@ def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexp
         s = tl.load(ws_ptr + e * N + offs_n, mask=offs_n < N, other=0.0)
         acc = acc * s[:, None]
     if WFMT >= 3:
-        # the e4m3 decode's 2^-6 (w4a8, tiled w4a16); the untiled w4a16: see _fp4_scale
-        acc = acc * (gscale * (64.0 if ACT8 or TILED else 256.0))
+        # the MMA layout's decode gives value x 2^-14; the e4m3 decode's 2^-6 (w4a8, tiled w4a16); the untiled
+        # w4a16: see _fp4_scale
+        acc = acc * (gscale * (16384.0 if MMAL else 64.0 if ACT8 or TILED else 256.0))
     return acc
 
 
@@ -407,7 +436,8 @@ def _epilogue(acc, gscale, ws_ptr, e, offs_n, N: tl.constexpr, WFMT: tl.constexp
 def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, rows, row_ok, stride_x, x_plane,
                N: tl.constexpr, K: tl.constexpr, stride_we, stride_wn, WFMT: tl.constexpr, BLOCK_K: tl.constexpr,
                INTERP: tl.constexpr, PREFETCH: tl.constexpr, TWO: tl.constexpr, HOIST: tl.constexpr,
-               ACT8: tl.constexpr, xs_ptr, TILED: tl.constexpr = False, XSCALE: tl.constexpr = False):
+               ACT8: tl.constexpr, xs_ptr, TILED: tl.constexpr = False, XSCALE: tl.constexpr = False,
+               MMAL: tl.constexpr = False):
     """acc_a[BN, BM] += W_e[offs_a, :] @ X[rows, :]^T over all of K and, if TWO, acc_b likewise with rows offs_b of
     W_e (the up projection's rows beside the gate's): one K loop, so each activation tile is loaded once for both.
 
@@ -419,23 +449,23 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
         gscale = tl.load(wgs_ptr + e)  # the per-expert scale (epilogue)
         unit = gscale * 0.0 + 64.0  # 64, but a runtime value (see _fp4_scale)
     if PREFETCH:
-        a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
+        a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED, MMAL)
         b0, b1, b2 = a0, a1, a2
         if TWO:
-            b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
+            b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, 0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED, MMAL)
         for k0 in range(0, K, BLOCK_K):
             k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
-            na0, na1, na2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k_next, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
+            na0, na1, na2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k_next, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED, MMAL)
             nb0, nb1, nb2 = na0, na1, na2
             if TWO:
                 nb0, nb1, nb2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k_next, N, K, stride_we, stride_wn, WFMT,
-                                          BLOCK_K, TILED)
-            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8, TILED)
+                                          BLOCK_K, TILED, MMAL)
+            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8, TILED, MMAL)
             acc_a = _mma(acc_a, a0, a1, a2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST, ACT8, TILED)
+                             HOIST, ACT8, TILED, MMAL)
             if TWO:
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K, INTERP,
-                             HOIST, ACT8, TILED)
+                             HOIST, ACT8, TILED, MMAL)
             a0, a1, a2 = na0, na1, na2
             b0, b1, b2 = nb0, nb1, nb2
     else:
@@ -449,25 +479,25 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
             if TWO:
                 sb = _scale_words(ws_ptr, e, offs_b, 0, N, K, BLOCK_K, WFMT)
         for k0 in range(0, K, BLOCK_K):
-            a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
+            a0, a1, a2 = _load_raw(w_ptr, ws_ptr, e, offs_a, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED, MMAL)
             if SPRE:
                 k_next = tl.minimum(k0 + BLOCK_K, K - BLOCK_K)
                 a2 = sa
                 sa = _scale_words(ws_ptr, e, offs_a, k_next, N, K, BLOCK_K, WFMT)
-            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8, TILED)
+            x0, x1, x2, x3 = _x_tiles(x_ptr, rows, row_ok, stride_x, k0, x_plane, WFMT, BLOCK_K, ACT8, TILED, MMAL)
             acc_a = _mma(acc_a, a0, a1, a2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_a, N, K, WFMT, BLOCK_K, INTERP,
-                         HOIST, ACT8, TILED)
+                         HOIST, ACT8, TILED, MMAL)
             if TWO:
-                b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED)
+                b0, b1, b2 = _load_raw(w_ptr, ws_ptr, e, offs_b, k0, N, K, stride_we, stride_wn, WFMT, BLOCK_K, TILED, MMAL)
                 if SPRE:
                     b2 = sb
                     sb = _scale_words(ws_ptr, e, offs_b, tl.minimum(k0 + BLOCK_K, K - BLOCK_K), N, K, BLOCK_K,
                                       WFMT)
                 acc_b = _mma(acc_b, b0, b1, b2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_b, N, K, WFMT, BLOCK_K,
-                             INTERP, HOIST, ACT8, TILED)
-    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED, XSCALE)
+                             INTERP, HOIST, ACT8, TILED, MMAL)
+    acc_a = _epilogue(acc_a, gscale, ws_ptr, e, offs_a, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED, XSCALE, MMAL)
     if TWO:
-        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED, XSCALE)
+        acc_b = _epilogue(acc_b, gscale, ws_ptr, e, offs_b, N, WFMT, ACT8, xs_ptr, rows, row_ok, TILED, XSCALE, MMAL)
     return acc_a, acc_b
 
 
@@ -478,14 +508,14 @@ def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, b
                    WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
-                  TILED: tl.constexpr = False, XSCALE: tl.constexpr = False):
+                  TILED: tl.constexpr = False, XSCALE: tl.constexpr = False, MMAL: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
                                                          BLOCK_M, BLOCK_N)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, x_plane, 2 * I, H,
                       stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST,
-                      ACT8, xs_ptr, TILED, XSCALE)
+                      ACT8, xs_ptr, TILED, XSCALE, MMAL)
     h = g / (1.0 + tl.exp(-g)) * u
     optr = out_ptr + slots[None, :].to(tl.int64) * stride_out + offs_n[:, None]
     tl.store(optr, h.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < I))
@@ -496,13 +526,13 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
                 WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr,
                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
-                  TILED: tl.constexpr = False, XSCALE: tl.constexpr = False):
+                  TILED: tl.constexpr = False, XSCALE: tl.constexpr = False, MMAL: tl.constexpr = False):
     e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
                                                          BLOCK_M, BLOCK_N)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, x_plane, H,
                               I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
-                              HOIST, ACT8, xs_ptr, TILED, XSCALE)
+                              HOIST, ACT8, xs_ptr, TILED, XSCALE, MMAL)
     wt = tl.load(topw_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * wt[None, :]
     optr = out_ptr + rows[None, :] * stride_out + offs_n[:, None]
@@ -511,13 +541,16 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
 
 @triton.jit
 def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: tl.constexpr, BLOCK: tl.constexpr,
-                      INTERP: tl.constexpr = False, SPLIT16: tl.constexpr = False, F16: tl.constexpr = False):
+                      INTERP: tl.constexpr = False, SPLIT16: tl.constexpr = False, F16: tl.constexpr = False,
+                      PERM: tl.constexpr = False):
     """Dynamic per-row e4m3 quantisation (program r = row r): s[r] = max(max|x[r, :]|, 1e-12) / 448 (fp32) and
     q[r, :] = x[r, :] / s[r] rounded to e4m3 (448 = e4m3's largest finite value: OCP OFP8 spec). The same scales as
     the bench's torch w8a8 backend. SPLIT16 (the nvfp4 w4a8 kernel's activations): two planes ``q_plane`` elements
     apart, plane 0 with the odd 16-element blocks of each row zeroed and plane 1 with the even ones. F16 (the w8a16 /
     w4a16 kernels' activations): fp16 with s[r] = 2^(ceil(log2 max|x[r, :]|) - 14), a power of two (exact), so the
-    row's largest magnitude lands in (2^13, 2^14]: no fp16 overflow (65,504) and fp16's normal range below it."""
+    row's largest magnitude lands in (2^13, 2^14]: no fp16 overflow (65,504) and fp16's normal range below it.
+    PERM (the fp4 MMA layout's kernel): each 64-element chunk stored in moe_triton.mma_logical_order's K order
+    (element 16c + 4s + 2i1 + i0 at position i0 + 2c + 8i1 + 16s)."""
     r = tl.program_id(0).to(tl.int64)
     amax, has_nan = row_amax(x_ptr, r, stride_x, n_cols, BLOCK)
     # a row holding a NaN gets a NaN scale and NaN values (max and clamps would otherwise drop the NaN, and the row
@@ -543,6 +576,10 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
                      mask=offs < n_cols)
             tl.store(q_ptr + q_plane + r * stride_q + offs, tl.where(odd, qv, 0.0).to(q_ptr.dtype.element_ty),
                      mask=offs < n_cols)
+        elif PERM:
+            j = offs % 64
+            dst = offs - j + (j & 1) + ((j >> 4) << 1) + (((j >> 1) & 1) << 3) + (((j >> 2) & 3) << 4)
+            tl.store(q_ptr + r * stride_q + dst, qv.to(q_ptr.dtype.element_ty), mask=offs < n_cols)
         else:
             tl.store(q_ptr + r * stride_q + offs, qv.to(q_ptr.dtype.element_ty), mask=offs < n_cols)
     tl.store(s_ptr + r, scale)

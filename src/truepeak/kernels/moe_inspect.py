@@ -37,17 +37,19 @@ def _compile(fn: Any, sig: dict, consts: dict, cfg: Any, capability: int, divisi
 
 
 def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 90, H: int = 7168,
-                    I: int = 2048, tiled: bool = True) -> Any:  # noqa: E741 - the field's name for the expert width
+                    I: int = 2048, tiled: bool = True, mma: bool = False) -> Any:  # noqa: E741 - the expert width
     """The gate/up kernel compiled for ``capability`` (e.g. 90 = sm_90) with ``cfg`` (a KernelConfig), weights
     ``wfmt``, K = H and 2I weight rows. Pointers and strides are marked 16-byte divisible, as Triton's JIT marks
     them for real expert tensors. ``tiled`` (fp4): the weights in the tiled layout (w4a8 and the tiled w4a16;
-    False: the untiled w4a16 kernel). Returns Triton's CompiledKernel (``.metadata.shared`` bytes, ``.asm``)."""
+    False: the untiled w4a16 kernel). ``mma`` (fp4): the weights in the MMA layout (:func:`~truepeak.kernels.
+    moe_triton.to_mma_layout`; fp16 or, with ``w8a8``, e4m3 activations). Returns Triton's CompiledKernel
+    (``.metadata.shared`` bytes, ``.asm``)."""
     from truepeak.kernels import _moe_jit
 
     w = {"bf16": "*bf16", "fp8": "*fp8e4nv", "fp8_block": "*fp8e4nv", "nvfp4": "*u8", "mxfp4": "*u8"}[wfmt]
     sc = {"bf16": "*fp32", "fp8": "*fp32", "fp8_block": "*fp32", "nvfp4": "*fp8e4nv", "mxfp4": "*u8"}[wfmt]
     fp4 = wfmt in ("nvfp4", "mxfp4")
-    tiled = fp4 and (tiled or w8a8)
+    tiled = fp4 and (tiled or w8a8 or mma)
     if tiled:
         sc = "*i32"  # the tiled kernels read the block scales as one int32 word per row and step
     act = "*fp8e4nv" if w8a8 else "*bf16" if wfmt == "bf16" else "*fp16"  # w8a8: fp8 or fp4 weights, fp8 x
@@ -55,12 +57,12 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
     # the intermediate as FusedMoE allocates it: bf16 for bf16 weights and for fp8 activations (with bf16 x), float32
     # for fp16 activations (scaled per row after the kernel)
     sig = {"x_ptr": act, "xs_ptr": "*fp32", "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32",
-           "out_ptr": "*bf16" if wfmt == "bf16" or w8a8 else "*fp32", "sorted_ptr": "*i32", "bexp_ptr": "*i32",
+           "out_ptr": "*bf16" if wfmt == "bf16" or (w8a8 and not mma) else "*fp32", "sorted_ptr": "*i32", "bexp_ptr": "*i32",
            "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "stride_x": "i32", "stride_out": "i32",
            "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32"}
     consts = {"I": I, "H": H, "WFMT": WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
               "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8,
-              "TILED": tiled, "XSCALE": wfmt != "bf16"}  # quantised weights: per-row activation scales, as FusedMoE
+              "TILED": tiled, "XSCALE": wfmt != "bf16", "MMAL": fp4 and mma}  # quantised weights: per-row activation scales, as FusedMoE
     return _compile(fn, sig, consts, cfg, capability, divisible=("x_plane",))
 
 

@@ -119,6 +119,7 @@ class MoeExpertsWorkload(Workload):
     max_tokens_per_expert: int | None = field(default=None, metadata=NONNEGATIVE)
     activations: str | None = None
     fp4_kernel: str | None = None
+    fp4_layout: str | None = None
     kernel_path: str | None = None
     native: bool | None = None
     triton_tune: Mapping[str, Any] | None = None

@@ -126,3 +126,16 @@ def test_kernel_config_validates_its_fields():
             mt.KernelConfig(**fields)
     cfg = mt.KernelConfig(np.int64(16), 64, 64, maxnreg=np.int64(128))   # numpy integers become plain ints (the
     assert (cfg.block_m, cfg.maxnreg) == (16, 128) and type(cfg.block_m) is int and type(cfg.maxnreg) is int  # JIT)
+
+
+def test_default_fp4_layout_is_the_measured_one():
+    # docs/results/h200/moe-fp4/README.md: nvfp4 faster in the MMA layout, mxfp4 with the tiles kernels' w4a8
+    from truepeak.errors import UnknownNameError
+    from truepeak.kernels import moe_triton as mt
+
+    assert mt.default_fp4_layout("nvfp4") == "mma" and mt.default_fp4_layout("mxfp4") == "tiles"
+    with pytest.raises(UnknownNameError, match="fp4 layouts are for nvfp4 or mxfp4 weights, not 'bf16'"):
+        mt.default_fp4_layout("bf16")
+    cfg = mt.choose_config(1, "nvfp4", True, None, 7168, mma=True)
+    assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages) == (16, 128, 64, 3)
+    assert mt.choose_config(32, "mxfp4", True, None, 2880, True, mma=True).block_k == 64  # K = 2880: 64-element steps

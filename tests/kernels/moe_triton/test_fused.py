@@ -42,19 +42,21 @@ for routing, rows in routings.items():
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
         bk = 64 if wfmt in ("nvfp4", "mxfp4") else 32
         cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=(routing == "all_in_one"))
-        acts = (["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", "fp16", "fp16u"] if wfmt.endswith("fp4")
-                else [None])
+        acts = (["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", "fp16", "fp16u", "mma8", "mma16"]
+                if wfmt.endswith("fp4") else [None])
         for act in acts:
             c = cfg
-            if act in ("fp8", "fp16") and wfmt.endswith("fp4"):  # the tiled kernels: 4 scale blocks per step
+            if act != "fp16u" and wfmt.endswith("fp4"):  # the tiled and MMA-layout kernels: 4 scale blocks per step
                 c = mt.KernelConfig(16, 64, mt.w4a8_block_k(wfmt), 4, 1, prefetch=(routing == "mixed"))
-            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=act and act[:4],
+            layout = "mma" if act and act.startswith("mma") else "tiles" if wfmt.endswith("fp4") else None
+            a = act and ("fp8" if act in ("fp8", "mma8") else "fp16")
+            fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=a, fp4_layout=layout,
                                 untiled_w4a16=act == "fp16u")  # fp16u: the untiled w4a16
             y = fused()
             err = float((y.float() - ref).abs().max() / ref.abs().max())
             out[routing + "/" + wfmt + ("/" + act if act else "")] = {
                 "err": err, "shape": list(y.shape), "dtype": str(y.dtype), "counts": fused.align.counts.tolist(),
-                "activations": fused.activations, "tiled": getattr(fused, "tiled", None)}
+                "activations": fused.activations, "tiled": getattr(fused, "tiled", None), "mma": fused.mma}
 # small weights (scale 1e-3) through the fp4 path that decodes in the loaded layout: the per-expert scale is applied
 # after the K loop, so the fp16 tiles do not lose precision with the weights' magnitude (8.4e-3 when it was not)
 torch.manual_seed(0)
@@ -70,8 +72,11 @@ for wfmt in ("nvfp4", "mxfp4"):
                     untiled_w4a16=True)()
     out["small/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, mt.w4a8_block_k(wfmt), 4, 1),
-                    activations="fp16")()
+                    activations="fp16", fp4_layout="tiles")()
     out["small_tiled/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
+    y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, mt.w4a8_block_k(wfmt), 4, 1),
+                    activations="fp16", fp4_layout="mma")()
+    out["small_mma/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
 # mxfp4 w4a8 with K not a multiple of 128 (gpt-oss-like: 64-element steps, 2 scale blocks), H = 192, I = 64
 torch.manual_seed(1)
 w1g = mt.quantize_experts(torch.randn(4, 128, 192) * 0.1, "mxfp4")
@@ -109,7 +114,7 @@ out["default_fp4"] = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16,
 w1v = mt.quantize_experts(torch.randn(4, 512, 256) * 0.1, "nvfp4")
 w2v = mt.quantize_experts(torch.randn(4, 256, 256) * 0.1, "nvfp4")
 fv = mt.FusedMoE(xs, w1v, w2v, ids, tw, config=mt.KernelConfig(16, 64, 64, 4, 1))
-out["default_nvfp4"] = {"activations": fv.activations, "tiled": fv.tiled}
+out["default_nvfp4"] = {"activations": fv.activations, "tiled": fv.tiled, "mma": fv.mma}
 # fp16 activations (w4a16, w8a16) with inputs or weights far from 1: each row is scaled by a power of two, so nothing
 # overflows fp16 (x of +-300 made the intermediate inf before) or sinks to zero (weights x 1e-5)
 torch.manual_seed(2)
@@ -153,6 +158,14 @@ out["quant_rows"] = {"scale_err": float((sc - s_ref).abs().max() / s_ref.max()),
                      "mismatches": int((q[0].float() != q_ref.float()).sum()),
                      "plane_mismatches": int((q2[0].float() != torch.where(odd, 0.0, q_ref.float())).sum()
                                              + (q2[1].float() != torch.where(odd, q_ref.float(), 0.0)).sum())}
+# the MMA layout's activations: the same e4m3 values stored in mma_logical_order's K order (320 columns: 5 chunks)
+xp = (torch.randn(3, 320) * 2).bfloat16()
+qp, qn = torch.empty(1, 3, 320, dtype=torch.float8_e4m3fn), torch.empty(1, 3, 320, dtype=torch.float8_e4m3fn)
+mt.FusedMoE._quant_rows(xp, qp, torch.empty(3), perm=True)
+mt.FusedMoE._quant_rows(xp, qn, torch.empty(3))
+order = torch.tensor(mt.mma_logical_order(320))
+out["quant_rows_perm"] = {"mismatches": int((qp[0].float() != qn[0].float()[:, order]).sum()),
+                          "moved": int((qp[0].float() != qn[0].float()).sum())}
 out["interpreting"] = mt.interpreting()
 print("RESULT " + json.dumps(out))
 """
@@ -179,7 +192,8 @@ def interpreted():
 
 
 @pytest.mark.parametrize("wfmt", ["bf16", "fp8/fp8", "fp8/fp16", "fp8_block/fp8", "fp8_block/fp16", "nvfp4/fp16",
-                                  "mxfp4/fp16", "nvfp4/fp16u", "mxfp4/fp16u", "nvfp4/fp8", "mxfp4/fp8"])
+                                  "mxfp4/fp16", "nvfp4/fp16u", "mxfp4/fp16u", "nvfp4/fp8", "mxfp4/fp8",
+                                  "nvfp4/mma16", "mxfp4/mma16", "nvfp4/mma8", "mxfp4/mma8"])
 @pytest.mark.parametrize("routing", list(ROUTINGS))
 def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     r = interpreted[f"{routing}/{wfmt}"]
@@ -187,15 +201,17 @@ def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     assert r["shape"] == [T, 128] and r["dtype"] == "torch.bfloat16"
     # w8a8 (and w4a8) also rounds the activations (x and the intermediate) to e4m3, 3 mantissa bits: at H = I = 128 a float32
     # emulation of exactly that rounding is itself 4-7 % from the float32 reference, so a looser bound
-    tol = 1e-1 if wfmt.endswith("/fp8") else 2e-2
+    e4m3 = wfmt.endswith(("/fp8", "/mma8"))
+    tol = 1e-1 if e4m3 else 2e-2
     assert r["err"] < tol, f"{wfmt} {routing}: relative error {r['err']:.3g}"
-    assert r["activations"] == ("bf16" if wfmt == "bf16" else "fp8 e4m3, per-row scale" if wfmt.endswith("/fp8")
+    assert r["activations"] == ("bf16" if wfmt == "bf16" else "fp8 e4m3, per-row scale" if e4m3
                                 else "fp16, per-row power-of-two scale")
     # expert 2 receives no token in "mixed" (its blocks are skipped); in "all_in_one" it receives all 18
     assert r["counts"] == ([2, 5, 0, 2] if routing == "mixed" else [0, 0, 18, 0])
     # fp4 reads the tiled layout except with untiled_w4a16=True (fp16u); other formats have no layout
     fp4 = wfmt.startswith(("nvfp4", "mxfp4"))
     assert r["tiled"] == (fp4 and not wfmt.endswith("fp16u"))
+    assert r["mma"] == ("/mma" in wfmt)
 
 
 @pytest.mark.parametrize("wfmt", ["nvfp4", "mxfp4"])
@@ -203,6 +219,7 @@ def test_fp4_small_weights_keep_precision_in_interpreter(interpreted, wfmt):
     # both w4a16 kernels apply the per-expert scale after the K loop (the untiled one was 8.4e-3 when it did not)
     assert interpreted["small/" + wfmt] < 6.5e-3
     assert interpreted["small_tiled/" + wfmt] < 6.5e-3
+    assert interpreted["small_mma/" + wfmt] < 6.5e-3
 
 
 def test_mxfp4_w4a8_with_k_not_a_multiple_of_128_in_interpreter(interpreted):
@@ -220,7 +237,7 @@ def test_mxfp4_nan_scale_stays_nan_in_w4a8_in_interpreter(interpreted):
 def test_fp4_default_activations_in_interpreter(interpreted):
     assert interpreted["default_fp4"] == "fp8 e4m3, per-row scale"  # mxfp4: w4a8
     nv = interpreted["default_nvfp4"]
-    assert nv["activations"] == "fp16, per-row power-of-two scale" and nv["tiled"]
+    assert nv["activations"] == "fp16, per-row power-of-two scale" and nv["tiled"] and nv["mma"]
 
 
 def test_no_local_slot_and_empty_batch_give_zeros_in_interpreter(interpreted):
@@ -233,6 +250,9 @@ def test_quant_rows_matches_torch_e4m3_in_interpreter(interpreted):
     # (not a power of two: the masked tail of the 512-wide block)
     r = interpreted["quant_rows"]
     assert r["scale_err"] < 1e-6 and r["mismatches"] == 0
+    # the MMA layout's K order (mma_logical_order): position L holds element order[L]; most elements move
+    p = interpreted["quant_rows_perm"]
+    assert p["mismatches"] == 0 and p["moved"] > 800, p
     # the nvfp4 w4a8 planes: plane 0 = the same values with columns 16-31, 48-63, ... zero, plane 1 the others zero
     assert r["plane_mismatches"] == 0
 
@@ -335,11 +355,15 @@ def test_timing_experiments_are_refused_unless_asked_for_explicitly():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("wfmt,acts,x_dtype,untiled", [
-    ("fp8", "fp16", "bfloat16", False), ("fp8_block", "fp16", "bfloat16", False), ("nvfp4", "fp16", "bfloat16", True),
-    ("mxfp4", "fp16", "bfloat16", True), ("mxfp4", "fp16", "bfloat16", False), ("nvfp4", "fp8", "bfloat16", False),
-    ("fp8", "fp8", "float16", False), ("nvfp4", "fp16", "float16", False)])
-def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled):
+@pytest.mark.parametrize("wfmt,acts,x_dtype,untiled,layout", [
+    ("fp8", "fp16", "bfloat16", False, None), ("fp8_block", "fp16", "bfloat16", False, None),
+    ("nvfp4", "fp16", "bfloat16", True, None), ("mxfp4", "fp16", "bfloat16", True, None),
+    ("mxfp4", "fp16", "bfloat16", False, "tiles"), ("nvfp4", "fp8", "bfloat16", False, "tiles"),
+    ("fp8", "fp8", "float16", False, None), ("nvfp4", "fp16", "float16", False, "tiles"),
+    ("nvfp4", "fp16", "bfloat16", False, "mma"), ("nvfp4", "fp8", "bfloat16", False, "mma"),
+    ("mxfp4", "fp16", "bfloat16", False, "mma"), ("mxfp4", "fp8", "bfloat16", False, "mma"),
+    ("nvfp4", "fp16", "float16", False, "mma")])
+def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled, layout):
     """The variants the sweeps do not run by default, on the device: w8a16 (fp8 weights, fp16 activations scaled per
     row), the untiled w4a16 (``untiled_w4a16=True``), fp4 with the other activations, fp16 hidden states (with
     fp8 activations the intermediate stays float32), with x of +-200 (fp16 activations overflowed before the per-row
@@ -357,8 +381,9 @@ def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled):
         tw = torch.rand(ids.shape, device="cuda", generator=g)
         x = ((torch.rand(ids.shape[0], H, device="cuda", generator=g) * 2 - 1) * 200).to(getattr(torch, x_dtype))
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
-        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, tune={"num_stages": np.int64(2)}, untiled_w4a16=untiled)
-        assert f.tiled == (wfmt in ("nvfp4", "mxfp4") and not untiled)
+        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, tune={"num_stages": np.int64(2)}, untiled_w4a16=untiled,
+                        fp4_layout=layout)
+        assert f.tiled == (wfmt in ("nvfp4", "mxfp4") and not untiled) and f.mma == (layout == "mma")
         y = f().float()
         err = float((y - ref).abs().max() / ref.abs().max())
         assert torch.isfinite(y).all() and err < (1e-1 if acts == "fp8" else 8e-2), (wfmt, acts, x_dtype, err)

@@ -65,3 +65,55 @@ def test_e4m3_bit_layout_decodes_every_byte_exactly():
     # exponent 3 - 7 and mantissa 0.5: 1.5 * 2^-4 = 6 * 2^-6
     assert int(b[1]) == 0b00000100 and float(lo[1]) == 2.0 ** -7
     assert int(b[7]) == 0b00011100 and float(lo[7]) == 6 * 2.0 ** -6
+
+
+def test_mma_layout_hand_example():
+    # N = 64 rows, K = 64: element 13 of row 9 is 1.5 (code 0b0011), the rest 0; standard order: high nibble of
+    # byte 6 of row 9. MMA layout: word 13 // 8 = 1, value 5 = output register 2, high lane; its mantissa bit goes
+    # to word bit 18 and its exponent lsb to bit 16 (_MMA_BITS), so word 1 = 0x00050000: byte 4 * 1 + 2 = 6 of the
+    # row is 0x05. Rows 9 = 16 * 0 + 8 * 1 + 1 share line 8 * 0 + 1 with row 1, its bytes after row 1's 8 bytes of
+    # thread column 6 // 8 = 0: tile byte 1 * 64 + 16 * 0 + 8 * 1 + 6 % 8 = 78.
+    std = torch.zeros(1, 64, 32, dtype=torch.uint8)
+    std[0, 9, 6] = 0x30
+    t = mt.to_mma_layout(std)
+    flat = t.flatten()
+    assert int(flat[78]) == 0x05 and int(flat.count_nonzero()) == 1
+    assert torch.equal(mt.from_mma_layout(t), std)
+    with pytest.raises(TruepeakError, match="the w4a8 layout needs N and K multiples of 64, got N=32"):
+        mt.to_mma_layout(torch.zeros(1, 32, 64, dtype=torch.uint8))
+
+
+def test_mma_layout_round_trips_and_decodes_like_the_kernel():
+    """Random bytes round-trip; the kernel's PTX decode, emulated here on each 32-bit word (R0 = w & M, R1 =
+    rotl(w, 3) & M, R2 = rotl(w, 10) & 0x8C008C00 | rotl(w, 7) & 0x02000200, R3 = rotl(w, 12) & 0x86008600 |
+    rotl(w, 7) & 0x08000800, M = 0x8E008E00), gives each value as fp16 x 2^-14 in element order."""
+    from truepeak.kernels import quant
+
+    g = torch.Generator().manual_seed(0)
+    b = torch.randint(0, 256, (2, 128, 64), dtype=torch.uint8, generator=g)
+    t = mt.to_mma_layout(b)
+    assert torch.equal(mt.from_mma_layout(t), b) and not torch.equal(t, b)
+    # undo the line pairing, then decode the words of each row (2 experts x 2 row tiles x 2 chunks x 64 rows)
+    perm = mt.layouts._mma_tile_perm(torch, "cpu").flatten()
+    rows = t.reshape(-1, 2048)[:, perm].reshape(2, 2, 2, 64, 8, 4).to(torch.int64)
+    w = rows[..., 0] | rows[..., 1] << 8 | rows[..., 2] << 16 | rows[..., 3] << 24
+
+    def rotl(x, s):
+        return ((x << s) | (x >> (32 - s))) & 0xFFFFFFFF
+
+    m, r7 = 0x8E008E00, rotl(w, 7)
+    regs = (w & m, rotl(w, 3) & m, (rotl(w, 10) & 0x8C008C00) | (r7 & 0x02000200),
+            (rotl(w, 12) & 0x86008600) | (r7 & 0x08000800))
+    vals = [((r >> (16 * lane)) & 0xFFFF).to(torch.int16).view(torch.float16).float() for r in regs
+            for lane in (0, 1)]
+    dec = torch.stack(vals, -1).permute(0, 1, 3, 2, 4, 5).reshape(2, 128, 128) * 2.0 ** 14
+    assert torch.equal(dec, quant.e2m1_decode(quant.unpack_nibbles(b)))
+
+
+def test_mma_logical_order():
+    # position L = i0 + 2c + 8 i1 + 16 s holds element 16c + 4s + 2 i1 + i0: thread column c's values are 16c..16c+15
+    order = mt.mma_logical_order(128)
+    assert order[:10] == [0, 1, 16, 17, 32, 33, 48, 49, 2, 3] and order[16] == 4 and order[64] == 64
+    assert sorted(order) == list(range(128))
+    with pytest.raises(TruepeakError, match="needs K a multiple of 64, got 96"):
+        mt.mma_logical_order(96)

@@ -90,6 +90,9 @@ class MoeBenchConfig:
             ``"fp16"`` (w4a16); the block-scaled kernel takes ``"fp4"`` (W4A4) or, mxfp4 only, ``"fp8"``.
         fp4_kernel: ``"auto"`` (block-scaled on sm_100 / sm_103 / sm_120, else dequant), ``"dequant"`` or
             ``"block-scaled"``.
+        fp4_layout: the dequantising kernels' fp4 weight layout (recorded as ``workload.fp4_layout``): ``"auto"``
+            (:func:`~truepeak.kernels.moe_triton.default_fp4_layout`: mma for nvfp4, tiles for mxfp4), ``"mma"`` or
+            ``"tiles"``.
 
     Names are lower-cased and lists become tuples. ``shape`` (not a constructor argument) is the model's
     :class:`~truepeak.bench.moe.shapes.ExpertShape` under the layout.
@@ -114,6 +117,7 @@ class MoeBenchConfig:
     fp8_activations: str = "fp8"
     fp4_activations: str = "auto"
     fp4_kernel: str = "auto"
+    fp4_layout: str = "auto"
     shape: ExpertShape = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -137,7 +141,9 @@ class MoeBenchConfig:
                                                      "kernel fp4 for nvfp4, fp8 for mxfp4), fp16 (w4a16), fp8 (w4a8) "
                                                      "or fp4 (W4A4, block-scaled kernel only)"),
                 ("fp4_kernel", FP4_KERNELS, f"{', '.join(FP4_KERNELS)} (auto: block-scaled on Blackwell, sm_100 / "
-                                            "sm_103 / sm_120; dequant elsewhere)")):
+                                            "sm_103 / sm_120; dequant elsewhere)"),
+                ("fp4_layout", ("auto", "mma", "tiles"), "auto (the format's default: mma for nvfp4, tiles for "
+                                                         "mxfp4), mma or tiles")):
             value = str(getattr(self, name)).lower()
             if value not in accepted:
                 raise ConfigError(f"`{name}` {value!r}: expected {meaning}", field=name)

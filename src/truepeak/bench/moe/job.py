@@ -63,7 +63,7 @@ def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
     torch = require("torch", "the MoE benchmark")
     from truepeak.bench.environment import environment
     from truepeak.kernels.moe_blockscaled import default_blockscaled_activations
-    from truepeak.kernels.moe_triton import default_activations
+    from truepeak.kernels.moe_triton import default_activations, default_fp4_layout
 
     shape, tpes, routing, seed = config.shape, config.tokens_per_expert, config.routing, config.seed
     weights, backends, layout = config.weights, config.backends, config.layout
@@ -110,7 +110,9 @@ def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
                 # fp4 in the layout our kernel reads (made here, so it does not repack a copy): the standard packing
                 # for the block-scaled kernel, else the tiled one
                 tiled = not scaled
-                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled, standard=scaled)
+                lay = default_fp4_layout(wfmt) if fp4 and config.fp4_layout == "auto" else config.fp4_layout
+                w1, w2 = make_weights(shape, wfmt, "cuda", seed, w4a8=fp4 and tiled and lay == "tiles",
+                                      standard=scaled, mma=fp4 and tiled and lay == "mma")
             except Exception as exc:  # OOM or unsupported shape: every point of this format fails/skips
                 torch.cuda.empty_cache()
                 for t in tpes:
@@ -147,7 +149,7 @@ def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
                         acts_arg = fp8_activations if wfmt.startswith("fp8") else fp4_acts
                         fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune,
                                            activations=acts_arg, fp4_kernel=fp4_kernel if b == "triton" else
-                                           "dequant")
+                                           "dequant", fp4_layout=lay if fp4 else None)
                         # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)
                         acts = getattr(fn, "activations", None) or (
                             "fp8 e4m3, per-row scale" if wfmt.startswith("fp8") else "bf16")
@@ -155,6 +157,8 @@ def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
                         act_fmt = getattr(fn, "act_format", None)  # the block-scaled kernel's activation rounding
                         if fp4 and b == "triton":
                             rec_kw["workload"]["fp4_kernel"] = "block-scaled" if act_fmt else "dequant"
+                            if not act_fmt:
+                                rec_kw["workload"]["fp4_layout"] = lay
                         if act_fmt:
                             rec_kw["workload"].update(kernel_path=fn.path, native=fn.native)
                         out = fn()

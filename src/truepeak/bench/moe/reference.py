@@ -28,7 +28,7 @@ def reference_rows(x: Any, w1: Any, w2: Any, ids: Any, topw: Any, rows: int = 16
     def sub(w: Any) -> Any:
         return ExpertWeights(w.wfmt, w.data[sel], None if w.scale is None else w.scale[sel],
                              None if w.global_scale is None else w.global_scale[sel], w.nibble_chunk,
-                             w.w4a8_layout).dequantize()
+                             w.w4a8_layout, w.mma_layout).dequantize()
 
     remap = torch.full((w1.shape[0] + 1,), -1, dtype=torch.int64, device=x.device)
     remap[sel] = torch.arange(len(used), device=x.device)

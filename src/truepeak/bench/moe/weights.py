@@ -8,7 +8,7 @@ from truepeak.bench.moe.shapes import ExpertShape
 from truepeak.errors import UnsupportedError, require
 
 
-def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8: bool = False,
+def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8: bool = False, mma: bool = False,
                  standard: bool = False) -> tuple[Any, Any]:
     """Random expert weights ``w1 [E_local, 2I, H]``, ``w2 [E_local, H, I]`` as :class:`ExpertWeights`.
 
@@ -46,7 +46,7 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
                     raise UnsupportedError(f"fp8_block needs N and K multiples of 128, got N={n}, K={k}")
                 s = torch.rand(e, n // 128, k // 128, device=device, generator=g) * 1e-4 + 5e-5
             return ExpertWeights(wfmt, v, s)
-        if w4a8 and (n % 64 or k % 64):  # to_w4a8_layout's tiles; checked here, as the bytes are labelled, not made
+        if (w4a8 or mma) and (n % 64 or k % 64):  # to_w4a8_layout's tiles; checked here, as the bytes are labelled, not made
             raise UnsupportedError(f"{wfmt} in the tiled layout (the w4a8 and w4a16 kernels) needs N and K "
                                    f"multiples of 64, got N={n}, "
                                    f"K={k}")
@@ -56,15 +56,15 @@ def make_weights(shape: ExpertShape, wfmt: str, device: Any, seed: int = 0, w4a8
                 raise UnsupportedError(f"nvfp4 needs K a multiple of 16, got K={k}")
             s = (torch.rand(e, n, k // 16, device=device, generator=g) * 200 + 100).to(torch.float8_e4m3fn)
             gs = torch.full((e,), 0.05 / (6 * 300), device=device)
-            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=chunk(k), w4a8_layout=w4a8)
+            return ExpertWeights(wfmt, packed, s, gs, nibble_chunk=chunk(k), w4a8_layout=w4a8, mma_layout=mma)
         if k % 32:
             raise UnsupportedError(f"mxfp4 needs K a multiple of 32, got K={k}")
         s = torch.randint(119, 122, (e, n, k // 32), device=device, generator=g, dtype=torch.uint8)
         # random codes: labelled as already in the kernel's nibble order (the reference reorders them back)
-        return ExpertWeights(wfmt, packed, s, nibble_chunk=chunk(k), w4a8_layout=w4a8)
+        return ExpertWeights(wfmt, packed, s, nibble_chunk=chunk(k), w4a8_layout=w4a8, mma_layout=mma)
 
     def chunk(k: int) -> int:
-        return 0 if standard and not w4a8 else 64 if w4a8 else fp4_block_k(k)
+        return 0 if standard and not (w4a8 or mma) else 64 if w4a8 or mma else fp4_block_k(k)
 
     return one(2 * shape.I, shape.H), one(shape.H, shape.I)
 

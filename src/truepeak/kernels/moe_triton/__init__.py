@@ -42,7 +42,12 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   memory like bf16, with the tensor core's partial sums added into fp32 every 128 products (Hopper's fp8 MMA
   accumulates with limited precision: DeepSeek-V3 report §3.3.2). ``activations="fp16"`` gives w8a16 (e4m3 → fp16
   in registers, one cvt per 2 values).
-- FP4 weights are repacked once (:func:`to_w4a8_layout`: 64-element nibble chunks, a bit permutation that makes
+- FP4 weights in the **MMA layout** (``fp4_layout="mma"``, nvfp4's default, :func:`default_fp4_layout`;
+  :func:`to_mma_layout`): each 32-bit word holds the 8 e2m1 values one thread of the warpgroup MMA needs for two
+  16-element K slices, bit-interleaved so that 4 rotations and 6 LOP3 give its 4 fp16x2 A-operand registers, one
+  HMUL2 each applies the block scale, and fp16 MMAs follow (fp16 or e4m3 activations, stored in the layout's K order,
+  :func:`mma_logical_order`). docs/results/h200/moe-fp4/README.md has the measurements.
+- FP4 weights with ``fp4_layout="tiles"`` (mxfp4's default) are repacked once (:func:`to_w4a8_layout`: 64-element nibble chunks, a bit permutation that makes
   e2m1 → e4m3 5 integer instructions per 8 values, and 64-row x 64-element tiles of 2 KB stored contiguously; the
   block scales as one int32 word per row and 64- or 128-element step, :meth:`ExpertWeights.w4a8_scale_words`). The
   2 KB tiles matter most: a K step reads 32 or 64 bytes of each row, which as rows K/2 bytes apart are small strided
@@ -51,7 +56,7 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
 - **w4a8** (``activations="fp8"``, mxfp4's default): the activations quantised per row as for fp8, e2m1 decoded to
   e4m3, the step's scale blocks each one fp8 MMA of K = 32 whose fp32 result is multiplied by the block scale
   (nvfp4's 16-element blocks through two activation planes, even and odd blocks, the other zeroed).
-- **the tiled w4a16** (``activations="fp16"``, nvfp4's default): the same e4m3 decode converted to fp16 (one cvt per 2
+- **the tiled w4a16** (``activations="fp16"``): the same e4m3 decode converted to fp16 (one cvt per 2
   values), multiplied by the block scale in fp16 (exact: at most 6 significant bits and 42 (nvfp4) or 48 (mxfp4,
   rebased per expert) in magnitude) and fed to fp16 MMAs with the activations scaled per row by a power of two into
   fp16: one multiply per weight value whatever the token count (w4a8's FFMAs grow with the token block), and fp16
@@ -78,11 +83,13 @@ torch and triton are imported lazily inside functions; the ``@triton.jit`` kerne
 
 from truepeak.kernels.moe_triton.checks import check_inputs
 from truepeak.kernels.moe_triton.config import (WEIGHT_FORMATS, WFMT_ID, KernelConfig, check_tokens_per_expert,
-                                                check_wfmt, choose_config, default_activations, fp4_block_k,
+                                                check_wfmt, choose_config, default_activations,
+                                                default_fp4_layout, fp4_block_k,
                                                 w4a8_block_k)
 from truepeak.kernels.moe_triton.fused import FusedMoE, interpreting
 from truepeak.kernels.moe_triton.layouts import (W4A8_TILE, from_e4m3_bit_layout, from_kernel_nibble_order,
-                                                 from_w4a8_layout, to_e4m3_bit_layout, to_kernel_nibble_order,
+                                                 from_mma_layout, from_w4a8_layout, mma_logical_order,
+                                                 to_e4m3_bit_layout, to_kernel_nibble_order, to_mma_layout,
                                                  to_w4a8_layout)
 from truepeak.kernels.moe_triton.reference import moe_reference
 from truepeak.kernels.moe_triton.routing import Alignment, align_routing, mean_tokens_per_expert
@@ -92,7 +99,8 @@ from truepeak.kernels.moe_triton.weights import ExpertWeights, quantize_experts
 
 __all__ = ["Alignment", "ExpertWeights", "FusedMoE", "KernelConfig", "TunedEntry", "TunedTable", "W4A8_TILE",
            "WEIGHT_FORMATS", "WFMT_ID", "align_routing", "bucket_of", "check_inputs", "check_tokens_per_expert",
-           "check_wfmt", "choose_config", "default_activations", "device_smem_limit", "find_table", "fit_shared_memory",
-           "fp4_block_k", "from_e4m3_bit_layout", "from_kernel_nibble_order", "from_w4a8_layout", "interpreting",
-           "load_table", "mean_tokens_per_expert", "moe_reference", "quantize_experts", "to_e4m3_bit_layout",
-           "to_kernel_nibble_order", "to_w4a8_layout", "w4a8_block_k"]
+           "check_wfmt", "choose_config", "default_activations", "default_fp4_layout", "device_smem_limit",
+           "find_table", "fit_shared_memory", "fp4_block_k", "from_e4m3_bit_layout", "from_kernel_nibble_order",
+           "from_mma_layout", "from_w4a8_layout", "interpreting", "load_table", "mean_tokens_per_expert",
+           "mma_logical_order", "moe_reference", "quantize_experts", "to_e4m3_bit_layout", "to_kernel_nibble_order",
+           "to_mma_layout", "to_w4a8_layout", "w4a8_block_k"]

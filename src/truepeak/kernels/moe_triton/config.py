@@ -97,7 +97,8 @@ def check_tokens_per_expert(tokens_per_expert: Any) -> float:
 
 
 def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: Any = None,
-                  k_dim: int | None = None, w8a8: bool = False, untiled: bool = False) -> KernelConfig:
+                  k_dim: int | None = None, w8a8: bool = False, untiled: bool = False,
+                  mma: bool = False) -> KernelConfig:
     """Pick the tile configuration from the mean tokens per expert (docs/method.md, 'Tokens per expert': a decode batch
     is many small GEMMs of ~tokens-per-expert rows each, so the batch size says nothing about the tile), then check its
     shared memory.
@@ -152,7 +153,11 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
         stages = 2 if bm == 32 else 3
         warps = 8 if bm == 128 else 4
-    if fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 4 blocks per step (see w4a8_block_k)
+    if fp4 and mma:  # the MMA layout: the tiled w4a16's token blocks and 128 weight rows; 64-element steps for
+        # nvfp4 (one scale word of 4 blocks), mxfp4's w4a8 step (128, or 64 where K is not a multiple of 128)
+        bm = 16 if t <= 10 else 32 if t <= 20 else 64 if t <= 40 else 128
+        bk, bn, stages, warps = w4a8_block_k(wfmt, k_dim), 128, 3, 4 if bm <= 64 else 8
+    elif fp4 and w8a8:  # w4a8: one fp8 MMA of K = 32 per scale block, 4 blocks per step (see w4a8_block_k)
         # 16-token blocks up to 10 tokens per expert, 32 up to 20; 128 weight rows up to 32-token blocks, 64 from
         # 64-token blocks; 3 stages
         bm = 16 if t <= 10 else 32 if t <= 20 else bm
@@ -200,7 +205,9 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
 
 def default_activations(wfmt: str) -> str | None:
     """The activations :class:`FusedMoE` runs a weight format with when none is asked for: ``"fp8"`` for fp8 weights
-    (w8a8) and mxfp4 (w4a8), ``"fp16"`` for nvfp4 (the tiled w4a16), None for bf16. Measured on the H200
+    (w8a8) and mxfp4 (w4a8), ``"fp16"`` for nvfp4 (measured with the tiled w4a16; nvfp4 now runs the MMA layout,
+    :func:`default_fp4_layout`, where fp8 activations measured within 3 % of fp16 up to 8 tokens per expert), None for
+    bf16. Measured on the H200
     (docs/results/h200/moe/README.md): mxfp4's w4a8 is faster than its tiled w4a16 at every tokens per expert;
     nvfp4's tiled w4a16 is a few percent slower than its w4a8 up to 8 tokens per expert, faster from 16 on, and an
     order of magnitude closer to the float32 reference (fp16 rather than e4m3 activations), so nvfp4's default does
@@ -210,6 +217,21 @@ def default_activations(wfmt: str) -> str | None:
         UnknownNameError: an unknown format."""
     check_wfmt(wfmt)
     return {"bf16": None, "nvfp4": "fp16"}.get(wfmt, "fp8")
+
+
+def default_fp4_layout(wfmt: str) -> str:
+    """The fp4 weight layout :class:`FusedMoE` runs a format with when none is asked for: ``"mma"``
+    (:func:`~truepeak.kernels.moe_triton.to_mma_layout`) for nvfp4, ``"tiles"`` (the w4a8 layout's kernels) for
+    mxfp4. Measured on the H200 in one run (docs/results/h200/moe-fp4/README.md): nvfp4 in the MMA layout is
+    1.11-1.15x faster than the tiles kernel's w4a16 up to 8 tokens per expert, 1.07-1.10x at 16-32 and 5 % slower at
+    64 (E = 256); mxfp4's tiles w4a8 (5 integer instructions per 8 decoded values, then one FFMA per accumulator per
+    block scale) is 1.27-1.29x faster than the MMA layout up to 8 tokens per expert and 1.08-1.18x at 16-32.
+
+    Raises:
+        UnknownNameError: not an fp4 format."""
+    if wfmt not in ("nvfp4", "mxfp4"):
+        raise UnknownNameError(f"fp4 layouts are for nvfp4 or mxfp4 weights, not {wfmt!r}")
+    return "mma" if wfmt == "nvfp4" else "tiles"
 
 
 def check_wfmt(wfmt: str) -> str:

@@ -9,7 +9,8 @@ from typing import Any
 
 from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton.checks import check_inputs
-from truepeak.kernels.moe_triton.config import WFMT_ID, KernelConfig, choose_config, default_activations
+from truepeak.kernels.moe_triton.config import (WFMT_ID, KernelConfig, choose_config, default_activations,
+                                                default_fp4_layout)
 from truepeak.kernels.moe_triton.routing import align_routing, mean_tokens_per_expert
 from truepeak.kernels.moe_triton.smem import device_smem_limit, fit_shared_memory
 from truepeak.kernels.moe_triton.weights import ExpertWeights
@@ -56,7 +57,13 @@ class FusedMoE:
             nvfp4's default: e2m1 decoded to fp16 and multiplied by its block scale, fp16 MMAs); both read
             :func:`to_w4a8_layout` (the w4a16 its untiled layout with ``untiled_w4a16``). None:
             :func:`default_activations`. bf16 takes only None.
-        untiled_w4a16: fp4 weights with ``activations="fp16"`` only: run the untiled w4a16 kernel (bytes in
+        fp4_layout: fp4 weights only: ``"mma"`` (the weights in :func:`to_mma_layout`, each 32-bit word
+            decoded straight into the MMA's registers, block scales applied in fp16, fp16 MMAs; fp16 or fp8
+            activations, the latter converted exactly to fp16) or ``"tiles"`` (the kernels of
+            :func:`to_w4a8_layout`: w4a8 with one fp8 MMA per scale block, or the tiled w4a16). None (default):
+            :func:`default_fp4_layout` ("tiles" with ``untiled_w4a16`` or ``drop_block_scales``). Keyword only.
+        untiled_w4a16: fp4 weights with ``activations="fp16"`` and ``fp4_layout="tiles"`` only: run the untiled
+            w4a16 kernel (bytes in
             :func:`to_kernel_nibble_order`, e2m1 decoded to fp16 by inline PTX) instead of the tiled one, to compare
             the two (benchmarks/moe_kernel_tuning.py). Keyword only; default False.
         drop_block_scales: a timing experiment for w4a8 (fp4 weights, fp8 activations) only: the K loop leaves the
@@ -95,8 +102,9 @@ class FusedMoE:
 
     def __init__(self, x: Any, w1: ExpertWeights, w2: ExpertWeights, topk_ids: Any, topk_weights: Any,
                  tokens_per_expert: float | None = None, config: KernelConfig | None = None, smem_limit: Any = None,
-                 tune: dict | None = None, activations: str | None = None, *, untiled_w4a16: bool = False,
-                 drop_block_scales: bool = False, output_unchecked: bool = False, tuned_table: Any = None):
+                 tune: dict | None = None, activations: str | None = None, *, fp4_layout: str | None = None,
+                 untiled_w4a16: bool = False, drop_block_scales: bool = False, output_unchecked: bool = False,
+                 tuned_table: Any = None):
         flags = {"untiled_w4a16": untiled_w4a16, "drop_block_scales": drop_block_scales,
                  "output_unchecked": output_unchecked}
         for name, value in flags.items():
@@ -106,6 +114,12 @@ class FusedMoE:
             raise TruepeakError("drop_block_scales=True leaves the block scales out of the K loop, so the output is "
                                 "wrong (a timing experiment); pass output_unchecked=True as well to say the output "
                                 "will be neither used nor checked")
+        if fp4_layout not in (None, "mma", "tiles"):
+            raise TruepeakError(f"fp4_layout must be 'mma' or 'tiles', got {fp4_layout!r}")
+        if fp4_layout is None:
+            fp4 = getattr(w1, "wfmt", None) in ("nvfp4", "mxfp4")
+            fp4_layout = ("tiles" if untiled_w4a16 is True or drop_block_scales is True or not fp4 else
+                          default_fp4_layout(w1.wfmt))
         torch = require("torch", "running the MoE kernel")
         self.E, self.I, self.H, self.T, self.k = check_inputs(x, w1, w2, topk_ids, topk_weights)
         fp8 = w1.wfmt in ("fp8", "fp8_block")
@@ -120,9 +134,14 @@ class FusedMoE:
         if tokens_per_expert is None:
             tokens_per_expert = mean_tokens_per_expert(topk_ids, self.E)
         w8a8 = (fp8 or fp4) and activations != "fp16"
+        if untiled_w4a16 and fp4_layout == "mma":
+            raise TruepeakError("untiled_w4a16=True runs the untiled kernel of the 'tiles' kernels; pass "
+                                "fp4_layout='tiles' with it")
         if untiled_w4a16 and not (fp4 and not w8a8):
             raise TruepeakError(f"untiled_w4a16=True applies to fp4 weights with activations='fp16' only, got "
                                 f"{w1.wfmt} weights with activations {activations!r}")
+        if drop_block_scales and fp4_layout == "mma":
+            raise TruepeakError("drop_block_scales=True applies to the w4a8 kernel of fp4_layout='tiles' only")
         if drop_block_scales and not (fp4 and w8a8):
             raise TruepeakError(f"drop_block_scales=True applies to fp4 weights with activations='fp8' (w4a8) only, "
                                 f"got {w1.wfmt} weights with activations {activations!r}")
@@ -132,6 +151,7 @@ class FusedMoE:
         # untiled w4a16 kernel stays for comparison, behind untiled_w4a16 (both need H and I in whole 64-element
         # steps, so the tiles always fit where either kernel runs)
         self.tiled = fp4 and not untiled_w4a16
+        self.mma = fp4 and fp4_layout == "mma"
         untiled = fp4 and not self.tiled
         if isinstance(config, (tuple, list)) and len(config) == 2 and all(isinstance(c, KernelConfig) for c in config):
             config_pair = (config[0], config[1])
@@ -139,7 +159,7 @@ class FusedMoE:
             config_pair = None if config is None else (config, config)
         else:
             raise TruepeakError(f"config must be a KernelConfig or a pair (gate/up, down) of them, got {config!r}")
-        if config_pair is None and not (untiled_w4a16 or drop_block_scales):
+        if config_pair is None and not (untiled_w4a16 or drop_block_scales or self.mma):
             from truepeak.kernels.moe_triton.tuned import tuned_pair
 
             device_name = torch.cuda.get_device_name(x.device) if x.device.type == "cuda" else x.device.type
@@ -148,8 +168,10 @@ class FusedMoE:
         else:
             self.config_note = "given" if config_pair else "choose_config's rules"
         if config_pair is None:
-            config_pair = (choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled),
-                           choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled))
+            config_pair = (choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled,
+                                         self.mma),
+                           choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled,
+                                         self.mma))
         self.cfg1, self.cfg2 = config_pair
         if tune is not None and not isinstance(tune, dict):
             raise TruepeakError(f"tune must be a dict of KernelConfig fields (e.g. {{'num_stages': 3}}), got "
@@ -173,7 +195,7 @@ class FusedMoE:
             raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
         for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
-            ok = (64,) if w1.wfmt == "nvfp4" and w8a8 else (64, 128)
+            ok = (64,) if w1.wfmt == "nvfp4" and (w8a8 or self.mma) else (64, 128)
             if self.tiled and cfg.block_k not in ok:
                 raise UnsupportedError(f"{w1.wfmt} weights in the tiled layout need block_k in {ok} (4 scale blocks "
                                        f"per step; mxfp4 also 2), got {cfg.block_k} for K={kd}")
@@ -191,8 +213,11 @@ class FusedMoE:
         # fp4 bytes in the kernel's nibble order for each kernel's K step (a copy only if they are not already)
         self.x = x
         tiled = self.tiled  # 64-element nibble chunks in the e4m3 bit layout, 2 KB tiles
-        self.w1 = w1.in_kernel_order(None if tiled else self.cfg1.block_k, w4a8=tiled)
-        self.w2 = w2.in_kernel_order(None if tiled else self.cfg2.block_k, w4a8=tiled)
+        if self.mma:
+            self.w1, self.w2 = w1.in_kernel_order(mma=True), w2.in_kernel_order(mma=True)
+        else:
+            self.w1 = w1.in_kernel_order(None if tiled else self.cfg1.block_k, w4a8=tiled)
+            self.w2 = w2.in_kernel_order(None if tiled else self.cfg2.block_k, w4a8=tiled)
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
@@ -206,7 +231,7 @@ class FusedMoE:
         self.activations = ("fp8 e4m3, per-row scale" if self.act8 else "bf16" if w1.wfmt == "bf16" else
                             "fp16, per-row power-of-two scale")
         # nvfp4 w4a8: the quantised activations in two planes (even / odd 16-element blocks; see quant_rows_kernel)
-        self.planes = 2 if self.act8 and w1.wfmt == "nvfp4" else 1
+        self.planes = 2 if self.act8 and w1.wfmt == "nvfp4" and not self.mma else 1
         n_slots = self.T * self.k
         # the intermediate silu(g) * u is written unscaled, then scaled per row: in bf16 for fp8 activations with bf16
         # x (its e4m3 rounding dominates; fp16 would overflow at 65,504, so float32 for other x), in float32 for fp16
@@ -234,7 +259,9 @@ class FusedMoE:
 
     def _args(self, w: ExpertWeights, block_k: int) -> tuple[Any, Any, Any]:
         scale = w.scale if w.scale is not None else self._dummy
-        if self.tiled:  # one int32 word = a row's block scales of a step (nvfp4: of 64 elements)
+        if self.mma:  # one int32 word = a row's 4 block scales (mxfp4 re-encoded as e5m2)
+            scale = w.mma_scale_words(block_k)
+        elif self.tiled:  # one int32 word = a row's block scales of a step (nvfp4: of 64 elements)
             scale = w.w4a8_scale_words(64 if w.wfmt == "nvfp4" else block_k)
         return w.data, scale, (w.global_scale if w.global_scale is not None else self._ones)
 
@@ -246,7 +273,7 @@ class FusedMoE:
         a = self.align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                   INTERP=interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
-                  TILED=self.tiled, XSCALE=self.rowscale,
+                  TILED=self.tiled, XSCALE=self.rowscale, MMAL=self.mma,
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if cfg.maxnreg:
             kw["maxnreg"] = cfg.maxnreg
@@ -277,17 +304,17 @@ class FusedMoE:
         return int(self.act8) | (2 if self.drop_block_scales else 0)
 
     @staticmethod
-    def _quant_rows(src: Any, q: Any, scales: Any) -> None:
+    def _quant_rows(src: Any, q: Any, scales: Any, perm: bool = False) -> None:
         """Per-row quantisation of ``src [R, C]`` into ``q [P, R, C]`` and ``scales [R]`` (one program per row): e4m3
         (q's dtype float8_e4m3fn; P = 2 planes: even / odd 16-element blocks, for nvfp4 w4a8) or fp16 with a
-        power-of-two scale (q float16)."""
+        power-of-two scale (q float16); for the MMA layout (``perm``) stored in its K order (:func:`mma_logical_order`)."""
         from truepeak.kernels._moe_jit import quant_rows_kernel
 
         rows, cols = src.shape
         block = min(8192, 1 << max(4, (cols - 1).bit_length()))
         quant_rows_kernel[(rows,)](src, q, scales, src.stride(0), q.stride(1), q.stride(0), n_cols=cols,
                                    BLOCK=block, INTERP=interpreting(), SPLIT16=q.shape[0] == 2,
-                                   F16=q.element_size() == 2, num_warps=4)  # e4m3 1 byte, fp16 2
+                                   F16=q.element_size() == 2, PERM=perm, num_warps=4)  # e4m3 1 byte, fp16 2
 
     def _fit_shared_memory(self) -> None:
         """The shared-memory check with the compiler's own figure (see :func:`fit_shared_memory`)."""
@@ -299,12 +326,12 @@ class FusedMoE:
             self.out.zero_()
             return self.out
         if self.rowscale:
-            self._quant_rows(self.x, self.xq, self.xs)
+            self._quant_rows(self.x, self.xq, self.xs, self.mma)
         elif self.xin is not self.x:
             self.xin.copy_(self.x)
         self._launch(1, self.cfg1)
         if self.rowscale:
-            self._quant_rows(self.inter, self.interq, self.inters)
+            self._quant_rows(self.inter, self.interq, self.inters, self.mma)
         self._launch(2, self.cfg2)
         # combine: the k rows of each token (rows of slots routed elsewhere stay zero from construction)
         require("torch", "running the MoE kernel").sum(self.partial.view(self.T, self.k, self.H), dim=1,

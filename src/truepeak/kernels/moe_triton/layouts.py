@@ -119,3 +119,104 @@ def from_w4a8_layout(packed: Any) -> Any:
     t = W4A8_TILE
     b = packed.reshape(e, n // t, kb // (t // 2), t, t // 2).permute(0, 1, 3, 2, 4).reshape(e, n, kb)
     return from_kernel_nibble_order(from_e4m3_bit_layout(b), t)
+
+
+# The MMA layout: each 32-bit word holds the 8 values one thread of a Hopper warpgroup MMA needs in its A-operand
+# registers for two 16-element K slices, with the bits placed so that 4 rotations and 6 masks (LOP3) put them as
+# 4 fp16x2 registers (value x 2^-14: sign at bit 15 of each 16-bit lane, exponent and mantissa bits at 11..9).
+# Word bit b holds bit _MMA_BITS[b] = (output register j, lane, nibble bit) of the word's values 2j + lane. The
+# decode (the kernel's PTX): R0 = w & M; R1 = rotl(w, 3) & M; with t = rotl(w, 7): R2 = (rotl(w, 10) & 0x8C008C00)
+# | (t & 0x02000200), R3 = (rotl(w, 12) & 0x86008600) | (t & 0x08000800), M = 0x8E008E00. Found by an exhaustive
+# search over rotations: no layout needs fewer than 10 integer instructions for 8 values with these operations (a
+# single masked rotation per register would need the 8-bit pattern to tile the word, which it does not). Marlin
+# (vLLM csrc/quantization/marlin) and triton_kernels' Hopper value layout (triton-lang/triton,
+# python/triton_kernels/.../layout_details/hopper_value.py, 11 instructions) interleave bits offline the same way.
+_MMA_BITS = ((2, 0, 1), (2, 0, 2), (2, 0, 0), (3, 0, 3), (3, 0, 2), (2, 0, 3), (1, 0, 0), (1, 0, 1), (1, 0, 2),
+             (0, 0, 0), (0, 0, 1), (0, 0, 2), (1, 0, 3), (3, 1, 0), (3, 1, 1), (0, 0, 3), (2, 1, 1), (2, 1, 2),
+             (2, 1, 0), (3, 1, 3), (3, 1, 2), (2, 1, 3), (1, 1, 0), (1, 1, 1), (1, 1, 2), (0, 1, 0), (0, 1, 1),
+             (0, 1, 2), (1, 1, 3), (3, 0, 0), (3, 0, 1), (0, 1, 3))
+
+
+def mma_logical_order(k: int) -> list[int]:
+    """The MMA layout's K order within each 64-element chunk: position L of the MMA holds element
+    ``order[L]`` (``16 c + 4 s + 2 i1 + i0`` for L = ``i0 + 2 c + 8 i1 + 16 s``, c the thread's column 0..3 of the
+    MMA fragment, s the 16-element K slice): each thread's 16 values of a row are 16 consecutive elements, so one
+    nvfp4 block (16) or half an mxfp4 block (32), and one block scale per thread and row. The activations are
+    stored in this order by the kernels' quantisation (the MMA sums over K, so both operands permuted alike give the
+    same product). ``k`` a multiple of 64.
+
+    Raises:
+        TruepeakError: k not a positive multiple of 64."""
+    if k <= 0 or k % 64:
+        raise TruepeakError(f"the MMA layout's K order needs K a multiple of 64, got {k}")
+    one = [16 * ((L >> 1) & 3) + 4 * (L >> 4) + 2 * ((L >> 3) & 1) + (L & 1) for L in range(64)]
+    return [64 * c + o for c in range(k // 64) for o in one]
+
+
+def _mma_tile_perm(torch: Any, device: Any) -> Any:
+    """Byte offset in a 2 KB tile of the MMA layout of byte (row r, byte j) of the 64-row x 32-byte tile: rows
+    ``16 a + 8 h + g`` pair up (g and g + 8: the two rows of one thread's MMA fragment) into 64-byte lines
+    ``8 a + g``, in which thread column c = j // 8 owns 16 bytes: its 8 bytes of row g, then of row g + 8."""
+    r = torch.arange(64, device=device)[:, None]
+    j = torch.arange(32, device=device)[None, :]
+    a, h, g = r // 16, (r // 8) % 2, r % 8
+    return (8 * a + g) * 64 + 16 * (j // 8) + 8 * h + j % 8
+
+
+def to_mma_layout(packed: Any) -> Any:
+    """Standard-order fp4 bytes ``[E, N, K/2]`` → the MMA layout, same shape: 64-row x 64-element tiles of 2 KB
+    stored contiguously (tile (n, c) at byte ``(n * K/64 + c) * 2048`` of the expert, as :func:`to_w4a8_layout`);
+    in a row's 32 bytes of a tile, word m (4 bytes, little-endian) holds elements 8m..8m+7 with their bits
+    interleaved as :data:`_MMA_BITS` says (element 8m + 2j + lane → output register j); rows g and g + 8 of each
+    16-row group share 64-byte lines, each thread column's 8 + 8 bytes together (:func:`_mma_tile_perm`).
+
+    Why: one thread of the MMA's fragment then loads its 16 bytes at once and decodes each 32-bit word (8 values)
+    straight into its A-operand registers in 10 integer instructions (1.25 per value), and a thread's values of a
+    row share one block scale (:func:`mma_logical_order`); the w4a8 layout decodes 2 bytes at a time in the MMA's
+    register layout. Inverse: :func:`from_mma_layout`.
+
+    Raises:
+        TruepeakError: not uint8, not 3-D, or N or K not multiples of 64."""
+    torch = require("torch", "repacking fp4 weights")
+    from truepeak.kernels import quant
+
+    _check_w4a8_bytes(packed)
+    e, n, kb = (int(d) for d in packed.shape)
+    t = W4A8_TILE
+    perm = _mma_tile_perm(torch, packed.device).flatten()
+    out = torch.empty_like(packed)
+    for x in range(e):  # one expert at a time: the int64 temporaries are 16 bytes per weight value
+        codes = quant.unpack_nibbles(packed[x]).to(torch.int64).reshape(n, kb // 4, 8)  # 8 values per word
+        word = torch.zeros(n, kb // 4, dtype=torch.int64, device=packed.device)
+        for b, (j, lane, nib) in enumerate(_MMA_BITS):
+            word |= ((codes[..., 2 * j + lane] >> nib) & 1) << b
+        by = torch.stack([(word >> (8 * i)) & 0xFF for i in range(4)], dim=-1).to(torch.uint8)
+        tiles = by.reshape(n // t, t, kb // (t // 2), t // 2).permute(0, 2, 1, 3).reshape(-1, t * t // 2)
+        dst = torch.empty_like(tiles)
+        dst[:, perm] = tiles
+        out[x] = dst.reshape(n, kb)
+    return out
+
+
+def from_mma_layout(packed: Any) -> Any:
+    """Inverse of :func:`to_mma_layout`: bytes ``[E, N, K/2]`` in the MMA layout → the standard order, same shape.
+
+    Raises:
+        TruepeakError: not uint8, not 3-D, or N or K not multiples of 64."""
+    torch = require("torch", "repacking fp4 weights")
+    from truepeak.kernels import quant
+
+    _check_w4a8_bytes(packed)
+    e, n, kb = (int(d) for d in packed.shape)
+    t = W4A8_TILE
+    perm = _mma_tile_perm(torch, packed.device).flatten()
+    out = torch.empty_like(packed)
+    for x in range(e):  # one expert at a time (int64 temporaries)
+        tiles = packed[x].reshape(-1, t * t // 2)[:, perm]
+        by = tiles.reshape(n // t, kb // (t // 2), t, t // 2).permute(0, 2, 1, 3).reshape(n, kb // 4, 4)
+        word = sum(by[..., i].to(torch.int64) << (8 * i) for i in range(4))
+        codes = torch.zeros(n, kb // 4, 8, dtype=torch.int64, device=packed.device)
+        for b, (j, lane, nib) in enumerate(_MMA_BITS):
+            codes[..., 2 * j + lane] |= ((word >> b) & 1) << nib
+        out[x] = quant.pack_nibbles(codes.reshape(n, 2 * kb).to(torch.uint8))
+    return out

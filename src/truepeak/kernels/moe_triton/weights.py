@@ -8,8 +8,8 @@ from typing import Any
 
 from truepeak.errors import TruepeakError, require
 from truepeak.kernels.moe_triton.config import check_wfmt, fp4_block_k, w4a8_block_k
-from truepeak.kernels.moe_triton.layouts import (from_kernel_nibble_order, from_w4a8_layout, to_kernel_nibble_order,
-                                                 to_w4a8_layout)
+from truepeak.kernels.moe_triton.layouts import (from_kernel_nibble_order, from_mma_layout, from_w4a8_layout,
+                                                 to_kernel_nibble_order, to_mma_layout, to_w4a8_layout)
 
 
 @dataclass
@@ -21,7 +21,8 @@ class ExpertWeights:
     ``nibble_chunk`` (fp4 only: 0 = the standard nibble order, c > 0 = :func:`to_kernel_nibble_order` with chunk c;
     the kernels need c = the kernel's ``block_k`` and repack otherwise), ``w4a8_layout`` (fp4 only: the bytes are in
     the w4a8 kernel's layout, :func:`to_w4a8_layout`: 64-element nibble chunks, the e4m3 bit layout and 64-row x
-    64-element tiles stored contiguously)."""
+    64-element tiles stored contiguously), ``mma_layout`` (fp4 only: the bytes are in the MMA layout,
+    :func:`to_mma_layout`, which the fp4 kernels read by default)."""
 
     wfmt: str
     data: Any
@@ -29,6 +30,7 @@ class ExpertWeights:
     global_scale: Any = None
     nibble_chunk: int = 0
     w4a8_layout: bool = False
+    mma_layout: bool = False
     _words: Any = field(default=None, init=False, repr=False, compare=False)  # w4a8_scale_words' cache
 
     def w4a8_scale_words(self, block_k: int | None = None) -> Any:
@@ -63,7 +65,32 @@ class ExpertWeights:
             self._words = words
         return words[key]
 
-    def in_kernel_order(self, chunk: int | None = None, w4a8: bool = False) -> "ExpertWeights":
+    def mma_scale_words(self, block_k: int | None = None) -> Any:
+        """The block scales as the MMA-layout kernel reads them: :meth:`w4a8_scale_words` (nvfp4 in 64-element
+        steps: e4m3 bytes), for mxfp4 with each e8m0 byte re-encoded as the e5m2 byte of the same power of two
+        (2^-16..2^15 exactly; smaller ones 0, 255 (NaN) e5m2's NaN 0x7F), which the hardware converts to fp16 two
+        at a time (PTX ISA, cvt.f16x2.e5m2x2). The scales rebased per expert by :meth:`in_kernel_order` are at
+        most 2^9; blocks down to 2^18 below their expert's largest multiply exactly in fp16 (the decoded value x
+        2^-14 times a scale >= 2^-9 stays >= 2^-24, fp16's smallest subnormal), blocks further below round to fp16's
+        subnormals, and blocks more than 2^25 below become 0.
+
+        Raises:
+            TruepeakError: as :meth:`w4a8_scale_words`."""
+        if self.wfmt == "nvfp4":
+            return self.w4a8_scale_words(64)
+        words = self.w4a8_scale_words(block_k)
+        key = ("e5m2", block_k, id(self.scale), getattr(self.scale, "_version", None))
+        cache = self._words
+        if key not in cache:
+            torch = require("torch", "repacking fp4 scales")
+            b = words.contiguous().view(torch.uint8).to(torch.int32)
+            p = b - 127
+            enc = torch.where(p >= -14, (p + 15) << 2, torch.where(p == -15, 2, torch.where(p == -16, 1, 0)))
+            enc = torch.where(b == 255, 0x7F, enc)
+            cache[key] = enc.to(torch.uint8).view(torch.int32).reshape(words.shape).contiguous()
+        return cache[key]
+
+    def in_kernel_order(self, chunk: int | None = None, w4a8: bool = False, mma: bool = False) -> "ExpertWeights":
         """These weights as the fp4 kernels read them (self when already so, or when not fp4; otherwise a copy):
         bytes in the kernel's nibble order with ``chunk`` (default :func:`fp4_block_k` of K; the kernel's
         ``block_k``) or, with ``w4a8``, in the w4a8 kernel's layout (:func:`to_w4a8_layout`; ``chunk`` None or
@@ -73,18 +100,21 @@ class ExpertWeights:
         for blocks more than 2^136 below their expert's largest (they become 2^-127 x value); NaN scales (255) stay
         255 (the tiled kernels decode them as NaN, the untiled w4a16 kernel as inf). The rebasing is per expert, not per
         row: a row 10^8 times larger than the rest of its expert leaves the others in fp16's subnormal range (seen
-        in Triton's interpreter)."""
+        in Triton's interpreter). ``mma``: the MMA layout (:func:`to_mma_layout`) instead, rebased alike."""
         if self.wfmt not in ("nvfp4", "mxfp4"):
             return self
         torch = require("torch", "repacking fp4 weights")
         if w4a8 and chunk not in (None, 64):
             raise TruepeakError(f"the w4a8 layout has 64-element nibble chunks, not {chunk}")
-        chunk = 64 if w4a8 else chunk or fp4_block_k(self.shape[2])
+        if mma and (w4a8 or chunk not in (None, 64)):
+            raise TruepeakError("the MMA layout is a layout of its own: pass mma=True alone")
+        chunk = 64 if w4a8 or mma else chunk or fp4_block_k(self.shape[2])
         w = self
-        if w.nibble_chunk != chunk or w.w4a8_layout != w4a8:
+        if w.nibble_chunk != chunk or w.w4a8_layout != w4a8 or w.mma_layout != mma:
             std = w.standard_bytes()
-            data = to_w4a8_layout(std) if w4a8 else to_kernel_nibble_order(std, chunk)
-            w = ExpertWeights(w.wfmt, data, w.scale, w.global_scale, chunk, w4a8)
+            data = (to_mma_layout(std) if mma else to_w4a8_layout(std) if w4a8 else
+                    to_kernel_nibble_order(std, chunk))
+            w = ExpertWeights(w.wfmt, data, w.scale, w.global_scale, chunk, w4a8, mma)
         if w.wfmt == "mxfp4":
             s = w.scale.to(torch.int32)
             finite = torch.where(s == 255, torch.zeros_like(s), s)  # 255 is e8m0's NaN
@@ -94,11 +124,13 @@ class ExpertWeights:
                 g = torch.pow(2.0, off.to(torch.float32))
                 if w.global_scale is not None:
                     g = g * w.global_scale.float()
-                w = ExpertWeights(w.wfmt, w.data, rebased, g, w.nibble_chunk, w.w4a8_layout)
+                w = ExpertWeights(w.wfmt, w.data, rebased, g, w.nibble_chunk, w.w4a8_layout, w.mma_layout)
         return w
 
     def standard_bytes(self) -> Any:
         """fp4 bytes in the standard nibble order (the stored bytes when ``nibble_chunk`` is 0)."""
+        if self.mma_layout:
+            return from_mma_layout(self.data)
         if self.w4a8_layout:
             return from_w4a8_layout(self.data)
         return self.data if not self.nibble_chunk else from_kernel_nibble_order(self.data, self.nibble_chunk)
