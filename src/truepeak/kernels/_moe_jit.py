@@ -381,7 +381,7 @@ def _mma(acc, raw0, raw1, raw2, x0, x1, x2, x3, k0, unit, ws_ptr, e, offs_n, N: 
             lo_b, hi_b = _fp4_e4m3_pair(raw1, INTERP)
             w0, w1, w2, w3 = lo_a, hi_a, lo_b, hi_b
         FOUR: tl.constexpr = WFMT == 3 or BLOCK_K == 128  # 4 scale blocks per step (mxfp4 in 64-element steps: 2)
-        if (ACT8 & 2) != 0:  # EXPERIMENT (timing only, wrong numbers): block scales ignored, one loop-carried accumulator
+        if (ACT8 & 2) != 0:  # FusedMoE(drop_block_scales=True): block scales left out (timing only: the output is wrong)
             acc = _dot(w0, x0, acc, INTERP)
             acc = _dot(w1, x1, acc, INTERP)
             if FOUR:
