@@ -41,3 +41,14 @@ def test_gpu_quick_calibration_points(tmp_path):
     ok = [p for p in doc["points"] if "error" not in p and p["kind"] in ("gemm", "attention")]
     assert ok and all(0 < p["memory_fraction"] <= 1.1 for p in ok)
     assert json.loads((tmp_path / "p.json").read_text())["points"][0]["kind"] == "kernel"
+
+
+def test_points_document_environment_is_json():
+    """The points document's environment is the record schema's Environment as JSON (it once was the typed object,
+    which json.dumps refuses)."""
+    import json
+
+    from truepeak.bench.calibrate import _environment
+
+    env = _environment(["benchmarks/calibration_points.py", "--out", "x.json"])
+    assert json.loads(json.dumps(env))["argv"] == ["benchmarks/calibration_points.py", "--out", "x.json"]

@@ -304,12 +304,11 @@ def measure(out_path: str | os.PathLike, *, quick: bool = False, progress: Calla
 
 
 def _environment(argv: Sequence[str] | None) -> dict[str, Any] | None:
+    """The machine and software, as the JSON of :class:`truepeak.records.Environment` (best effort: None on error)."""
+    from truepeak.bench.environment import environment
+
     try:
-        from truepeak.bench.environment import environment
-    except ImportError:
-        from truepeak.bench.records import environment  # type: ignore[no-redef]
-    try:
-        return environment(argv)
+        return environment(argv).to_dict()
     except Exception:  # noqa: BLE001  (the environment is best effort)
         return None
 
