@@ -154,7 +154,7 @@ def _interrupt_gemm(mp: pytest.MonkeyPatch, n: int) -> None:
     """Through ``mp``: Ctrl-C (``KeyboardInterrupt``) at the n-th GEMM case of a run; the other cases run for real."""
     from truepeak.bench import run as R  # imported here, like the timing stub
 
-    real = R._run_gemm
+    real = R.runners.run_gemm
     calls = {"n": 0}
 
     def interrupted(*a, **k):
@@ -163,7 +163,7 @@ def _interrupt_gemm(mp: pytest.MonkeyPatch, n: int) -> None:
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    mp.setattr(R, "_run_gemm", interrupted)
+    mp.setattr(R.runners, "run_gemm", interrupted)
 
 
 @pytest.fixture(scope="session")
