@@ -17,7 +17,7 @@ import typer
 
 from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
-from truepeak.cli.options import comma_items, number_list
+from truepeak.cli.options import FLAG_FOR, comma_items, flag_message, number_list
 from truepeak.errors import TruepeakError
 from truepeak.records import Record
 from truepeak.report.moe import COLUMNS, plot_records, progress_line, render, row_cells
@@ -49,22 +49,6 @@ HELP = "\n\n".join([
     "  truepeak moe bench --model glm-5 --ep 8 --routing powerlaw:1.2 --weights nvfp4 --backends triton",
     "Units: µs; TB/s = 1e12 B/s; TFLOPS = 1e12 FLOP/s (decimal). Needs a CUDA GPU, torch and triton.",
 ])
-
-
-#: The flag of each :class:`truepeak.bench.moe.MoeBenchConfig` field this command sets. The library's messages write
-#: a field in backticks (```budget_s` 0 must be ...``); the command's say its flag (``--budget 0 must be ...``).
-FLAG_FOR = {"model": "--model", "tp": "--tp", "ep": "--ep", "tokens_per_expert": "--tokens-per-expert",
-            "routing": "--routing", "weights": "--weights", "backends": "--backends",
-            "fp8_activations": "--fp8-activations", "fp4_activations": "--fp4-activations",
-            "fp4_kernel": "--fp4-kernel", "budget_s": "--budget"}
-
-
-def flag_message(exc: TruepeakError) -> str:
-    """``exc``'s message with every field of :data:`FLAG_FOR` written in backticks replaced by its flag."""
-    text = str(exc)
-    for name, flag in FLAG_FOR.items():
-        text = text.replace(f"`{name}`", flag)
-    return text
 
 
 def _names(text: str, what: str, example: str) -> list[str]:

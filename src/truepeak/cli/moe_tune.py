@@ -15,7 +15,7 @@ import typer
 
 from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
-from truepeak.cli.options import comma_items, number_list
+from truepeak.cli.options import comma_items, flag_message, number_list
 from truepeak.errors import TruepeakError
 
 HELP = "\n\n".join([
@@ -71,7 +71,7 @@ def tune(
             result = run_tune(config, out_dir, resume=resume, progress=bar.update,
                               warn=lambda line: typer.echo(f"warning: {line}", err=True))
     except TruepeakError as exc:
-        raise fail(str(exc)) from None
+        raise fail(flag_message(exc)) from None
     table = result.table.to_dict()
     if as_json:
         typer.echo(json.dumps(table, indent=1))

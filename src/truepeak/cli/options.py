@@ -92,4 +92,19 @@ def parse_modes(text: str | None) -> list[str]:
     return expand_modes(mode_names(text))
 
 
-__all__ = ["comma_items", "number_list", "parse_formats", "mode_names", "parse_modes"]
+#: Configuration field -> its flag, for the fields the MoE commands (`moe bench`, `moe tune`) share.
+FLAG_FOR = {"model": "--model", "tp": "--tp", "ep": "--ep", "tokens_per_expert": "--tokens-per-expert",
+            "routing": "--routing", "weights": "--weights", "backends": "--backends",
+            "fp8_activations": "--fp8-activations", "fp4_activations": "--fp4-activations",
+            "fp4_kernel": "--fp4-kernel", "fp4_layout": "--fp4-layout", "budget_s": "--budget"}
+
+
+def flag_message(exc: TruepeakError) -> str:
+    """``exc``'s message with every field of :data:`FLAG_FOR` written in backticks replaced by its flag."""
+    text = str(exc)
+    for name, flag in FLAG_FOR.items():
+        text = text.replace(f"`{name}`", flag)
+    return text
+
+
+__all__ = ["FLAG_FOR", "comma_items", "flag_message", "number_list", "parse_formats", "mode_names", "parse_modes"]
