@@ -277,6 +277,9 @@ def test_empty_compare_layout_is_refused():
     (("--mtp-acceptance", "0.8"), "needs --mtp N"),
     (("--weights", "experts=nvfp4"), "names no op group"),
     (("--calibration", "/nonexistent/cal.json"), "cannot read it"),
+    # the values as typed, in the option's units (not the planner's B/s and seconds)
+    (("--nodes", "2", "--network-bandwidth", "-5"), "--network-bandwidth -5 GB/s must be > 0 GB/s"),
+    (("--nodes", "2", "--network-latency", "-1"), "--network-latency -1 µs must be >= 0 µs"),
 ])
 def test_expected_step_input_refused_in_one_line(args, words):
     r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", *args)
@@ -325,3 +328,30 @@ def test_nodes_that_do_not_divide_the_layout_are_refused_and_dividing_ones_cross
     # 16 ranks over 2 nodes: α (as inside a node, 11 µs) + S x 15/16 / 50 GB/s
     assert a2a["time_s"] == pytest.approx(11e-6 + a2a["bytes"] * 15 / 16 / 50e9)
     assert a2a["detail"]["network"] is True
+
+
+def test_mtp_ceiling_has_its_own_line():
+    """Regression: with --mtp the ceiling line gave the plain step (3.365 ms, 297 tok/s) while the expected line said
+    "of the 463 ceiling". MTP 1 at 85 %: 1 + 0.85 = 1.85 tokens per sequence per step."""
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--mtp", "1", "--no-levers")
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    mtp = next(l for l in lines if l.strip().startswith("MTP ceiling"))
+    expected = next(l for l in lines if l.strip().startswith("expected"))
+    d = json.loads(run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--mtp", "1", "--no-levers",
+                       "--json").stdout)["plans"][0]
+    tok = round(d["expected"]["ceiling_tokens_per_s"])
+    assert d["expected"]["ceiling_tokens_per_s"] > d["tokens_per_s"] * 1.5
+    assert "1.85 tokens per sequence" in mtp and f"{tok} tokens/s total" in mtp and f"of the {tok} ceiling" in expected
+    no_mtp = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--no-levers").stdout
+    assert "MTP ceiling" not in no_mtp
+
+
+def test_per_group_weights_are_named_in_the_header():
+    """Regression: --weights routed_experts=nvfp4 changed the numbers but the header named only the checkpoint's fp8.
+    On an H200 (no fp4 tensor cores) nvfp4 is dequantised: 0.5625 B per value (4 bits + one e4m3 scale per 16)."""
+    r = run("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--weights", "routed_experts=nvfp4",
+            "--no-levers")
+    assert r.exit_code == 0, r.output
+    line = next(l for l in r.stdout.splitlines() if l.strip().startswith("routed experts: weights"))
+    assert "nvfp4 from --weights (0.5625 B/value)" in line and "dequantised" in line

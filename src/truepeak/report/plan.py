@@ -306,7 +306,15 @@ def render_plan(p, width: int | None = None) -> list[str]:
     lines.append(row("ceiling step", f"{_ms(p.step_s)} → {fmt_tokens_per_s(p.tokens_per_s)} tokens/s total, "
                              f"{fmt_tokens_per_s(p.tokens_per_s_per_gpu)} tokens/s per GPU, "
                              f"{fmt_tokens_per_s(p.tokens_per_s_per_user)} tokens/s per sequence"))
-    if p.expected is not None:
+    e = p.expected
+    if e is not None and e.mtp is not None:
+        lines.append(row("MTP ceiling", f"{_ms(e.ceiling_s)} per step of {fmt_number(e.tokens_per_step, 3)} tokens "
+                                        f"per sequence (MTP {e.mtp.draft_tokens} draft x "
+                                        f"{_share(e.mtp.acceptance)} acceptance) → "
+                                        f"{fmt_tokens_per_s(e.ceiling_tokens_per_s)} tokens/s total, "
+                                        f"{fmt_tokens_per_s(e.ceiling_tokens_per_s / e.gpus)} tokens/s per GPU; "
+                                        "the lines below break down the step without MTP"))
+    if e is not None:
         lines.append(row("expected", expected_line(p.expected, lead=False)))
     b = p.time_by_bound()
     parts = [f"{k} {_ms(v)} ({_share(v / p.step_s)})" for k, v in b.items() if v > 0 or k != "pipeline_bubble"]
@@ -375,6 +383,10 @@ def render_header(p, measured) -> list[str]:
              f"{fmt_bandwidth(p.bandwidth)} GB/s → ridge {fmt_number(p.ridge, decimals=0)} FLOP/B"]
     if p.weights_origin is not None:
         lines.append(f"  weights: {weights_origin_text(p.weights_origin)}")
+    for group, gf in f.groups:
+        lines.append(f"  {GROUP_WORDS[group]}: weights {gf.weights.name} from --weights "
+                     f"({fmt_number(gf.weights.bytes_per_value, 6)} B/value{_scaled(gf.weight_scaling)}); "
+                     f"{peak_text(gf)}")
     if p.expected is not None:
         lines += [f"  {finding_text(a)}" for a in p.expected.assumptions]
     if p.weights_note is not None:

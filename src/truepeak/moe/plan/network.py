@@ -36,9 +36,10 @@ class Network:
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, int) or self.nodes < 1:
             raise ConfigError(f"--nodes {self.nodes!r} must be a whole number >= 1", field="nodes")
         if not self.bandwidth > 0:
-            raise ConfigError(f"--network-bandwidth {self.bandwidth!r} must be > 0 GB/s", field="network_bandwidth")
+            raise ConfigError(f"--network-bandwidth {self.bandwidth / 1e9:g} GB/s must be > 0 GB/s",
+                              field="network_bandwidth")
         if self.latency_s is not None and not self.latency_s >= 0:
-            raise ConfigError(f"--network-latency {self.latency_s!r} must be >= 0 µs", field="network_latency")
+            raise ConfigError(f"--network-latency {self.latency_s * 1e6:g} µs must be >= 0 µs", field="network_latency")
 
     def gpus_per_node(self, layout) -> int:
         """GPUs of ``layout`` in one node.
