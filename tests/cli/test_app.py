@@ -92,3 +92,21 @@ def test_empty_values_are_refused_in_one_line(capsys, args, needle, see):
     code, out, err = call(capsys, *args)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and needle in err and see in err, err
+
+
+@pytest.mark.parametrize("command", ["", "specs", "efficiency", "run", "peak", "report", "compare", "comm",
+                                     "moe plan", "moe bench", "moe tune", "serve"])
+def test_help_at_80_columns_cuts_no_word(command):
+    """Regression: at 80 columns rich cut three option texts with an ellipsis (``powerlaw:ALPHA[:random|sorted|…``,
+    ``benchmarks/build_calibration.…``, the moe bench output folder): a word longer than the help column is cut,
+    not wrapped, so the help must not hold one."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    out = subprocess.run([sys.executable, "-m", "truepeak", *command.split(), "--help"], capture_output=True,
+                         text=True, env=env, check=True).stdout
+    assert "Usage" in out
+    assert [line for line in out.splitlines() if "…" in line] == []

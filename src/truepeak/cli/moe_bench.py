@@ -82,7 +82,7 @@ def bench(
                                    "decoded in registers: the Hopper kernels) or block-scaled (tl.dot_scaled; on "
                                    "Hopper Triton emulates it in bf16, mxfp4 only; other GPUs refused)."),
     out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="Folder for results.jsonl (appended to) and "
-                                      "the plot (default ./truepeak-moe-bench-YYYYmmdd-HHMMSS)."),
+                                      "the plot (default: a new folder ./truepeak-moe-bench-<time>, the time as YYYYmmdd-HHMMSS)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
                                         "(needs matplotlib); a relative path is taken inside the --out folder."),
     budget: float = typer.Option(0.2, "--budget", help="Timed seconds per point."),
