@@ -71,7 +71,7 @@ def tune(
             result = run_tune(config, out_dir, resume=resume, progress=bar.update,
                               warn=lambda line: typer.echo(f"warning: {line}", err=True))
     except TruepeakError as exc:
-        raise fail(flag_message(exc)) from None
+        raise fail(flag_message(exc, {"budget_s": "--budget-s"})) from None
     table = result.table.to_dict()
     if as_json:
         typer.echo(json.dumps(table, indent=1))

@@ -99,10 +99,11 @@ FLAG_FOR = {"model": "--model", "tp": "--tp", "ep": "--ep", "tokens_per_expert":
             "fp4_kernel": "--fp4-kernel", "fp4_layout": "--fp4-layout", "budget_s": "--budget"}
 
 
-def flag_message(exc: TruepeakError) -> str:
-    """``exc``'s message with every field of :data:`FLAG_FOR` written in backticks replaced by its flag."""
+def flag_message(exc: TruepeakError, flags: dict[str, str] | None = None) -> str:
+    """``exc``'s message with every field of :data:`FLAG_FOR` written in backticks replaced by its flag; ``flags``
+    adds or overrides fields for one command (``moe tune`` spells ``budget_s`` ``--budget-s``)."""
     text = str(exc)
-    for name, flag in FLAG_FOR.items():
+    for name, flag in {**FLAG_FOR, **(flags or {})}.items():
         text = text.replace(f"`{name}`", flag)
     return text
 

@@ -79,7 +79,7 @@ class TuneConfig:
             low_ok = name == "warmup_s"
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not (
                     v >= 0 if low_ok else v > 0):
-                raise ConfigError(f"{name.replace('_s', '')} {v!r}: expected a finite number of seconds "
+                raise ConfigError(f"`{name}` {v!r}: expected a finite number of seconds "
                                   f"{'>= 0' if low_ok else '> 0'}", name)
         tpes = self.tokens_per_expert
         if isinstance(tpes, (str, bytes)) or not tpes:
