@@ -355,3 +355,13 @@ def test_per_group_weights_are_named_in_the_header():
     assert r.exit_code == 0, r.output
     line = next(l for l in r.stdout.splitlines() if l.strip().startswith("routed experts: weights"))
     assert "nvfp4 from --weights (0.5625 B/value)" in line and "dequantised" in line
+
+
+def test_a_bottleneck_across_nodes_says_it_crosses_the_network():
+    """Regression: TP16 over 2 nodes of 8 said "123 all-reduces ... over NVLink"; every TP all-reduce spans 16 GPUs,
+    so it crosses the network."""
+    base = ("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "16", "--no-levers")
+    two = next(l for l in run(*base, "--nodes", "2").stdout.splitlines() if "bottleneck" in l)
+    one = next(l for l in run(*base).stdout.splitlines() if "bottleneck" in l)
+    assert "123 all-reduces" in two and "over the network between nodes" in two
+    assert "over NVLink" in one

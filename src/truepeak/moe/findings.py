@@ -40,8 +40,8 @@ class Finding:
 class CommunicationBound(Finding):
     """Collectives take the largest share of the step. ``collectives``: calls of all collectives per step;
     ``time_s``: their seconds per step; ``collective``, ``calls``, ``per_call_s``: the one that dominates (the
-    all-reduces when they are at least half the communication, else the costliest); ``interconnect``: ``"pcie"`` or
-    ``"nvlink"``."""
+    all-reduces when they are at least half the communication, else the costliest); ``interconnect``: ``"pcie"``,
+    ``"nvlink"``, or ``"network"`` when that collective crosses the network between nodes."""
 
     KIND: ClassVar[str] = "communication_bound"
     collectives: int

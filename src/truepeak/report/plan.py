@@ -94,7 +94,7 @@ def _words(items: list[str]) -> str:
 # ----------------------------------------------------------------------------------------------------------------------
 
 def _communication_bound(f: CommunicationBound) -> str:
-    link = "PCIe" if f.interconnect == "pcie" else "NVLink"
+    link = {"pcie": "PCIe", "network": "the network between nodes"}.get(f.interconnect, "NVLink")
     return (f"Communication-bound: {f.collectives} collectives take {_ms3(f.time_s)} of the {_ms3(f.step_s)} step "
             f"({_pct2(f.time_s / f.step_s)}), {f.calls} {f.collective.replace('_', '-')}s at {_us3(f.per_call_s)} "
             f"each over {link} — latency, not bandwidth, at these message sizes; fewer TP ranks, a custom all-reduce "

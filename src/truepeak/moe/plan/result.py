@@ -95,13 +95,15 @@ class Plan:
         return self.formats.gemm_peak / self.bandwidth
 
     def collectives(self) -> dict[str, dict]:
-        """Collectives per step by op name: ``{name: {"calls", "time_s", "per_call_s", "bytes", "ranks"}}``."""
+        """Collectives per step by op name: ``{name: {"calls", "time_s", "per_call_s", "ranks", "network"}}``
+        (``network``: some of its calls cross the network between nodes, ``--nodes``)."""
         out: dict[str, dict] = {}
         for op in self.ops:
             if op.group != "communication":
                 continue
             key = op.detail.get("collective", op.name)
-            d = out.setdefault(key, {"calls": 0, "time_s": 0.0, "ranks": op.detail.get("ranks")})
+            d = out.setdefault(key, {"calls": 0, "time_s": 0.0, "ranks": op.detail.get("ranks"), "network": False})
+            d["network"] = d["network"] or bool(op.detail.get("network"))
             d["calls"] += op.calls
             d["time_s"] += op.total_s
         for d in out.values():
@@ -135,7 +137,7 @@ class Plan:
             main = max(colls.items(), key=lambda kv: kv[1]["time_s"])
             name, d = ("all_reduce", ar) if ar and ar["time_s"] >= 0.5 * comm else main
             return CommunicationBound(sum(c["calls"] for c in colls.values()), comm, step, name, d["calls"],
-                                      d["per_call_s"], self.interconnect)
+                                      d["per_call_s"], "network" if d["network"] else self.interconnect)
         g = top_group or "routed_experts"
         if kind == "memory":
             nbytes = sum(op.bytes * op.calls for op in self.ops if op.bound == "memory")
