@@ -157,7 +157,18 @@ def test_cli_report_bad_input_is_one_line_exit_2(tmp_path, capsys):
     code, out, err = call(capsys, "report", str(tmp_path / "nope.jsonl"))
     assert code == 2 and "cannot read records file" in err and "nope.jsonl" in err
     code, out, err = call(capsys, "report", str(tmp_path))
-    assert code == 2 and "is a folder, not a results file" in err
+    assert code == 2 and "is a folder without results.jsonl" in err
+
+
+def test_cli_report_of_a_folder_reads_its_results_jsonl(tmp_path, capsys, three):
+    """A run's --out folder stands for the results.jsonl in it; report.html lands beside that file."""
+    write(tmp_path / "results.jsonl", three)
+    code, out, err = call(capsys, "report", str(tmp_path), "--md", "-")
+    assert code == 0, err
+    assert out.startswith("# truepeak report: NVIDIA H200\n")
+    code, out, err = call(capsys, "report", str(tmp_path))
+    assert code == 0, err
+    assert (tmp_path / "report.html").exists() and not (tmp_path.parent / "report.html").exists()
 
 
 def test_cli_report_never_writes_over_its_input(tmp_path, capsys, three):

@@ -32,8 +32,8 @@ HELP = "\n\n".join([
 
 @app.command("compare", help=HELP)
 def compare_command(
-    a: str = typer.Argument(..., metavar="A.jsonl", help="The reference run."),
-    b: str = typer.Argument(..., metavar="B.jsonl", help="The run compared against A."),
+    a: str = typer.Argument(..., metavar="A.jsonl", help="The reference run: a results file, or the folder truepeak wrote it in."),
+    b: str = typer.Argument(..., metavar="B.jsonl", help="The run compared against A (a file or a folder, as A)."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON (SI seconds, fractions)."),
     min_noise: float = typer.Option(1.0, "--min-noise", metavar="PCT",
                                     help="Floor of the noise threshold, in percent."),

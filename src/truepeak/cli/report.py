@@ -81,7 +81,7 @@ def _check_targets(results: list[str], targets: dict[str, Optional[str]]) -> Non
 
 @app.command("report", help=HELP)
 def report_command(
-    results: list[str] = typer.Argument(..., metavar="RESULTS.jsonl...", help="Results files (JSON Lines)."),
+    results: list[str] = typer.Argument(..., metavar="RESULTS.jsonl...", help="Results files (JSON Lines), or the folders truepeak wrote them in (their results.jsonl)."),
     html: Optional[str] = typer.Option(None, "--html", metavar="FILE",
                                        help="Write the HTML report here (default: report.html beside the first "
                                             "file, when no other output is asked for)."),
@@ -96,8 +96,8 @@ def report_command(
         typer.echo(f"warning: {line}", err=True)  # at most REPEAT_LIMIT of each kind, then one line counting the rest
     data.require_records()
     if html is None and md is None and csv is None:
-        html = str(Path(results[0]).parent / "report.html")
-    _check_targets(results, {"--html": html, "--md": md, "--csv": csv})
+        html = str(Path(data.files[0]).parent / "report.html")
+    _check_targets(data.files, {"--html": html, "--md": md, "--csv": csv})
     if html is not None:
         from truepeak.report.html import html_report
 

@@ -86,22 +86,27 @@ def load_results(paths: Sequence[str | os.PathLike[str]], *, dedupe: bool = True
     """Read results files tolerantly.
 
     Args:
-        paths: JSON Lines files (plain or gzip-compressed).
+        paths: JSON Lines files (plain or gzip-compressed), or folders holding a ``results.jsonl`` (the ``--out``
+            folder of ``truepeak run``, ``comm``, ``moe bench``, ...), which stand for that file.
         dedupe: keep only the last record per key of each file (:func:`truepeak.records.latest`).
 
     Returns:
         :class:`Results`; an empty or wholly bad file contributes problems and no records.
 
     Raises:
-        TruepeakError: a file cannot be read (missing, a folder, no permission); the message names it.
+        TruepeakError: a file cannot be read (missing, a folder without results.jsonl, no permission); the message
+            names it.
     """
     out = Results()
     for raw in paths:
         name = os.fspath(raw)
         p = Path(name)
         if p.is_dir():
-            hint = " (it holds results.jsonl)" if (p / "results.jsonl").exists() else ""
-            raise TruepeakError(f"{name} is a folder, not a results file{hint}; pass the .jsonl file")
+            if not (p / "results.jsonl").is_file():
+                raise TruepeakError(f"{name} is a folder without results.jsonl, not a results file; pass a .jsonl "
+                                    "file or a folder that truepeak wrote")
+            p = p / "results.jsonl"
+            name = os.fspath(p)
         out.files.append(name)
         recs = read_records(p, strict=False)
         out.problems += [Problem(name, n, why) for n, why in recs.problems]
