@@ -209,7 +209,7 @@ class Measurement:
         r = self.steady_rel_iqr
         if r >= VERY_NOISY_REL_IQR:
             out.append(("very_noisy", f"very noisy: IQR is {100 * r:.1f} % of the median (>= 25 %): significant "
-                                      "environmental influence (other work on the GPU, throttling, a short budget)"))
+                                      "environmental influence (other work on the device, throttling, a short budget)"))
         elif r >= NOISY_REL_IQR:
             out.append(("noisy", f"noisy: IQR is {100 * r:.1f} % of the median (>= 10 %): system fluctuation; "
                                  "raise the time budget or check for other work on the machine"))
