@@ -14,6 +14,8 @@ def test_detect_cpu_on_this_machine():
     assert info.sm_count >= 1 and info.l2_bytes > 0
     assert info.matched_catalog is False
     assert any("estimated" in n for n in info.notes)
+    # the bf16 rows' dashes are explained where the table is printed
+    assert any(n.startswith("only the fp32 peak is estimated for a CPU") for n in info.notes)
 
 
 @pytest.mark.parametrize("text,expected", [("auto", ("auto", None)), ("CPU", ("cpu", None)), ("cuda", ("cuda", None)),

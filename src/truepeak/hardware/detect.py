@@ -257,7 +257,9 @@ def detect_cpu() -> DeviceInfo:
     on what was estimated or assumed."""
     spec = read_cpu_spec()
     notes = ["CPU fp32 peak estimated: " + spec.formula,
-             "CPU memory bandwidth: the measured copy bandwidth is used as the roofline's memory ceiling"]
+             "CPU memory bandwidth: the measured copy bandwidth is used as the roofline's memory ceiling",
+             "only the fp32 peak is estimated for a CPU: rows in other formats (bf16, ...) show - for % of dense peak, "
+             "% of roofline and bound"]
     if spec.clock_hz is None:
         notes.append("no CPU clock found, so no fp32 peak estimate and no efficiency")
     elif not spec.clock_is_max:
