@@ -55,11 +55,12 @@ class MissingDependencyError(TruepeakError):
     """An optional package is needed for this action; the message carries the install command."""
 
 
-def closest(name: str, choices: Iterable[str], n: int = 5) -> list[str]:
-    """Return up to ``n`` of ``choices`` closest to ``name`` (case-insensitive), best first."""
+def closest(name: str, choices: Iterable[str], n: int = 5, cutoff: float = 0.3) -> list[str]:
+    """Return up to ``n`` of ``choices`` closest to ``name`` (case-insensitive), best first: those whose
+    :class:`difflib.SequenceMatcher` ratio to ``name`` is at least ``cutoff`` (0..1)."""
     choices = list(choices)
     lowered = {c.lower(): c for c in choices}
-    hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=0.3)
+    hits = difflib.get_close_matches(name.lower(), list(lowered), n=n, cutoff=cutoff)
     return [lowered[h] for h in hits]
 
 

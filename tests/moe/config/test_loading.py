@@ -75,3 +75,16 @@ def test_hub_id_fetched(monkeypatch, tmp_path):
     m = load_model("Qwen/Qwen3-30B-A3B")
     assert calls == [("Qwen/Qwen3-30B-A3B", "config.json")]
     assert (m.name, m.source, m.num_moe_layers) == ("Qwen/Qwen3-30B-A3B", "hf:Qwen/Qwen3-30B-A3B", 48)
+
+
+@pytest.mark.parametrize("spec, suggested", [
+    ("kimi-k2-instruc", "closest: kimi-k2;"),   # the alias kimi-k2-instruct is suggested as its preset
+    ("deepsek-v3", "closest: deepseek-v3;"),
+    ("nosuch", None),                           # nothing alike: no suggestion (it was kimi-k2-instruct)
+])
+def test_unknown_model_suggests_only_listed_presets(spec, suggested):
+    with pytest.raises(UnknownNameError) as info:
+        load_model(spec)
+    text = str(info.value)
+    assert (suggested in text) if suggested else ("closest" not in text)
+    assert "kimi-k2-instruct" not in text

@@ -54,7 +54,9 @@ def load_model(spec: str | os.PathLike) -> MoEModel:
     if looks_like_path:
         raise TruepeakError(f"no such file: {spec!r}; pass the path of a config.json, a folder holding one, a preset "
                             f"({', '.join(names)}) or a Hugging Face id org/name")
-    near = closest(spec, list(names) + list(PRESET_ALIASES))
+    # an alias is suggested as the preset it names, so every suggestion is in the list that follows
+    near = list(dict.fromkeys(PRESET_ALIASES.get(c, c) for c in closest(spec, list(names) + list(PRESET_ALIASES),
+                                                                         cutoff=0.5)))
     hint = f"; closest: {', '.join(near)}" if near else ""
     raise UnknownNameError(f"unknown model {spec!r}{hint}; presets: {', '.join(names)}; or pass a path to config.json "
                            f"or a Hugging Face id org/name")
