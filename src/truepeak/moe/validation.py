@@ -69,7 +69,7 @@ POINTS: tuple[ValidationPoint, ...] = (
     ValidationPoint("V9", batch=64, measured_tokens_per_s=2038, **_V910),
     ValidationPoint("V10", batch=256, measured_tokens_per_s=4391, **_V910),
     ValidationPoint("V11", TT_340, "qwen3-30b-a3b", "a100", "tp1", 1, 192, 104, "vLLM, bf16",
-                    caveat="GPU (A100 SXM 80 GB) and dtype assumed; the issue does not state them"),
+                    caveat="GPU (A100 SXM 80 GB) and dtype assumed; the cited thread does not state them"),
     ValidationPoint("V12", DEEPSEEK_DAY6, "deepseek-v3", "h100", "dp128ep128", 88 * 128, 4989, 1850 * 128,
                     "DeepSeek's own, EP144 with DP attention on H800 nodes, MTP on",
                     mtp=MtpSetting(1, 0.85),

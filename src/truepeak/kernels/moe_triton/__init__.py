@@ -69,7 +69,7 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   not run on such a device).
 - ``KernelConfig.hoist`` (fp4): decode in the MMA operand's register layout straight from shared memory (2 bytes per
   PTX call) rather than in the loaded layout plus a shared-memory round trip; ``prefetch``: register double
-  buffering of the next K step (kept for experiments; the defaults leave it off).
+  buffering of the next K step (an option for tuning studies; the defaults leave it off).
 - Shared memory (docs/method.md, 'Shared memory per block'): :func:`choose_config` estimates it (exact for bf16 and
   w8a8, an upper bound otherwise, checked against Triton's allocation for sm_90 in the tests) and :class:`FusedMoE`
   compiles each kernel and drops stages until the compiler's own figure fits the device's per-block limit.

@@ -66,7 +66,7 @@ class FusedMoE:
             w4a16 kernel (bytes in
             :func:`to_kernel_nibble_order`, e2m1 decoded to fp16 by inline PTX) instead of the tiled one, to compare
             the two (benchmarks/moe_kernel_tuning.py). Keyword only; default False.
-        drop_block_scales: a timing experiment for w4a8 (fp4 weights, fp8 activations) only: the K loop leaves the
+        drop_block_scales: an ablation for timing w4a8 (fp4 weights, fp8 activations) only: the K loop leaves the
             block scales out, so **the output is wrong**; it shows what the scales cost. Refused unless
             ``output_unchecked`` is True as well. Keyword only; default False.
         output_unchecked: the caller's statement that it will neither use nor check the output (required by
@@ -112,7 +112,7 @@ class FusedMoE:
                 raise TruepeakError(f"{name} must be True or False, got {value!r}")
         if drop_block_scales and not output_unchecked:
             raise TruepeakError("drop_block_scales=True leaves the block scales out of the K loop, so the output is "
-                                "wrong (a timing experiment); pass output_unchecked=True as well to say the output "
+                                "wrong (an ablation for timing); pass output_unchecked=True as well to say the output "
                                 "will be neither used nor checked")
         if fp4_layout not in (None, "mma", "tiles"):
             raise TruepeakError(f"fp4_layout must be 'mma' or 'tiles', got {fp4_layout!r}")
