@@ -141,3 +141,41 @@ def test_plain_lines_wrap_headers_and_text_without_cutting_words():
 def test_a_row_of_the_wrong_length_is_refused():
     with pytest.raises(ValueError, match="row 0 has 1 cells for 4 columns"):
         layout(COLS, [["x"]], 80)
+
+
+# -- wrap_line: prose lines of `moe plan` fitted to a terminal ------------------------------------------------------
+
+
+def test_wrap_line_leaves_a_fitting_line_and_piped_output_alone():
+    from truepeak.report.fit import wrap_line
+
+    long = "  bottleneck      " + "word " * 40
+    assert wrap_line("short", 80) == ["short"]
+    assert wrap_line(long, None) == [long]
+
+
+def test_wrap_line_hangs_under_the_label_and_keeps_numbers_with_units():
+    from truepeak.report.fit import wrap_line
+
+    line = ("  ceiling step    3.365 ms → 297 tokens/s total, 37.15 tokens/s per GPU, 297 tokens/s per sequence at "
+            "1 x 4096 tokens")
+    out = wrap_line(line, 40)
+    # the label is 2 + 16 columns: every continuation starts at column 18
+    assert out[0].startswith("  ceiling step    3.365 ms")
+    assert all(l.startswith(" " * 18) and l[18] != " " for l in out[1:])
+    assert all(len(l) <= 40 for l in out)
+    # nothing lost or reordered, and no number parted from its unit
+    assert " ".join(l.strip() for l in out).split() == line.split()
+    joined = "\n".join(out)
+    for kept in ("3.365 ms", "297 tokens/s", "37.15 tokens/s", "1 x 4096"):
+        assert kept in joined
+
+
+def test_wrap_line_hangs_after_a_bullet_and_keeps_a_long_word_whole():
+    from truepeak.report.fit import wrap_line
+
+    out = wrap_line("    - +73.8 % tok/s, step +0.981 ms (267 tok/s): twice the batch, E=256,N=256,device_name=NVIDIA_H200.json",
+                    30)
+    assert out[0] == "    - +73.8 % tok/s, step"
+    assert all(l.startswith("      ") for l in out[1:])
+    assert "      E=256,N=256,device_name=NVIDIA_H200.json" in out   # wider than 30: on its own line, whole

@@ -505,6 +505,26 @@ def test_moe_plan_what_if_table(deepseek_plan, width):
     check_shown(text, width, cols, heading="layout")
 
 
+@pytest.mark.parametrize("width", (80, 100, 120))
+def test_moe_plan_text_fits_the_terminal_and_keeps_every_number(width):
+    """Regression: the plan's header, rows, conclusions and levers printed as lines of 200-400 columns at an 80-column
+    terminal. Above the ops table (fitted on its own) the text at ``width`` holds the same words, so the same
+    numbers, as the piped text, wrapped into the width."""
+    from truepeak.moe.plan.mtp import MtpSetting
+    from truepeak.moe.plan import plan_set
+    from truepeak.report.plan import render_text
+
+    result = plan_set("deepseek-v3", "h200", gpus=8, batches=[1], mtp=MtpSetting(1, 0.85), with_levers=True)
+    at, piped = render_text(result, width), render_text(result, None)
+    cut = "  ops on one GPU of the slowest stage, per step:"
+    prose_at, prose_piped = at[:at.index(cut)], piped[:piped.index(cut)]
+    assert " ".join(prose_at).split() == " ".join(prose_piped).split()
+    assert numbers(" ".join(prose_at)) == numbers(" ".join(prose_piped))
+    # wider only where one word is wider than the room (a tuned-config file name), and then alone on its line
+    assert all(cell_len(line) <= width or len(line.split()) == 1 for line in at)
+    assert len(prose_at) > len(prose_piped)
+
+
 def test_moe_plan_cli_piped_keeps_the_natural_table():
     r = CliRunner().invoke(app, ["moe", "plan", "--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8"])
     assert r.exit_code == 0, r.output

@@ -28,6 +28,7 @@ commands that print lines (``moe plan``, ``moe bench``).
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -318,6 +319,37 @@ def _wrap(text: str, width: int | None) -> list[str]:
     return out
 
 
+#: A label column at the start of a line of prose: words, then two or more spaces before the value
+#: (``"  ceiling step    3.365 ms ..."``); continuation lines start under the value.
+_LABEL = re.compile(r"\S.*?\S {2,}(?=\S)|\S {2,}(?=\S)")
+
+#: The spaces :func:`wrap_line` never breaks at: between a number and its unit (``3.36 ms``, ``900 GB/s``,
+#: ``62.0 %``) and inside a product of numbers (``1 x 4096``).
+_GLUE = re.compile(r"(?<=\d) (?=(?:ms|µs|ns|s|GB/s|TB/s|GB|MB|KiB|MiB|GiB|B|TFLOPS|tok/s|tokens/s|FLOP/B|%|W|MHz|"
+                   r"GHz)(?![\w/])|x \d)|(?<=\d x) (?=\d)")
+_NO_BREAK = "\x00"
+
+
+def wrap_line(text: str, width: int | None) -> list[str]:
+    """One line of prose (a sentence, a ``label   value`` row, a ``- `` bullet) fitted into ``width`` terminal
+    columns: unchanged when it fits or when ``width`` is None (not a terminal: one line that can be grepped); else
+    wrapped at spaces, never inside a word nor between a number and its unit, the continuation lines indented to
+    where its text starts (after the bullet, or under the value of a label within the first half of the width). Table lines are fitted by
+    :func:`fit_lines` and never reach this wider than ``width`` except for a word longer than the room."""
+    if width is None or cell_len(text) <= width:
+        return [text]
+    lead = len(text) - len(text.lstrip(" "))
+    body = text[lead:]
+    hang = 2 if body.startswith("- ") else 0
+    m = None if hang else _LABEL.match(body)
+    if m is not None and lead + m.end() <= width // 2:
+        hang = m.end()
+    room = max(width - lead, hang + 1)
+    parts = textwrap.wrap(_GLUE.sub(_NO_BREAK, body), width=room, subsequent_indent=" " * hang,
+                          break_long_words=False, break_on_hyphens=False, replace_whitespace=False)
+    return [" " * lead + part.replace(_NO_BREAK, " ") for part in parts] or [text]
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # Printing on a console
 
@@ -422,4 +454,4 @@ def _just(text: str, width: int, align: str) -> str:
 __all__ = ["Cell", "Column", "TableData", "Layout", "Fitted", "WRAP_FLOOR", "BOXED", "COMPACT", "PLAIN", "STACKED",
            "header_min_width", "overhead", "layout", "dropped_line", "fit_table", "stacked_lines", "terminal_width",
            "stdout_width",
-           "print_line", "print_table", "fit_lines"]
+           "wrap_line", "print_line", "print_table", "fit_lines"]
