@@ -192,5 +192,9 @@ def efficiency(
         lines = render(eff)
         if read_as:
             lines.insert(1, f"  format read as: {read_as}")
+        from truepeak.report.fit import stdout_width, wrap_line
+
+        width = stdout_width()
         for line in lines:
-            typer.echo(line)
+            for part in wrap_line(line, width):
+                typer.echo(part)

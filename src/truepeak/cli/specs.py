@@ -70,7 +70,11 @@ def specs_command(
     if as_json:
         typer.echo(accelerator_json(acc, verdict))
     elif verdict is not None:
+        from truepeak.report.fit import stdout_width, wrap_line
+
+        width = stdout_width()
         for line in claim_lines(verdict):
-            typer.echo(line)
+            for part in wrap_line(line, width):
+                typer.echo(part)
     else:
         print_accelerator(acc, sources=load_catalog().sources if sources else None)
