@@ -43,3 +43,15 @@ def test_help_teaches():
     assert p.returncode == 0
     for words in ("--launch", "--ready-timeout", "% of ceiling", "truepeak serve --url http://127.0.0.1:8000"):
         assert words in " ".join(p.stdout.split())
+
+
+def test_rest_command_replaces_the_levels_and_the_folder():
+    """After an interrupted run, the levels not reached go to a new folder: serve never appends to one."""
+    from truepeak.cli.serve import rest_command
+
+    argv = ["truepeak", "serve", "--url", "http://127.0.0.1:8000", "-c", "1,4,16", "--out", "s5", "--json"]
+    assert rest_command(argv, [4, 16], "s5-rest") == ("truepeak serve --url http://127.0.0.1:8000 --json "
+                                                       "--concurrency 4,16 --out s5-rest")
+    argv = ["truepeak", "serve", "--launch", "vllm serve m --port 8000", "--concurrency=1,8", "--out=a b"]
+    assert rest_command(argv, [8], "a b-rest") == ("truepeak serve --launch 'vllm serve m --port 8000' "
+                                                   "--concurrency 8 --out 'a b-rest'")

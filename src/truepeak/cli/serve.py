@@ -101,11 +101,31 @@ def serve(
             result = run_serve(cfg, on_status=bar.line, on_wait=bar.wait, on_request=bar.request, environment=env)
         except ServeInterrupted as stop:
             result = stop.result
-            notice = (f"Interrupted after {len(result.records)} of {stop.levels} levels; the finished ones are in "
-                      f"{result.results_path}; run again with: {shlex.join(argv)}")
+            done = len(result.records)
+            rest = rest_command(argv, cfg.concurrency[done:], f"{result.out_dir}-rest")
+            where = f"the finished ones are in {result.results_path}" if done else "no level finished"
+            notice = f"Interrupted after {done} of {stop.levels} levels; {where}; the rest: {rest}"
             _finish(result, as_json, notice)
             raise typer.Exit(130) from None
     _finish(result, as_json, None)
+
+
+def rest_command(argv: list[str], levels, out_dir: str) -> str:
+    """The command that measures the ``levels`` an interrupted run did not reach, into a new folder ``out_dir``
+    (a serve folder is never appended to): the command line as typed with its ``--concurrency`` / ``-c`` and
+    ``--out`` replaced."""
+    keep: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in ("--concurrency", "-c", "--out"):
+            skip = "=" not in arg
+            continue
+        keep.append(arg)
+    return shlex.join([*keep, "--concurrency", ",".join(str(c) for c in levels), "--out", out_dir])
 
 
 def _finish(result, as_json: bool, notice: Optional[str]) -> None:
