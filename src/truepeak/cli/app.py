@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     - a usage error (bad option value, missing option, unknown command or option, extra argument):
       ``error: <click's message> (see 'truepeak <cmd> --help')``, exit status 2;
     - a :class:`TruepeakError`: ``error: <message>``, its exit status (2);
-    - Ctrl-C (KeyboardInterrupt, click's Abort): exit status 130.
+    - Ctrl-C (KeyboardInterrupt, click's Abort): exit status 130. SIGTERM (``kill``, ``timeout``, a batch
+      scheduler) is handled as Ctrl-C, so a command keeps what finished and stops what it started, and exits 143.
 
     ``--help`` and ``--version`` print and exit 0. ``argv`` (default ``sys.argv[1:]``) is recorded as typed, after
     ``truepeak``, in the records ``truepeak run`` writes.
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     if empty is not None:
         typer.echo(f"error: {empty}{_usage_hint(UsageError(''), command, args)}", err=True)
         sys.exit(2)
+    terminated = _terminate_as_interrupt()
     try:
         rv = command.main(args=args, prog_name="truepeak", standalone_mode=False,
                           obj={"argv": ["truepeak", *args]})
@@ -133,6 +135,36 @@ def main(argv: list[str] | None = None) -> None:
         typer.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        typer.echo("interrupted", err=True)
-        sys.exit(130)
-    sys.exit(rv if isinstance(rv, int) else 0)
+        typer.echo("terminated" if terminated else "interrupted", err=True)
+        sys.exit(143 if terminated else 130)
+    code = rv if isinstance(rv, int) else 0
+    sys.exit(143 if terminated and code == 130 else code)
+
+
+class _Terminated:
+    """Truthy once SIGTERM arrived (see :func:`_terminate_as_interrupt`)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __bool__(self) -> bool:
+        return self.seen
+
+
+def _terminate_as_interrupt() -> _Terminated:
+    """Make SIGTERM raise KeyboardInterrupt in the main thread, as Ctrl-C does, so the commands' interrupt handling
+    (records kept, summaries written, launched servers and workers stopped) runs for it too. Returns a flag that
+    turns true when it happened. Outside the main thread (an embedding program) nothing is installed."""
+    import signal
+    import threading
+
+    flag = _Terminated()
+    if threading.current_thread() is not threading.main_thread():
+        return flag
+
+    def handler(signum, frame):
+        flag.seen = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+    return flag

@@ -86,9 +86,11 @@ def _gone(pid: int, wait_s: float = 5.0) -> bool:
     return False
 
 
-def test_ctrl_c_keeps_the_finished_levels_and_stops_the_server(tmp_path):
-    """truepeak serve launches a slow server (each chunk 0.2 s apart), finishes level 1, gets SIGINT during level 2:
-    exit status 130, level 1's record in results.jsonl, the server's process gone."""
+@pytest.mark.parametrize("signame, status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_keeps_the_finished_levels_and_stops_the_server(tmp_path, signame, status):
+    """truepeak serve launches a slow server (each chunk 0.2 s apart), finishes level 1, gets SIGINT (Ctrl-C) or
+    SIGTERM (kill, timeout, a scheduler) during level 2: level 1's record in results.jsonl, the server's process
+    gone, and the command for level 2 into a new folder. Regression: SIGTERM left the server running."""
     import signal
     import subprocess
 
@@ -107,12 +109,13 @@ def test_ctrl_c_keeps_the_finished_levels_and_stops_the_server(tmp_path):
         while time.monotonic() - t0 < 60 and not (done.exists() and done.stat().st_size > 0):
             time.sleep(0.1)
         time.sleep(0.3)  # inside level 2
-        p.send_signal(signal.SIGINT)
+        p.send_signal(getattr(signal, signame))
         stdout, stderr = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
-    assert p.returncode == 130, stderr
+    assert p.returncode == status, stderr
     assert [r.workload.concurrency for r in read_records(out / "results.jsonl")] == [1]
     assert "Interrupted after 1 of 2 levels" in stdout
+    assert f"--concurrency 2 --out {out}-rest" in " ".join(stdout.split())
     assert _gone(int(pidfile.read_text()))
