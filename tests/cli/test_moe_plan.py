@@ -365,3 +365,23 @@ def test_a_bottleneck_across_nodes_says_it_crosses_the_network():
     one = next(l for l in run(*base).stdout.splitlines() if "bottleneck" in l)
     assert "123 all-reduces" in two and "over the network between nodes" in two
     assert "over NVLink" in one
+
+
+def test_measured_records_of_another_device_are_left_out_with_a_warning():
+    """Regression: --measured with a CPU run's records replaced the H200's roofline times by the CPU's (o_proj 2426 µs
+    a call, a 152 ms "ceiling"). The committed CPU run has 41 records, all measured on the AMD EPYC; the H200 run's
+    records are kept."""
+    import os
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results")
+    cpu, h200 = os.path.join(root, "cpu", "results.jsonl"), os.path.join(root, "h200", "results.jsonl.gz")
+    base = ("--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--no-levers")
+    r = run(*base, "--measured", cpu)
+    assert r.exit_code == 2 and "left out, measured on another device than the NVIDIA H200 SXM: 41 records of " \
+                                "AMD EPYC" in r.output
+    mixed = run(*base, "--measured", h200, "--measured", cpu)
+    assert mixed.exit_code == 0, mixed.output
+    assert ("warning: --measured: left out 41 records measured on another device than the NVIDIA H200 SXM "
+            "(41 records of AMD EPYC)") in mixed.stderr
+    only = run(*base, "--measured", h200)
+    assert only.stdout == mixed.stdout and "left out" not in only.stderr

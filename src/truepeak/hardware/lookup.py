@@ -177,3 +177,23 @@ def closest_accelerators(name: str, catalog: Catalog | None = None, n: int = 4) 
             break
     return out
 
+
+
+def environment_device(env) -> tuple[str | None, str | None]:
+    """``(catalog key, name)`` of the device a record's environment (:class:`truepeak.records.Environment`) says it
+    was measured on. A record with ``env.device`` (``truepeak run``, ``peak``, ``moe bench``) says so itself: its
+    catalog key when it matched the catalog, ``"cpu"`` for a CPU, else None. One without it (``truepeak comm``
+    records carry only ``env.gpu``) is matched from the GPU's reported name by :func:`match_device_name` (exact
+    device strings, no substring guesses). ``(None, None)`` when the record names no device."""
+    if env is None:
+        return None, None
+    dev = getattr(env, "device", None)
+    if dev is not None:
+        if dev.matched_catalog and dev.accelerator:
+            return dev.accelerator, dev.name
+        return ("cpu" if dev.kind == "cpu" else None), dev.name
+    gpu = getattr(env, "gpu", None)
+    if gpu is not None and gpu.name and gpu.name.strip():
+        acc = match_device_name(gpu.name)
+        return (acc.key if acc is not None else None), gpu.name
+    return None, None

@@ -10,7 +10,8 @@ its sentence needs: seconds, bytes, FLOP/s, B/s, fractions, counts and names.
 - Notes on the formats (:func:`truepeak.moe.ops.resolve_formats`): :class:`ActivationsFallback`,
   :class:`WeightsDequantised`.
 - The weight format: :class:`UnquantisedGroups` (one format covers weights the checkpoint keeps in bf16).
-- Warnings about the input, planned anyway: :class:`ContextAboveLimit`, :class:`CompareOtherGpus`.
+- Warnings about the input, planned anyway: :class:`ContextAboveLimit`, :class:`CompareOtherGpus`,
+  :class:`MeasuredOtherDevices`.
 """
 
 from __future__ import annotations
@@ -262,6 +263,17 @@ class CompareOtherGpus(Finding):
     gpus_given: bool
 
 
+@dataclass(frozen=True)
+class MeasuredOtherDevices(Finding):
+    """``--measured`` records of other devices than ``accelerator`` were left out: ``devices`` holds ``(name,
+    records)`` pairs, most records first."""
+
+    KIND: ClassVar[str] = "measured_other_devices"
+    accelerator: str
+    devices: tuple[tuple[str, int], ...]
+
+
 __all__ = ["Finding", "CommunicationBound", "MemoryBound", "ComputeBound", "ExpertGemmIntensity", "AllReduceShare",
            "PcieCommunicationBound", "CrossesBaseboard", "DoesNotFit", "ActivationsFallback", "WeightsDequantised",
-           "UnquantisedGroups", "ContextAboveLimit", "CompareOtherGpus", "CalibrationCarriedOver", "MtpNotModelled"]
+           "UnquantisedGroups", "ContextAboveLimit", "CompareOtherGpus", "CalibrationCarriedOver", "MtpNotModelled",
+           "MeasuredOtherDevices"]

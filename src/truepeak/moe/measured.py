@@ -134,6 +134,8 @@ class MeasuredTables:
         fits: ``(op, n_ranks, mode) -> CollectiveModel``.
         sources: the files read.
         skipped: lines not used (not JSON, status not ok, missing fields), counted.
+        other_devices: device name -> records left out because they were measured on another device than the
+            plan's (:func:`load_measured` with ``accelerator``).
     """
 
     gemm: dict = field(default_factory=dict)
@@ -142,10 +144,24 @@ class MeasuredTables:
     fits: dict = field(default_factory=dict)
     sources: list = field(default_factory=list)
     skipped: int = 0
+    other_devices: dict = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         return not (self.gemm or self.moe_experts or self.collectives or self.fits)
+
+    def _same_device(self, rec: Record, accelerator) -> bool:
+        """Whether ``rec`` may stand for ``accelerator``: measured on it, or naming no device; the others are
+        counted in :attr:`other_devices`. A gloo collective without a device is a CPU's."""
+        from truepeak.hardware.lookup import environment_device
+
+        key, name = environment_device(rec.env)
+        if key is None and name is None and rec.kind in ("collective", "collective_fit") and rec.backend == "gloo":
+            key, name = "cpu", "the CPU (gloo)"
+        if key is None or key == accelerator.key:
+            return True
+        self.other_devices[name] = self.other_devices.get(name, 0) + 1
+        return False
 
     def summary(self) -> str:
         """``"12 GEMM shapes, 1 MoE expert curve, 4 collective curves, 2 collective fits from a.jsonl"``."""
@@ -222,9 +238,17 @@ class MeasuredTables:
         return None
 
     # -- loading -------------------------------------------------------------------------------------------------------
-    def add_records(self, records: Iterable[Record], source: str = "") -> None:
-        """Add records (module docstring for the kinds used); the others are counted in ``skipped``."""
+    def add_records(self, records: Iterable[Record], source: str = "", accelerator=None) -> None:
+        """Add records (module docstring for the kinds used); the others are counted in ``skipped``. With
+        ``accelerator`` (a catalog :class:`~truepeak.hardware.catalog.Accelerator`), records measured on another
+        device are left out and counted in ``other_devices``: a time measured on a CPU or another GPU is no time of
+        this one. Records that name no device are kept."""
         from truepeak.comm.model import canonical_op, models_from_records
+
+        if accelerator is not None:
+            records = [r for r in records if self._same_device(r, accelerator)]
+            if not records:
+                return  # nothing of this file is used: it is not a source
 
         gemm: dict = {}
         moe: dict = {}
@@ -276,13 +300,14 @@ class MeasuredTables:
             self.sources.append(source)
 
 
-def load_measured(paths) -> MeasuredTables:
+def load_measured(paths, accelerator=None) -> MeasuredTables:
     """Read one path or a list of paths of records files (:func:`truepeak.records.read_records`, plain or gzip) into
-    :class:`MeasuredTables`.
+    :class:`MeasuredTables`; with ``accelerator``, only the records measured on it or naming no device
+    (:meth:`MeasuredTables.add_records`).
 
     Raises:
         TruepeakError: a file that cannot be read, or files holding no usable record (the message names the kinds
-            looked for).
+            looked for, and the devices whose records were left out).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -293,11 +318,20 @@ def load_measured(paths) -> MeasuredTables:
             raise TruepeakError(f"cannot read measured results {str(p)!r}: no such file")
         records = read_records(path, strict=False)
         tables.skipped += len(records.problems)
-        tables.add_records(records, source=path.name)
+        tables.add_records(records, source=path.name, accelerator=accelerator)
     if tables.empty:
+        other = (f"; left out, measured on another device than the {accelerator.name}: "
+                 f"{other_devices_text(tables.other_devices)}" if tables.other_devices else "")
         raise TruepeakError(f"{', '.join(str(p) for p in paths)} holds no usable measurement (looked for records of "
-                            "kind gemm, moe_experts, collective or collective_fit with status ok)")
+                            f"kind gemm, moe_experts, collective or collective_fit with status ok){other}")
     return tables
 
 
-__all__ = ["interpolate", "MeasuredTables", "load_measured"]
+def other_devices_text(counts: dict) -> str:
+    """``"80 records of AMD EPYC, 3 of NVIDIA A100"``: :attr:`MeasuredTables.other_devices` in words."""
+    parts = [f"{n} {'record' if n == 1 else 'records'} of {name}" if i == 0 else f"{n} of {name}"
+             for i, (name, n) in enumerate(sorted(counts.items(), key=lambda kv: -kv[1]))]
+    return ", ".join(parts)
+
+
+__all__ = ["interpolate", "MeasuredTables", "load_measured", "other_devices_text"]

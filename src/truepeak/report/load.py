@@ -124,23 +124,14 @@ def records_of(data: Results | Sequence[Record]) -> list[Record]:
 
 
 def accelerator_key(rec: Record) -> str | None:
-    """The catalog key (``"h200-sxm"``) of the device a record was measured on, when it matched the catalog.
+    """The catalog key (``"h200-sxm"``) of the device a record was measured on, when it matched the catalog
+    (:func:`truepeak.hardware.lookup.environment_device`: a record's own ``env.device``, else its GPU's reported name
+    matched exactly, so a collective run on an H200 is not reported as "not in the catalog"); None for a CPU or a
+    device the catalog does not hold."""
+    from truepeak.hardware.lookup import environment_device
 
-    A record with ``env.device`` (``truepeak run``, ``peak``, ``moe bench``) says so itself (``matched_catalog``).
-    One without it (``truepeak comm`` records carry only ``env.gpu``) is matched from its GPU's reported name by the
-    same rule that device detection uses (:func:`truepeak.hardware.lookup.match_device_name`: exact device strings,
-    no substring guesses), so a collective run on an H200 is not reported as "not in the catalog"."""
-    env = rec.env
-    if env is None:
-        return None
-    if env.device is not None:
-        return env.device.accelerator if env.device.matched_catalog and env.device.accelerator else None
-    if env.gpu is not None and env.gpu.name and env.gpu.name.strip():
-        from truepeak.hardware.lookup import match_device_name
-
-        acc = match_device_name(env.gpu.name)
-        return acc.key if acc is not None else None
-    return None
+    key, _ = environment_device(rec.env)
+    return None if key == "cpu" else key
 
 
 def kinds_in(records: Iterable[Record]) -> list[str]:

@@ -21,8 +21,9 @@ import json
 
 from truepeak.moe.findings import (ActivationsFallback, AllReduceShare, CommunicationBound, CompareOtherGpus,
                                    ComputeBound, ContextAboveLimit, CrossesBaseboard, DoesNotFit, ExpertGemmIntensity,
-                                   Finding, MemoryBound, PcieCommunicationBound, UnquantisedGroups,
-                                   WeightsDequantised)
+                                   Finding, MeasuredOtherDevices, MemoryBound, PcieCommunicationBound,
+                                   UnquantisedGroups, WeightsDequantised)
+from truepeak.moe.measured import other_devices_text
 from truepeak.report.plan_expected import TEXT as EXPECTED_TEXT
 from truepeak.report.plan_expected import expected_line, lever_lines
 from truepeak.units import (fmt_bandwidth, fmt_bytes, fmt_number, fmt_pct, fmt_rate, fmt_time, fmt_time_in,
@@ -192,12 +193,19 @@ def _compare_other_gpus(f: CompareOtherGpus) -> str:
             f"planned on {f.layout_gpus} GPUs (tokens/s total for {f.layout_gpus} GPUs; compare rows per GPU)")
 
 
+def _measured_other_devices(f: MeasuredOtherDevices) -> str:
+    n = sum(c for _, c in f.devices)
+    return (f"--measured: left out {n} {'record' if n == 1 else 'records'} measured on another device than the "
+            f"{f.accelerator} ({other_devices_text(dict(f.devices))}); a time measured elsewhere is not this GPU's")
+
+
 _TEXT = {CommunicationBound: _communication_bound, MemoryBound: _memory_bound, ComputeBound: _compute_bound,
          ExpertGemmIntensity: _expert_gemm_intensity, AllReduceShare: _all_reduce_share,
          PcieCommunicationBound: _pcie_communication_bound, CrossesBaseboard: _crosses_baseboard,
          DoesNotFit: _does_not_fit, ActivationsFallback: _activations_fallback,
          WeightsDequantised: _weights_dequantised, UnquantisedGroups: _unquantised_groups,
-         ContextAboveLimit: _context_above_limit, CompareOtherGpus: _compare_other_gpus, **EXPECTED_TEXT}
+         ContextAboveLimit: _context_above_limit, CompareOtherGpus: _compare_other_gpus,
+         MeasuredOtherDevices: _measured_other_devices, **EXPECTED_TEXT}
 
 
 def finding_text(f: Finding) -> str:

@@ -103,7 +103,9 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
             once for all plans).
         compare: plan the what-if table: ``compare_layouts`` (default: the default layouts of the plan's GPU count)
             × ``compare_batches`` (default :data:`DEFAULT_COMPARE_BATCHES`).
-        measured: :class:`truepeak.moe.measured.MeasuredTables`, JSON Lines paths to load them from, or None.
+        measured: :class:`truepeak.moe.measured.MeasuredTables`, JSON Lines paths to load them from, or None; from
+            paths, records measured on another device than ``gpu`` are left out with a
+            :class:`~truepeak.moe.findings.MeasuredOtherDevices` warning.
         calibration: a :class:`truepeak.moe.calibration.Calibration`, a calibration file path, or None (the shipped
             default); a file measured on another GPU than ``gpu`` adds a
             :class:`~truepeak.moe.findings.CalibrationCarriedOver` warning.
@@ -138,7 +140,12 @@ def plan_set(model, gpu, *, gpus: int | None = None, layout: Layout | str | None
     above = context_warning(mdl, context)
     if above is not None:
         warnings.append(above)
-    tables = measured if measured is None or isinstance(measured, MeasuredTables) else load_measured(measured)
+    tables = measured if measured is None or isinstance(measured, MeasuredTables) else load_measured(measured, acc)
+    if tables is not None and tables.other_devices:
+        from truepeak.moe.findings import MeasuredOtherDevices
+
+        warnings.append(MeasuredOtherDevices(acc.name, tuple(sorted(tables.other_devices.items(),
+                                                                       key=lambda kv: -kv[1]))))
     from truepeak.moe.calibration import Calibration, carry_over, default_calibration, load_calibration
     from truepeak.moe.findings import CalibrationCarriedOver, MtpNotModelled
     from truepeak.moe.plan.levers import levers as rank_levers
