@@ -157,6 +157,34 @@ def test_writer_oserror_names_the_file(tmp_path, monkeypatch):
             w.write(ok_record())
 
 
+def test_a_full_disk_is_one_error_not_a_second_one_from_close(tmp_path):
+    """Regression: on a full disk the write's TruepeakError was followed by an OSError from close() (the unwritten
+    buffer flushed again) as a traceback. A writer whose file object cannot flush stands in for the disk."""
+    import io
+
+    class FullDisk(io.RawIOBase):
+        def writable(self):
+            return True
+
+        def write(self, b):
+            raise OSError(28, "No space left on device")
+
+    path = tmp_path / "r.jsonl"
+    with pytest.raises(TruepeakError, match="No space left on device") as info:
+        with RecordWriter(path) as w:
+            w._f.close()
+            w._f = io.BufferedWriter(FullDisk(), buffer_size=1 << 20)
+            w._f.write(b"x" * 10)  # buffered, unwritten
+            raise TruepeakError("cannot write records to r.jsonl: No space left on device (from write)")
+    assert "(from write)" in str(info.value)
+    w2 = RecordWriter(tmp_path / "s.jsonl")
+    w2._f.close()
+    w2._f = io.BufferedWriter(FullDisk(), buffer_size=1 << 20)
+    w2._f.write(b"x" * 10)
+    with pytest.raises(TruepeakError, match=r"cannot write records to .*s\.jsonl: No space left on device"):
+        w2.close()
+
+
 # -- the cap on repeated warnings --------------------------------------------------------------------------------------
 
 

@@ -115,9 +115,16 @@ class RecordWriter:
         return done_keys(self.path)
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
+        """Close the file (idempotent).
+
+        Raises:
+            TruepeakError: the last bytes could not be written (disk full, ...); the message names the file.
+        """
         if not self._f.closed:
-            self._f.close()
+            try:
+                self._f.close()
+            except OSError as exc:
+                raise TruepeakError(f"cannot write records to {self.path}: {_why(exc)}") from exc
 
     @property
     def closed(self) -> bool:
@@ -127,8 +134,12 @@ class RecordWriter:
     def __enter__(self) -> RecordWriter:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        try:
+            self.close()
+        except TruepeakError:
+            if exc_type is None:
+                raise  # otherwise the error already leaving the block is the one to report
 
 
 def _why(exc: OSError) -> str:
