@@ -99,3 +99,22 @@ def test_interrupt_inside_torchrun_reports_the_finished_records(capsys, tmp_path
                                               f"{out / 'results.jsonl'}; run again with: truepeak comm")
     assert (out / "summary.md").read_text(encoding="utf-8").splitlines()[2].startswith(
         "**Interrupted after 2 of 6 cases; run again with: truepeak comm --backend gloo")
+
+
+def test_a_worker_killed_by_a_signal_is_named_not_sent_to_debug(tmp_path):
+    """Regression: a rank the out-of-memory killer ended gave "the comm workers failed (ChildFailedError: ====...);
+    run with --debug", and --debug showed nothing (SIGKILL leaves no traceback). torchrun's own error type, with the
+    exit code -9 it records for SIGKILL."""
+    pytest.importorskip("torch")
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from truepeak.bench.comm.launch import _raise_launch_error
+    from truepeak.errors import MeasurementError
+
+    exc = ChildFailedError("truepeak-comm", {1: ProcessFailure(1, 4242, -9, "<N/A>")})
+    with pytest.raises(MeasurementError) as info:
+        _raise_launch_error(CommConfig(2, ("all_reduce",), (1024,), backend="gloo"), exc, tmp_path)
+    text = str(info.value)
+    assert text.startswith("the comm workers failed: rank 1 killed by SIGKILL, often the kernel's out-of-memory "
+                           "killer (see dmesg): try smaller --sizes")
+    assert str(tmp_path / "results.jsonl") in text and "--debug" not in text

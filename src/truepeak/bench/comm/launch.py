@@ -393,5 +393,27 @@ def _raise_launch_error(cfg: CommConfig, exc: BaseException, out_dir: Path) -> N
         raise TruepeakError(f"cannot reach the rendezvous at {where} within {cfg.rdzv_timeout_s:g} s ({name}: "
                             f"{text[:200]}); start node 0 first, check --rdzv-endpoint, or raise --rdzv-timeout"
                             ) from exc
+    killed = _killed_ranks(exc)
+    if killed:
+        raise MeasurementError(f"the comm workers failed: {killed}; the cases finished before are in "
+                               f"{out_dir / 'results.jsonl'}") from exc
     raise MeasurementError(f"the comm workers failed ({name}: {text[:300]}); run with --debug for the "
                            "workers' tracebacks") from exc
+
+
+def _killed_ranks(exc: BaseException) -> str:
+    """The ranks of a torchrun ``ChildFailedError`` that a signal ended (``rank 1 killed by SIGKILL, often the
+    kernel's out-of-memory killer (see dmesg): try smaller --sizes``), or "" when none was: a killed process leaves
+    no traceback for --debug to show."""
+    failures = getattr(exc, "failures", None)
+    if not isinstance(failures, dict):
+        return ""
+    parts = []
+    for rank, f in sorted(failures.items()):
+        code = getattr(f, "exitcode", None)
+        if isinstance(code, int) and code < 0:
+            sig = f.signal_name() if hasattr(f, "signal_name") else f"signal {-code}"
+            hint = (", often the kernel's out-of-memory killer (see dmesg): try smaller --sizes"
+                    if sig == "SIGKILL" else "")
+            parts.append(f"rank {rank} killed by {sig}{hint}")
+    return "; ".join(parts)
