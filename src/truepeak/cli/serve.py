@@ -44,7 +44,7 @@ HELP = "\n\n".join([
 def serve(
     ctx: typer.Context,
     url: Optional[str] = typer.Option(None, "--url", metavar="URL", help="The server's base address, "
-                                      "http://HOST:PORT (default with --launch: http://127.0.0.1:8000)."),
+                                      "http://HOST:PORT (default with --launch: 127.0.0.1 at the command's --port, else 8000)."),
     launch: Optional[str] = typer.Option(None, "--launch", metavar="CMD", help="The command that starts the "
                                          "server, quoted (no pipes or &&: put them in a script)."),
     concurrency: str = typer.Option("1,8,64", "--concurrency", "-c", help="Requests in flight at once, one level "

@@ -48,3 +48,19 @@ def test_defaults_per_level():
     assert [cfg.requests_for(c) for c in (1, 2, 16)] == [8, 8, 64]
     assert cfg.warmup_for(16) == 16 and cfg.planner_context == 160
     assert ServeConfig(url="http://h:1/", requests=5).requests_for(64) == 5
+
+
+@pytest.mark.parametrize("launch, url", [
+    ("vllm serve m --port 8104", "http://127.0.0.1:8104"),
+    ("transformers serve /m --host 127.0.0.1 --port=8111", "http://127.0.0.1:8111"),
+    ("python -m sglang.launch_server --model m", "http://127.0.0.1:8000"),
+])
+def test_a_launch_without_url_waits_on_the_commands_own_port(launch, url):
+    """Regression: --launch "... --port 8104" without --url waited on :8000 for the whole --ready-timeout while the
+    server was up on 8104."""
+    assert ServeConfig(launch=launch).url == url
+
+
+def test_a_launch_port_that_is_not_a_number_is_refused():
+    with pytest.raises(ConfigError, match="port that is not a number"):
+        ServeConfig(launch="vllm serve m --port abc")

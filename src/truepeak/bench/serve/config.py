@@ -29,6 +29,19 @@ MAX_LEVEL_REQUESTS = 100_000
 DEFAULT_LAUNCH_URL = "http://127.0.0.1:8000"
 
 
+def launch_url(argv) -> str:
+    """Where a launched server listens when no ``--url`` is given: ``http://127.0.0.1:PORT`` for the command's own
+    ``--port PORT`` (``vllm serve``, ``transformers serve``, ``python -m sglang.launch_server`` all take it), else
+    :data:`DEFAULT_LAUNCH_URL`. A port that is not a number is left to :func:`check_url` to refuse."""
+    words = list(argv)
+    for i, w in enumerate(words):
+        if w == "--port" and i + 1 < len(words):
+            return f"http://127.0.0.1:{words[i + 1]}"
+        if w.startswith("--port="):
+            return f"http://127.0.0.1:{w.split('=', 1)[1]}"
+    return DEFAULT_LAUNCH_URL
+
+
 def _whole(value: object, name: str, field_: str, minimum: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"{name} {value!r} must be a whole number >= {minimum} ({what})", field=field_)
@@ -86,7 +99,8 @@ class ServeConfig:
     against.
 
     Attributes:
-        url: the server's base address (``http://HOST:PORT``); with ``launch`` default :data:`DEFAULT_LAUNCH_URL`.
+        url: the server's base address (``http://HOST:PORT``); with ``launch`` default the command's own ``--port``
+            on 127.0.0.1 (:func:`launch_url`), else :data:`DEFAULT_LAUNCH_URL`.
         launch: the command line that starts the server (split into words as a POSIX shell would; no pipes, ``&&``
             or redirections: put those in a script), or None to attach to a running server at ``url``.
         concurrency: the levels: requests in flight at once, each >= 1, run in the order given.
@@ -149,7 +163,7 @@ class ServeConfig:
         if self.url is None and self.launch is None:
             raise ConfigError("give --url http://HOST:PORT to attach to a running server, or --launch \"CMD\" to "
                               "start one", field="url")
-        put("url", check_url(self.url if self.url is not None else DEFAULT_LAUNCH_URL))
+        put("url", check_url(self.url if self.url is not None else launch_url(self.launch_argv)))
         levels = tuple(self.concurrency)
         if not levels:
             raise ConfigError("--concurrency is empty; give levels such as 1,8,64", field="concurrency")
@@ -230,4 +244,4 @@ class ServeConfig:
 
 
 __all__ = ["ServeConfig", "ENDPOINTS", "MAX_CONCURRENCY", "MAX_LEVEL_REQUESTS", "DEFAULT_LAUNCH_URL",
-           "parse_concurrency", "check_url"]
+           "parse_concurrency", "check_url", "launch_url"]
