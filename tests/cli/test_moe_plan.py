@@ -385,3 +385,6 @@ def test_measured_records_of_another_device_are_left_out_with_a_warning():
             "(41 records of AMD EPYC)") in mixed.stderr
     only = run(*base, "--measured", h200)
     assert only.stdout == mixed.stdout and "left out" not in only.stderr
+    # a run's folder stands for its results.jsonl, as in `truepeak report`
+    folder = run(*base, "--measured", os.path.dirname(cpu))
+    assert folder.exit_code == 2 and "41 records of AMD EPYC" in folder.output

@@ -301,8 +301,8 @@ class MeasuredTables:
 
 
 def load_measured(paths, accelerator=None) -> MeasuredTables:
-    """Read one path or a list of paths of records files (:func:`truepeak.records.read_records`, plain or gzip) into
-    :class:`MeasuredTables`; with ``accelerator``, only the records measured on it or naming no device
+    """Read one path or a list of paths of records files (:func:`truepeak.records.read_records`, plain or gzip; a
+    folder truepeak wrote stands for its ``results.jsonl``) into :class:`MeasuredTables`; with ``accelerator``, only the records measured on it or naming no device
     (:meth:`MeasuredTables.add_records`).
 
     Raises:
@@ -314,8 +314,11 @@ def load_measured(paths, accelerator=None) -> MeasuredTables:
     tables = MeasuredTables()
     for p in paths:
         path = Path(p).expanduser()
+        if path.is_dir() and (path / "results.jsonl").is_file():
+            path = path / "results.jsonl"  # a folder truepeak wrote stands for its records, as in `truepeak report`
         if not path.is_file():
-            raise TruepeakError(f"cannot read measured results {str(p)!r}: no such file")
+            raise TruepeakError(f"cannot read measured results {str(p)!r}: no such file"
+                                + (" (a folder without results.jsonl)" if path.is_dir() else ""))
         records = read_records(path, strict=False)
         tables.skipped += len(records.problems)
         tables.add_records(records, source=path.name, accelerator=accelerator)
