@@ -129,3 +129,21 @@ def test_method_names_burst_mode_and_best_is_per_mode(four, edit):
     # bf16 sustained: 4096^3 in 1.5 ms = 91.63 TFLOPS; bf16 burst: 4096^3 in 1.2 ms = 114.5 TFLOPS
     assert "| format | mode | best TFLOPS |" in best
     assert "| bf16 | sustained | 91.63 |" in best and "| bf16 | burst | 114.5 |" in best
+
+
+def test_records_of_two_devices_get_a_table_each(three, edit):
+    """Regression: records of the same case from two devices sat in one table as two unnamed rows (6.292 and
+    6.928 ms of 1x4096x7168 fp32). With two devices each kind's table is split and named by device, in Markdown and
+    in the HTML report; with one device the tables are not."""
+    from truepeak.report.html import html_report
+    from truepeak.report.markdown import report_markdown
+
+    other = [edit(r, **{"env.device.name": "NVIDIA H100 80GB HBM3", "run_config.device_name": "NVIDIA H100 80GB HBM3"})
+             for r in three]
+    md = report_markdown(list(three) + other)
+    assert "## Records: membw on NVIDIA H200 (1)" in md and "## Records: membw on NVIDIA H100 80GB HBM3 (1)" in md
+    assert "## Records: gemm on NVIDIA H200 (2)" in md
+    one = report_markdown(list(three))
+    assert "## Records: gemm (2)" in one and " on NVIDIA H200 (" not in one
+    page = html_report(list(three) + other)
+    assert "gemm on NVIDIA H100 80GB HBM3: 2 record(s)" in page

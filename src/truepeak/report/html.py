@@ -44,7 +44,7 @@ import truepeak
 from truepeak.records import (CollectiveWorkload, CopyMetrics, Environment, GemmMetrics, GemmWorkload, GpuInfo,
                               MoeExpertsWorkload, Record)
 from truepeak.report.export import RUN_KINDS, catalog_accelerator, kind_table, peak_rows, report_warnings
-from truepeak.report.load import Results, accelerator_key, kinds_in, load_results
+from truepeak.report.load import Results, accelerator_key, load_results, record_groups
 from truepeak.report.table import format_label
 from truepeak.units import DASH, UNITS_FOOTER, fmt_bandwidth, fmt_pct, fmt_rate, fmt_size
 
@@ -391,11 +391,11 @@ def _collective_section(records: Sequence[Record]) -> str:
 
 def _all_records_section(records: Sequence[Record]) -> str:
     parts = ['<h2 id="records">All records</h2>']
-    for kind in kinds_in(records):
-        recs = [r for r in records if r.kind == kind]
+    for kind, device, recs in record_groups(records):
         t = kind_table(kind, recs)
         known = "" if kind in SECTION_KINDS else " (a record kind this truepeak has no section for: its fields)"
-        parts.append(f"<details{' open' if len(recs) <= 12 else ''}><summary>{_e(kind)}: {len(recs)} record(s)"
+        on = f" on {device}" if device else ""
+        parts.append(f"<details{' open' if len(recs) <= 12 else ''}><summary>{_e(kind)}{_e(on)}: {len(recs)} record(s)"
                      f"{_e(known)}</summary>"
                      + _table(t.headers, t.rows, t.numeric, [str(r.status) for r in recs])
                      + f'<p class="footer">{_e(t.footer)}</p></details>')

@@ -139,4 +139,21 @@ def kinds_in(records: Iterable[Record]) -> list[str]:
     return list(dict.fromkeys(r.kind for r in records))
 
 
-__all__ = ["UNDERSTOOD_SCHEMAS", "Problem", "Results", "load_results", "records_of", "accelerator_key", "kinds_in"]
+def record_groups(records: Sequence[Record]) -> list[tuple[str, str | None, list[Record]]]:
+    """The records split for the per-kind tables: ``(kind, device, records)`` in first-seen order; ``device`` is
+    None when every record comes from one device, else each kind's records are split by device, so two rows of the
+    same case measured on two devices are never side by side unnamed."""
+    devices = list(dict.fromkeys(r.device_name for r in records))
+    out = []
+    for kind in kinds_in(records):
+        recs = [r for r in records if r.kind == kind]
+        if len(devices) < 2:
+            out.append((kind, None, recs))
+            continue
+        for name in dict.fromkeys(r.device_name for r in recs):
+            out.append((kind, name, [r for r in recs if r.device_name == name]))
+    return out
+
+
+__all__ = ["UNDERSTOOD_SCHEMAS", "Problem", "Results", "load_results", "records_of", "accelerator_key", "kinds_in",
+           "record_groups"]

@@ -331,7 +331,7 @@ def report_markdown(data: Any) -> str:
         data: a :class:`truepeak.report.load.Results` or a list of :class:`~truepeak.records.Record`.
     """
     from truepeak.report.export import RUN_KINDS, catalog_accelerator, kind_table, peak_rows, report_warnings
-    from truepeak.report.load import Results, accelerator_key, kinds_in
+    from truepeak.report.load import Results, accelerator_key, record_groups
 
     if isinstance(data, Results):
         records, problems, files = data.records, data.problems, data.files
@@ -378,10 +378,9 @@ def report_markdown(data: Any) -> str:
         bw = _bandwidth_section(recs)
         if len(bw) > 2 and bw[2] != "- not measured":
             out += ["### " + bw[0][3:], *bw[1:], ""]
-    for kind in kinds_in(records):
-        recs = [r for r in records if r.kind == kind]
+    for kind, device, recs in record_groups(records):
         t = kind_table(kind, recs)
-        out += [f"## Records: {kind} ({len(recs)})", ""]
+        out += [f"## Records: {kind}{f' on {device}' if device else ''} ({len(recs)})", ""]
         out += _md_table(t.headers, t.rows, t.numeric)
         out += ["", t.footer + ".", ""]
     return "\n".join(out).rstrip("\n") + "\n"
