@@ -128,7 +128,7 @@ def test_cli_bad_lines_become_warnings(tmp_path, capsys, three):
     empty = tmp_path / "e.jsonl"
     empty.write_text("")
     code, out, err = call(capsys, "compare", str(a), str(empty))
-    assert code == 2 and "error: no valid records in" in err
+    assert code == 2 and "error: no records: " in err and "is empty" in err
 
 
 def test_noise_from_raw_samples(three, edit):

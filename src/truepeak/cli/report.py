@@ -92,9 +92,9 @@ def report_command(
     from truepeak.report.load import load_results
 
     data = load_results(results)
+    data.require_records()  # nothing usable: one error that names the problems, without warnings repeating them
     for line in cap_repeats((f"{p.path}: {problem_kind(p.why)}", f"{p} (left out)") for p in data.problems):
         typer.echo(f"warning: {line}", err=True)  # at most REPEAT_LIMIT of each kind, then one line counting the rest
-    data.require_records()
     if html is None and md is None and csv is None:
         html = str(Path(data.files[0]).parent / "report.html")
     _check_targets(data.files, {"--html": html, "--md": md, "--csv": csv})

@@ -32,6 +32,9 @@ from truepeak.records import READABLE_SCHEMAS, Record, latest, read_records
 #: Schema versions the reports understand (the one :mod:`truepeak.records` writes, and the older ones it migrates).
 UNDERSTOOD_SCHEMAS: tuple[int, ...] = READABLE_SCHEMAS
 
+#: The :class:`Problem` of a file that holds no line at all.
+EMPTY_FILE = "empty file: no records"
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -74,6 +77,10 @@ class Results:
         """
         if self.records:
             return
+        if self.problems and all(p.line is None and p.why == EMPTY_FILE for p in self.problems):
+            files = ", ".join(self.files)
+            raise TruepeakError(f"no records: {files} {'is' if len(self.files) == 1 else 'are'} empty (a run stopped "
+                                "before its first case finished writes none)")
         shown = "; ".join(str(p) for p in self.problems[:5])
         more = f" (and {len(self.problems) - 5} more)" if len(self.problems) > 5 else ""
         raise TruepeakError(f"no valid records in {', '.join(self.files) or 'no files'}"
@@ -111,7 +118,7 @@ def load_results(paths: Sequence[str | os.PathLike[str]], *, dedupe: bool = True
         recs = read_records(p, strict=False)
         out.problems += [Problem(name, n, why) for n, why in recs.problems]
         if not list(recs) and not recs.problems:
-            out.problems.append(Problem(name, None, "empty file: no records"))
+            out.problems.append(Problem(name, None, EMPTY_FILE))
         kept = latest(recs) if dedupe else list(recs)
         out.records += kept
         out.sources += [name] * len(kept)
