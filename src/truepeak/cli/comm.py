@@ -111,12 +111,12 @@ def comm(
     if node_rank > 0:
         typer.echo(f"node {node_rank} done; results are written on node 0", err=True)
         return
+    summary = _write_summary(result, argv)  # before stdout: a closed pipe (`| head`) must not cost the file
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in result.records], indent=1, ensure_ascii=False))
     else:
         render_tables(result.records, result.algos)
     typer.echo(f"records: {result.results_path}", err=True)
-    summary = _write_summary(result, argv)
     if summary is not None:
         typer.echo(f"summary: {summary}", err=True)
     warning = failed_cases_warning(result.records)
