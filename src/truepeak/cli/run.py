@@ -107,19 +107,21 @@ def run_command(
         records = latest_records(stop.result.records)
         notice = interrupted_line(len(records), max(stop.result.n_cases, len(records)), command)
         summary = write_run_summary(stop.result, notice)
+        report = write_run_html(stop.out_dir, warn, notice) if records else None  # files first: see below
         print_run_records(records, stop.result.device, as_json, notice)  # the partial results, marked as such
-        report = write_run_html(stop.out_dir, warn, notice) if records else None
         for line in [*run_interrupted_lines(stop.n_records, stop.records_path, command, summary),
                      *report_line(report, interrupted=True)]:
             typer.echo(line, err=True)
         raise typer.Exit(130) from None
 
+    # the files before stdout: a reader that closes the pipe early (`| head`) ends the command at the first print
     summary = write_run_summary(result)
+    report = write_run_html(result.out_dir, warn)
     records = latest_records(result.records)
     print_run_records(records, result.device, as_json)
     for line in run_finished_lines(result, records, summary):
         typer.echo(line, err=True)
-    for line in report_line(write_run_html(result.out_dir, warn)):
+    for line in report_line(report):
         typer.echo(line, err=True)
 
 

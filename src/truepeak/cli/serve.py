@@ -135,6 +135,9 @@ def _finish(result, as_json: bool, notice: Optional[str]) -> None:
 
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
+    # report.html before stdout: a reader that closes the pipe early (`| head`) ends the command at the first print
+    page = (write_run_report(result.out_dir, warn=lambda line: typer.echo(f"warning: {line}", err=True),
+                             notice=notice) if result.records else None)
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in result.records], indent=1, ensure_ascii=False))
     elif result.records:
@@ -143,8 +146,6 @@ def _finish(result, as_json: bool, notice: Optional[str]) -> None:
         typer.echo(notice)
     if result.records:
         typer.echo(f"records: {result.results_path}", err=True)
-        page = write_run_report(result.out_dir, warn=lambda line: typer.echo(f"warning: {line}", err=True),
-                                notice=notice)
         if page is not None:
             typer.echo(f"report: {page}", err=True)
     if result.server_log is not None:
