@@ -38,3 +38,23 @@ def test_early_stops_are_said():
     st = level_stats([r], concurrency=1, elapsed_s=0.2, output_len=8)
     assert "1 of 1 completed requests generated fewer than the 8 tokens" in st.warnings[0]
     assert st.tpot[0] == pytest.approx(0.1)
+
+
+def _steady(tpot: float) -> RequestResult:
+    """A request of 5 output tokens, TTFT 0.05 s, then one token every ``tpot`` seconds."""
+    times = tuple(0.05 + i * tpot for i in range(5))
+    return RequestResult(ttft_s=0.05, latency_s=times[-1], chunk_times_s=times, prompt_tokens=8, output_tokens=5,
+                         finish_reason="length")
+
+
+def test_a_slow_tail_is_said():
+    """Regression: the first timed requests at 10x the median went by without a word. Eight requests at 10 ms per
+    token and two at 100 ms: p50 10 ms, p90 100 ms (numpy's linear percentile: index 8.1 of 0..9, both 100 ms) ->
+    10.0x, above the 2x limit. Nine at 10 ms and one at 19 ms: p90 = 10 + 0.1 x 9 = 10.9 ms, 1.1x: quiet."""
+    st = level_stats([_steady(0.01)] * 8 + [_steady(0.1)] * 2, concurrency=1, elapsed_s=2.0, output_len=5)
+    assert st.tpot[0] == pytest.approx(0.01) and st.tpot[1] == pytest.approx(0.1)
+    assert st.warnings == ("noisy: TPOT p90 100 ms is 10.0x the median 10 ms: warm-up (compilation, CUDA-graph "
+                           "capture) inside the timed requests or other work on the server; raise --warmup or "
+                           "--requests",)
+    quiet = level_stats([_steady(0.01)] * 9 + [_steady(0.019)], concurrency=1, elapsed_s=2.0, output_len=5)
+    assert quiet.tpot[1] == pytest.approx(0.0109) and quiet.warnings == ()

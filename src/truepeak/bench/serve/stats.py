@@ -103,6 +103,11 @@ class LevelStats:
         return self.sent - self.completed
 
 
+#: TPOT p90 above this multiple of the median marks a level noisy. A decode step at a fixed concurrency changes
+#: little from token to token, so a slow tail means warm-up in the window or other load on the server.
+SPREAD_LIMIT = 2.0
+
+
 def _three(values: Sequence[float]) -> tuple[float | None, float | None, float | None]:
     return percentile(values, 50), percentile(values, 90), percentile(values, 99)
 
@@ -143,6 +148,10 @@ def level_stats(results: Sequence[RequestResult], concurrency: int, elapsed_s: f
         warnings.append(f"{len(more)} request(s) streamed more text chunks than the usage's output tokens "
                         f"({len(r.chunk_times_s)} chunks, {r.output_tokens} tokens): the server's usage undercounts "
                         "or a chunk repeats the prompt; ITL is per chunk, TPOT per usage token")
+    if tpot[0] and tpot[1] and tpot[1] > SPREAD_LIMIT * tpot[0]:
+        warnings.append(f"noisy: TPOT p90 {tpot[1] * 1e3:.4g} ms is {tpot[1] / tpot[0]:.1f}x the median "
+                        f"{tpot[0] * 1e3:.4g} ms: warm-up (compilation, CUDA-graph capture) inside the timed requests "
+                        "or other work on the server; raise --warmup or --requests")
     prompts = [r.prompt_tokens for r in done if r.prompt_tokens is not None]
     outs = [r.output_tokens for r in done if r.output_tokens is not None]
     return LevelStats(
@@ -157,4 +166,4 @@ def level_stats(results: Sequence[RequestResult], concurrency: int, elapsed_s: f
         latencies_s=tuple(r.latency_s for r in done if r.latency_s is not None))
 
 
-__all__ = ["RequestResult", "LevelStats", "level_stats", "percentile"]
+__all__ = ["RequestResult", "LevelStats", "level_stats", "percentile", "SPREAD_LIMIT"]
