@@ -25,7 +25,7 @@ HELP = "\n\n".join([
     "--launch \"CMD\" starts the server itself, in its own process group with its log in OUT/server.log, and says at "
     "once when the launch failed: the command or script does not exist, the port is already taken, the process "
     "exited (with its last log lines), or neither /health nor /v1/models answered within --ready-timeout. It stops "
-    "what it started on exit, on error and on Ctrl-C. --url http://HOST:PORT alone attaches to a running server "
+    "what it started on exit, on error, on Ctrl-C and on SIGTERM. --url http://HOST:PORT alone attaches to a running server "
     "(vLLM, SGLang, TensorRT-LLM, transformers serve).",
     "Each request asks for --output-len tokens after a prompt sized to --input-len tokens by the server's own usage "
     "counts. Per level: --warmup untimed requests, then --requests (default 4 x concurrency, at least 8) or "
