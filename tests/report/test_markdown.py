@@ -147,3 +147,15 @@ def test_records_of_two_devices_get_a_table_each(three, edit):
     assert "## Records: gemm (2)" in one and " on NVIDIA H200 (" not in one
     page = html_report(list(three) + other)
     assert "gemm on NVIDIA H100 80GB HBM3: 2 record(s)" in page
+
+
+def test_a_resumed_run_names_each_command(four, edit):
+    """Regression: after --resume, summary.md named only the first command, though the later records came from the
+    second."""
+    first = "truepeak run --out r2"
+    second = "truepeak run --resume --out r2"
+    recs = [edit(r, **{"env.command_line": first}) for r in four[:2]] + \
+           [edit(r, **{"env.command_line": second}) for r in four[2:]]
+    text = summary_markdown(recs)
+    assert f"- Commands, in order: `{first}`; then `{second}`" in text
+    assert f"- Command: `{first}`" in summary_markdown(recs[:2])

@@ -131,8 +131,11 @@ def _environment_section(env: Environment, records: Sequence[Record]) -> list[st
             out.append(f"- {label}: {value}")
     if env.env_vars:
         out.append("- Environment variables: " + ", ".join(f"`{k}={v}`" for k, v in env.env_vars.items()))
-    if env.command_line:
-        out.append(f"- Command: `{env.command_line}`")
+    commands = list(dict.fromkeys(r.env.command_line for r in records if r.env is not None and r.env.command_line))
+    if len(commands) > 1:  # a resumed run: each command that wrote some of these records, in order
+        out.append("- Commands, in order: " + "; then ".join(f"`{c}`" for c in commands))
+    elif commands or env.command_line:
+        out.append(f"- Command: `{commands[0] if commands else env.command_line}`")
     stamps = sorted(r.timestamp for r in records if r.timestamp)
     if stamps:
         out.append(f"- Measured: {stamps[0]} to {stamps[-1]} (UTC)")
