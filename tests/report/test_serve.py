@@ -42,3 +42,22 @@ def test_table_and_report_section():
     assert text.index("│           1 │") < text.index("│          16 │")  # sorted by concurrency
     page = html_report(recs)
     assert '<h2 id="serving">Serving</h2>' in page and page.count("<svg") == 1 and "n/a" in page
+
+
+def test_a_status_line_ends_the_waiting_bar():
+    """Regression: in a terminal the "waiting for the server" bar went on redrawing after the "ready" line."""
+    import io
+
+    from rich.console import Console
+
+    from truepeak.report.serve import Progress
+
+    p = Progress(enabled=False)
+    p.console, p.enabled = Console(file=io.StringIO(), force_terminal=True, width=80), True
+    with p:
+        p.wait(3.0, 600.0, "loading weights")
+        assert [t.description for t in p._bar.tasks][0].startswith("waiting")
+        p.line("server ready after 3.0 s")
+        assert p._bar.tasks == []
+        p.request(1, 2, 8)
+        assert [t.description for t in p._bar.tasks] == ["concurrency 1: 2 requests done"]

@@ -192,7 +192,11 @@ class Progress:
         self._show(f"concurrency {concurrency}: {done} requests done", done, total)
 
     def line(self, text: str) -> None:
-        """One status line on stderr (above the bar)."""
+        """One status line on stderr. A status line ends a phase (the server is ready, a level starts), so the bar of
+        the phase before goes; the next update starts a new one."""
+        if self._bar is not None and self._task is not None:
+            self._bar.remove_task(self._task)
+            self._task = None
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
