@@ -188,7 +188,7 @@ def test_ctrl_c_of_a_real_gloo_run_says_what_happened_last_and_keeps_the_records
     records = read_records(folder / "results.jsonl", strict=False)
     done = len(records)
     assert 1 <= done < 12 and all(r.kind == "collective" and r.status == "ok" for r in records)
-    command = shlex.join([*argv, "--out", folder.name])
+    command = shlex.join([*argv, "--resume", "--out", folder.name])
     line = f"Interrupted after {done} of 12 cases; run again with: {command}"
     assert stderr.splitlines()[-2:] == [
         f"interrupted after {done} of 12 cases; the finished records are in {folder.name}/results.jsonl; run again "
@@ -201,5 +201,16 @@ def test_ctrl_c_of_a_real_gloo_run_says_what_happened_last_and_keeps_the_records
     rows = [ln for ln in summary if ln.startswith("| ") and " KiB | " in ln]  # one per finished case (eager only)
     assert len(rows) == done and rows[0].startswith("| 1 KiB | 512 | ") and "## all_reduce" in summary
     assert "α–β fits" not in "\n".join(summary)  # fits are written at the end only
+    # following the hint measures only the cases not finished: 12 collective records in all, each case once, the
+    # first ones untouched, and the fit of all 12 points at the end
+    first = [r.to_dict() for r in records]
+    again = subprocess.run([sys.executable, "-m", *shlex.split(command)], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    after = read_records(folder / "results.jsonl", strict=False)
+    colls = [r for r in after if r.kind == "collective"]
+    assert len(colls) == 12 and len({r.key for r in colls}) == 12
+    assert [r.to_dict() for r in colls[:done]] == first
+    assert [r.kind for r in after].count("collective_fit") == 4
 
 

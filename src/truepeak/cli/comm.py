@@ -6,7 +6,8 @@ Thin adapter: parse → :class:`truepeak.bench.comm.config.CommConfig` (checks i
 (:mod:`truepeak.report.comm`: tables on stdout, summary.md beside the records, the warning and interruption lines).
 Without --out the records go to a new folder ./truepeak-comm-YYYYmmdd-HHMMSS (on node 0; other nodes write none). Bad input and an unusable machine print
 ``error: <one line>`` (status 2). After Ctrl-C the finished cases are still rendered: the tables (or --json records)
-and summary.md end with "Interrupted after N of M cases; run again with: <command>" (:func:`rerun_command`), and one
+and summary.md end with "Interrupted after N of M cases; run again with: <command>" (:func:`rerun_command`, which
+continues with --resume), and one
 line on stderr, after torchrun's own warning, says where the records are; the exit status is 130.
 """
 
@@ -78,6 +79,9 @@ def comm(
                                                help="The NCCL shared library --api nccl loads (default: the one "
                                                     "torch loaded, libnccl.so.2 of the nvidia-nccl wheel)."),
     debug: bool = typer.Option(False, "--debug", help="A failing worker also prints its Python traceback."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the sweep in --out: cases its results.jsonl holds "
+                                "as ok are not measured again (the same ranks, dtype, --iters, --warmup, backend and "
+                                "API are required)."),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bar."),
 ) -> None:
     from truepeak.bench.comm.config import CommConfig
@@ -100,7 +104,8 @@ def comm(
                      out_dir=out_dir, nnodes=nnodes, node_rank=node_rank,
                      rdzv_endpoint=rdzv_endpoint, rdzv_backend=rdzv_backend, rdzv_id=rdzv_id, master_addr=master_addr,
                      master_port=master_port, rdzv_timeout_s=rdzv_timeout, nccl_debug_log=nccl_debug_log, fit=fit,
-                     nccl_library=nccl_library, debug=debug, progress=not no_progress and not as_json, argv=argv)
+                     nccl_library=nccl_library, debug=debug, progress=not no_progress and not as_json, argv=argv,
+                     resume=resume)
     try:
         result = run_comm(cfg)
     except CommInterrupted as stop:
@@ -125,10 +130,11 @@ def comm(
 
 
 def rerun_command(argv: list[str], out: Optional[str], out_dir: Optional[str]) -> str:
-    """The command that runs an interrupted ``truepeak comm`` again into the same folder: the command line as typed,
-    with ``--out DIR`` added when the folder was the default one (``out`` None). Its records are appended to
-    results.jsonl there; reports keep the newest record of each case."""
-    return shlex.join([*argv, *(["--out", out_dir] if out is None and out_dir else [])])
+    """The command that continues an interrupted ``truepeak comm`` in the same folder: the command line as typed,
+    with ``--resume`` and, when the folder was the default one (``out`` None), ``--out DIR`` added. The finished
+    cases are not measured again; the new records are appended to results.jsonl there."""
+    extra = [*([] if "--resume" in argv else ["--resume"]), *(["--out", out_dir] if out is None and out_dir else [])]
+    return shlex.join([*argv, *extra])
 
 
 def _report_interrupted(stop, argv: list[str], out: Optional[str], as_json: bool, node_rank: int) -> None:

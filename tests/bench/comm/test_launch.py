@@ -118,3 +118,22 @@ def test_a_worker_killed_by_a_signal_is_named_not_sent_to_debug(tmp_path):
     assert text.startswith("the comm workers failed: rank 1 killed by SIGKILL, often the kernel's out-of-memory "
                            "killer (see dmesg): try smaller --sizes")
     assert str(tmp_path / "results.jsonl") in text and "--debug" not in text
+
+
+def test_resume_keeps_the_finished_cases_of_the_same_settings(tmp_path):
+    """On the committed 2x H200 sweep (20 iterations, 5 warm-up, NCCL API, bf16): all_reduce at 1 and 2 KiB in eager
+    and graph mode are 4 kept cases; other settings are refused, naming the first difference."""
+    from pathlib import Path
+
+    from truepeak.bench.comm.launch import resumed_cases
+    from truepeak.errors import ConfigError
+
+    results = Path(__file__).resolve().parents[3] / "docs" / "results" / "h200x2" / "results.jsonl"
+    same = CommConfig(2, ("all_reduce",), (1024, 2048), iters=20, warmup=5, api="nccl", resume=True)
+    kept = resumed_cases(same, results)
+    assert sorted((r.workload.bytes, r.mode) for r in kept) == [(1024, "eager"), (1024, "graph"), (2048, "eager"),
+                                                               (2048, "graph")]
+    with pytest.raises(ConfigError, match=r"was measured with --iters 20, this run asks 10; repeat its settings"):
+        resumed_cases(CommConfig(2, ("all_reduce",), (1024,), iters=10, api="nccl", resume=True), results)
+    with pytest.raises(ConfigError, match="does not exist; run without --resume"):
+        resumed_cases(same, tmp_path / "results.jsonl")

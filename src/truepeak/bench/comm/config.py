@@ -57,6 +57,9 @@ class CommConfig:
         nccl_library: the NCCL shared library the ``nccl`` API loads (a path or a soname); None: the one torch
             loaded (``libnccl.so.2`` from the nvidia-nccl wheel).
         debug: a failing worker also prints its Python traceback to stderr.
+        resume: continue the sweep in ``out_dir``: the cases its results.jsonl holds as ok (measured with the same
+            ranks, dtype, iterations, backend and API) are not measured again (:func:`truepeak.bench.comm.launch.
+            resumed_cases`).
 
     Raises:
         ConfigError: a field no machine could run, in this order: a count below its minimum (``--nproc-per-node``,
@@ -90,6 +93,7 @@ class CommConfig:
     timeout_s: float = 300.0
     nccl_library: str | None = None
     debug: bool = False
+    resume: bool = False
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: the normalised values are set once, here

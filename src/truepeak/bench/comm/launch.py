@@ -37,7 +37,7 @@ from typing import Any
 import truepeak
 from truepeak.bench.comm.config import CommConfig
 from truepeak.comm.sweep import plan_cases
-from truepeak.errors import MeasurementError, TruepeakError, UnsupportedError, require
+from truepeak.errors import ConfigError, MeasurementError, TruepeakError, UnsupportedError, require
 from truepeak.records import Record, read_records
 
 NCCL_LOG = "nccl_debug.%h.%p.txt"
@@ -300,9 +300,43 @@ def with_nproc(cfg: CommConfig) -> CommConfig:
     return replace(cfg, nproc_per_node=n)
 
 
+def resumed_cases(cfg: CommConfig, results: Path) -> list[Record]:
+    """The collective records of ``results`` that a ``--resume`` of ``cfg`` keeps: status ok, the same ranks and
+    dtype, an op and size of this sweep; the newest of each case.
+
+    Raises:
+        ConfigError: no ``results`` to resume, or its records were measured with other settings (iterations,
+            warm-up, backend, API or ranks): the message names the first difference.
+    """
+    from truepeak.comm.model import canonical_op
+    from truepeak.records import latest
+
+    if not results.is_file():
+        raise ConfigError(f"--resume: {results} does not exist; run without --resume to start the sweep there",
+                          field="resume")
+    n = cfg.nnodes * cfg.nproc_per_node
+    api = cfg.api or ("nccl" if cfg.backend == "nccl" else "torch")
+    want = {"iters": cfg.iters, "warmup": cfg.warmup, "backend": cfg.backend, "api": api, "n_ranks": n}
+    cases = {(c.op, c.bytes) for c in plan_cases(cfg.ops, cfg.sizes, n, cfg.dtype)[0]}
+    kept = []
+    for r in latest(read_records(results, strict=False)):
+        if r.kind != "collective":
+            continue
+        rc = r.run_config or {}
+        for name, value in want.items():
+            if rc.get(name) is not None and rc.get(name) != value:
+                flag = {"n_ranks": "ranks (--nnodes x --nproc-per-node)"}.get(name, f"--{name}")
+                raise ConfigError(f"--resume: {results} was measured with {flag} {rc.get(name)}, this run asks "
+                                  f"{value}; repeat its settings or choose another --out", field="resume")
+        w = r.workload
+        if r.ok and w.dtype == cfg.dtype and w.n_ranks == n and (canonical_op(w.op), w.bytes) in cases:
+            kept.append(r)
+    return kept
+
+
 def run_comm(cfg: CommConfig) -> CommResult:
     """Run the sweep on ``cfg.nproc_per_node`` local workers (None: :func:`with_nproc`) through torchrun and return
-    this run's records.
+    this run's records (with ``cfg.resume``, the resumed cases' records first: :func:`resumed_cases`).
 
     Raises:
         TruepeakError (and subclasses): an ``out_dir`` that cannot be a folder
@@ -330,10 +364,13 @@ def run_comm(cfg: CommConfig) -> CommResult:
         if tmp is None:
             make_out_dir(out_dir)
         results = out_dir / "results.jsonl"
+        resumed = resumed_cases(cfg, results) if cfg.resume else []
         before = _count_lines(results)
         for p in out_dir.glob("error_rank*.txt"):
             p.unlink()
-        wcfg = {**asdict(cfg), "out_dir": str(out_dir)}
+        done = [{"op": r.workload.op, "bytes": r.workload.bytes, "mode": r.mode, "time_s": r.time_s,
+                 "wrong": r.correctness.wrong if r.correctness is not None else None} for r in resumed]
+        wcfg = {**asdict(cfg), "out_dir": str(out_dir), "done": done}
         config_path = out_dir / f"comm_config.{os.getpid()}.json"
         config_path.write_text(json.dumps(wcfg), encoding="utf-8")
         args = torchrun.parse_args(torchrun_args(cfg, str(config_path)))
@@ -352,7 +389,7 @@ def run_comm(cfg: CommConfig) -> CommResult:
                 config_path.unlink()
         records: list[Record] = []
         if results.exists():
-            records = list(read_records(results, strict=False))[before:]  # a line torn by the stop is left out
+            records = resumed + list(read_records(results, strict=False))[before:]  # a torn last line is left out
         if interrupted:
             partial = CommResult(records, notes, None if tmp else str(out_dir), None if tmp else str(results),
                                  node_rank=cfg.node_rank)
