@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> None:
       ``error: <click's message> (see 'truepeak <cmd> --help')``, exit status 2;
     - a :class:`TruepeakError`: ``error: <message>``, its exit status (2);
     - Ctrl-C (KeyboardInterrupt, click's Abort): exit status 130. SIGTERM (``kill``, ``timeout``, a batch
-      scheduler) is handled as Ctrl-C, so a command keeps what finished and stops what it started, and exits 143.
+      scheduler) is handled as Ctrl-C, so a command keeps what finished and stops what it started, and exits 143;
+      a second signal within :data:`REPEAT_WINDOW_S` of the first is the same stop and is ignored.
 
     ``--help`` and ``--version`` print and exit 0. ``argv`` (default ``sys.argv[1:]``) is recorded as typed, after
     ``truepeak``, in the records ``truepeak run`` writes.
@@ -146,25 +147,40 @@ class _Terminated:
 
     def __init__(self) -> None:
         self.seen = False
+        self.first_at: float | None = None
 
     def __bool__(self) -> bool:
         return self.seen
 
 
+#: Seconds after a Ctrl-C or SIGTERM in which another one is taken for the same stop and ignored: ``timeout`` and
+#: a terminal can deliver a signal to the process and again through its group, and a second KeyboardInterrupt
+#: raised while the first is handled would cut the summary short. A later one interrupts again.
+REPEAT_WINDOW_S = 2.0
+
+
 def _terminate_as_interrupt() -> _Terminated:
     """Make SIGTERM raise KeyboardInterrupt in the main thread, as Ctrl-C does, so the commands' interrupt handling
-    (records kept, summaries written, launched servers and workers stopped) runs for it too. Returns a flag that
-    turns true when it happened. Outside the main thread (an embedding program) nothing is installed."""
+    (records kept, summaries written, launched servers and workers stopped) runs for it too; a repeat of either
+    within :data:`REPEAT_WINDOW_S` is ignored. Returns a flag that turns true when SIGTERM came. Outside the main
+    thread (an embedding program) nothing is installed."""
     import signal
     import threading
+    import time
 
     flag = _Terminated()
     if threading.current_thread() is not threading.main_thread():
         return flag
 
     def handler(signum, frame):
-        flag.seen = True
+        now = time.monotonic()
+        if flag.first_at is not None and now - flag.first_at < REPEAT_WINDOW_S:
+            return  # the same stop, delivered twice
+        flag.first_at = now
+        if signum == signal.SIGTERM:
+            flag.seen = True
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
     return flag
