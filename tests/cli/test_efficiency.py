@@ -307,3 +307,17 @@ def test_readme_per_expert_example_says_what_the_command_prints():
     assert {"56.15 FLOP/B", "1125 FLOP/B", "100.6 TFLOPS", "1.007 ms", "14.2 GB/s", "0.795 %", "1792 GB/s"} <= set(quoted)
     for q in quoted:
         assert q in r.stdout, q
+
+
+def test_a_bare_gpu_alias_says_which_part_it_means():
+    """`specs` prints what the bare alias 'rtx pro 6000' means; `efficiency` used it silently. The catalog note is
+    shown for the alias, not for the full key."""
+    from typer.testing import CliRunner
+
+    from truepeak.cli.app import app
+
+    base = ["efficiency", "--tflops", "100", "--format", "bf16", "--gpu"]
+    out = CliRunner().invoke(app, [*base, "rtx pro 6000"]).stdout.splitlines()
+    assert out[1] == ("  GPU read as: the bare alias 'rtx pro 6000' means this Workstation Edition (600 W); the Max-Q "
+                      "(300 W) and Server Edition have lower clocks")
+    assert "GPU read as" not in CliRunner().invoke(app, [*base, "rtx-pro-6000-ws"]).stdout

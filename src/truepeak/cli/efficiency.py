@@ -98,6 +98,19 @@ def to_json(eff) -> dict:
     return d
 
 
+def alias_gpu_note(acc, typed: str) -> str | None:
+    """The catalog note of ``acc`` that says what a bare alias means (``the bare alias 'rtx pro 6000' means this
+    Workstation Edition ...``) when ``typed`` is that alias, as ``truepeak specs`` prints it; else None."""
+    from truepeak.hardware.lookup import compact
+
+    for note in acc.notes:
+        if note.startswith("the bare alias '"):
+            alias = note.split("'")[1]
+            if compact(alias) == compact(typed):
+                return note
+    return None
+
+
 def render(eff) -> list[str]:
     """The lines ``truepeak efficiency`` prints for an :class:`~truepeak.efficiency.Efficiency`."""
     u = eff.unit
@@ -192,6 +205,9 @@ def efficiency(
         lines = render(eff)
         if read_as:
             lines.insert(1, f"  format read as: {read_as}")
+        gpu_note = alias_gpu_note(acc, gpu)
+        if gpu_note:
+            lines.insert(1, f"  GPU read as: {gpu_note}")
         from truepeak.report.fit import stdout_width, wrap_line
 
         width = stdout_width()
