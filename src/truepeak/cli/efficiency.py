@@ -208,9 +208,7 @@ def efficiency(
         gpu_note = alias_gpu_note(acc, gpu)
         if gpu_note:
             lines.insert(1, f"  GPU read as: {gpu_note}")
-        from truepeak.report.fit import stdout_width, wrap_line
+        from truepeak.report.fit import stdout_width, wrap_lines
 
-        width = stdout_width()
-        for line in lines:
-            for part in wrap_line(line, width):
-                typer.echo(part)
+        for line in wrap_lines(lines, stdout_width()):
+            typer.echo(line)

@@ -70,11 +70,9 @@ def specs_command(
     if as_json:
         typer.echo(accelerator_json(acc, verdict))
     elif verdict is not None:
-        from truepeak.report.fit import stdout_width, wrap_line
+        from truepeak.report.fit import stdout_width, wrap_lines
 
-        width = stdout_width()
-        for line in claim_lines(verdict):
-            for part in wrap_line(line, width):
-                typer.echo(part)
+        for line in wrap_lines(claim_lines(verdict), stdout_width()):
+            typer.echo(line)
     else:
         print_accelerator(acc, sources=load_catalog().sources if sources else None)

@@ -178,7 +178,6 @@ def closest_accelerators(name: str, catalog: Catalog | None = None, n: int = 4) 
     return out
 
 
-
 def environment_device(env) -> tuple[str | None, str | None]:
     """``(catalog key, name)`` of the device a record's environment (:class:`truepeak.records.Environment`) says it
     was measured on. A record with ``env.device`` (``truepeak run``, ``peak``, ``moe bench``) says so itself: its

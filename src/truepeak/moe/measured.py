@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from truepeak.errors import TruepeakError
-from truepeak.records import Record, read_records
+from truepeak.records import RESULTS_FILE, Record, read_records, results_file
 
 
 def interpolate(points: list[tuple[float, float]], x: float, *, below: str = "clamp", above: str = "none"
@@ -302,7 +302,8 @@ class MeasuredTables:
 
 def load_measured(paths, accelerator=None) -> MeasuredTables:
     """Read one path or a list of paths of records files (:func:`truepeak.records.read_records`, plain or gzip; a
-    folder truepeak wrote stands for its ``results.jsonl``) into :class:`MeasuredTables`; with ``accelerator``, only the records measured on it or naming no device
+    folder truepeak wrote stands for its ``results.jsonl``: :func:`truepeak.records.results_file`) into
+    :class:`MeasuredTables`; with ``accelerator``, only the records measured on it or naming no device
     (:meth:`MeasuredTables.add_records`).
 
     Raises:
@@ -313,12 +314,10 @@ def load_measured(paths, accelerator=None) -> MeasuredTables:
         paths = [paths]
     tables = MeasuredTables()
     for p in paths:
-        path = Path(p).expanduser()
-        if path.is_dir() and (path / "results.jsonl").is_file():
-            path = path / "results.jsonl"  # a folder truepeak wrote stands for its records, as in `truepeak report`
+        path = results_file(p)  # a folder truepeak wrote stands for its records, as in `truepeak report`
         if not path.is_file():
             raise TruepeakError(f"cannot read measured results {str(p)!r}: no such file"
-                                + (" (a folder without results.jsonl)" if path.is_dir() else ""))
+                                + (f" (a folder without {RESULTS_FILE})" if path.is_dir() else ""))
         records = read_records(path, strict=False)
         tables.skipped += len(records.problems)
         tables.add_records(records, source=path.name, accelerator=accelerator)

@@ -17,8 +17,8 @@ Standard library only: a report or a planner reads records on a laptop with no n
 
 from truepeak.records._fields import Part, RecordError
 from truepeak.records.environment import DeviceSummary, Environment, GpuInfo
-from truepeak.records.io import (REPEAT_LIMIT, RecordList, RecordWriter, cap_repeats, done_keys, problem_kind,
-                                 problem_warnings, read_records)
+from truepeak.records.io import (REPEAT_LIMIT, RESULTS_FILE, RecordList, RecordWriter, cap_repeats, done_keys,
+                                 problem_kind, problem_warnings, read_records, results_file)
 from truepeak.records.measurement import Correctness, FitPoints, MeasurementSummary, Rotation, TelemetrySummary
 from truepeak.records.metrics import (CollectiveFitMetrics, CollectiveMetrics, CopyMetrics, GemmMetrics, Metrics,
                                       MoeExpertsMetrics, OtherMetrics, PeakSearchMetrics, ServingMetrics)
@@ -41,4 +41,5 @@ __all__ = [
     "Environment", "GpuInfo", "DeviceSummary",
     "RecordWriter", "RecordList", "read_records", "done_keys", "schema_mismatch", "schema_found", "readable_schemas",
     "READABLE_SCHEMAS", "V2_DERIVED_NAMES", "REPEAT_LIMIT", "problem_kind", "cap_repeats", "problem_warnings",
+    "RESULTS_FILE", "results_file",
 ]

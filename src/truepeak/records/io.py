@@ -192,6 +192,17 @@ def _read_bytes(p: Path) -> bytes:
         raise TruepeakError(f"cannot read records file {p}: a damaged gzip file ({exc})") from exc
 
 
+#: The records file in a folder truepeak wrote (``--out`` of run, peak, comm, moe bench, serve).
+RESULTS_FILE = "results.jsonl"
+
+
+def results_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a records file: a folder that holds :data:`RESULTS_FILE` stands for it; anything else is
+    returned as given (a file, or a path that does not exist, for the caller's own error)."""
+    p = Path(path).expanduser()
+    return p / RESULTS_FILE if p.is_dir() and (p / RESULTS_FILE).is_file() else p
+
+
 def read_records(path: str | os.PathLike[str], *, strict: bool = True) -> RecordList:
     """Read a JSON Lines records file (plain or gzip-compressed) into :class:`Record` objects.
 
@@ -316,4 +327,4 @@ def problem_warnings(path: str | os.PathLike[str], problems: Iterable[tuple[int 
 
 
 __all__ = ["RecordWriter", "RecordList", "read_records", "done_keys", "REPEAT_LIMIT", "problem_kind", "cap_repeats",
-           "problem_warnings"]
+           "problem_warnings", "RESULTS_FILE", "results_file"]

@@ -334,8 +334,9 @@ def wrap_line(text: str, width: int | None) -> list[str]:
     """One line of prose (a sentence, a ``label   value`` row, a ``- `` bullet) fitted into ``width`` terminal
     columns: unchanged when it fits or when ``width`` is None (not a terminal: one line that can be grepped); else
     wrapped at spaces, never inside a word nor between a number and its unit, the continuation lines indented to
-    where its text starts (after the bullet, or under the value of a label within the first half of the width). Table lines are fitted by
-    :func:`fit_lines` and never reach this wider than ``width`` except for a word longer than the room."""
+    where its text starts (after the bullet, or under the value of a label within the first half of the width).
+    Table lines are fitted by :func:`fit_lines` and never reach this wider than ``width`` except for a word longer
+    than the room."""
     if width is None or cell_len(text) <= width:
         return [text]
     lead = len(text) - len(text.lstrip(" "))
@@ -348,6 +349,11 @@ def wrap_line(text: str, width: int | None) -> list[str]:
     parts = textwrap.wrap(_GLUE.sub(_NO_BREAK, body), width=room, subsequent_indent=" " * hang,
                           break_long_words=False, break_on_hyphens=False, replace_whitespace=False)
     return [" " * lead + part.replace(_NO_BREAK, " ") for part in parts] or [text]
+
+
+def wrap_lines(lines: Sequence[str], width: int | None) -> list[str]:
+    """Every line of ``lines`` through :func:`wrap_line`."""
+    return [part for line in lines for part in wrap_line(line, width)]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -454,4 +460,4 @@ def _just(text: str, width: int, align: str) -> str:
 __all__ = ["Cell", "Column", "TableData", "Layout", "Fitted", "WRAP_FLOOR", "BOXED", "COMPACT", "PLAIN", "STACKED",
            "header_min_width", "overhead", "layout", "dropped_line", "fit_table", "stacked_lines", "terminal_width",
            "stdout_width",
-           "wrap_line", "print_line", "print_table", "fit_lines"]
+           "wrap_line", "wrap_lines", "print_line", "print_table", "fit_lines"]

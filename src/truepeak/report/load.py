@@ -27,7 +27,7 @@ from pathlib import Path
 
 import truepeak
 from truepeak.errors import TruepeakError
-from truepeak.records import READABLE_SCHEMAS, Record, latest, read_records
+from truepeak.records import READABLE_SCHEMAS, RESULTS_FILE, Record, latest, read_records, results_file
 
 #: Schema versions the reports understand (the one :mod:`truepeak.records` writes, and the older ones it migrates).
 UNDERSTOOD_SCHEMAS: tuple[int, ...] = READABLE_SCHEMAS
@@ -106,14 +106,11 @@ def load_results(paths: Sequence[str | os.PathLike[str]], *, dedupe: bool = True
     """
     out = Results()
     for raw in paths:
-        name = os.fspath(raw)
-        p = Path(name)
+        p = results_file(raw)
+        name = os.fspath(raw) if p == Path(raw).expanduser() else os.fspath(p)
         if p.is_dir():
-            if not (p / "results.jsonl").is_file():
-                raise TruepeakError(f"{name} is a folder without results.jsonl, not a results file; pass a .jsonl "
-                                    "file or a folder that truepeak wrote")
-            p = p / "results.jsonl"
-            name = os.fspath(p)
+            raise TruepeakError(f"{name} is a folder without {RESULTS_FILE}, not a results file; pass a .jsonl "
+                                "file or a folder that truepeak wrote")
         out.files.append(name)
         recs = read_records(p, strict=False)
         out.problems += [Problem(name, n, why) for n, why in recs.problems]

@@ -485,10 +485,10 @@ def render_compare(cells, layouts, batches, width: int | None = None) -> list[st
 def render_text(result, width: int | None = None) -> list[str]:
     """The lines of ``truepeak moe plan`` for a :class:`truepeak.moe.plan.PlanSet`: the model, the header of the
     first plan, each plan, the tuned-config file names, the what-if table when there is one, the footer; tables
-    fitted into ``width`` terminal columns and the other lines wrapped into them (:func:`truepeak.report.fit.wrap_line`;
-    None: not a terminal, nothing wrapped). The warnings are not in them
+    fitted into ``width`` terminal columns and the other lines wrapped into them
+    (:func:`truepeak.report.fit.wrap_lines`; None: not a terminal, nothing wrapped). The warnings are not in them
     (:func:`finding_text` says each)."""
-    from truepeak.report.fit import wrap_line
+    from truepeak.report.fit import wrap_lines
 
     plans = result.plans
     lines = [result.model.summary()] + render_header(plans[0], result.measured) + [""]
@@ -503,7 +503,7 @@ def render_text(result, width: int | None = None) -> list[str]:
         lines += [""] + render_compare(result.cells, result.layouts, result.batches, width)
     lines.append("")
     lines.append(FOOTER)
-    return [part for line in lines for part in wrap_line(line, width)]
+    return wrap_lines(lines, width)
 
 
 def _after(d: dict, key: str, new: str, value) -> dict:

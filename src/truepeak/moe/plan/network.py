@@ -39,7 +39,8 @@ class Network:
             raise ConfigError(f"--network-bandwidth {self.bandwidth / 1e9:g} GB/s must be > 0 GB/s",
                               field="network_bandwidth")
         if self.latency_s is not None and not self.latency_s >= 0:
-            raise ConfigError(f"--network-latency {self.latency_s * 1e6:g} µs must be >= 0 µs", field="network_latency")
+            raise ConfigError(f"--network-latency {self.latency_s * 1e6:g} µs must be >= 0 µs",
+                              field="network_latency")
 
     def gpus_per_node(self, layout) -> int:
         """GPUs of ``layout`` in one node.
