@@ -502,41 +502,105 @@ def _acc_tiles(acc_a, acc_b, w_ptr, ws_ptr, wgs_ptr, e, offs_a, offs_b, x_ptr, r
 
 
 @triton.jit
-def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
-                   num_blocks, num_slots, top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we,
-                   stride_wn, x_plane,
-                   WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
-                  TILED: tl.constexpr = False, XSCALE: tl.constexpr = False, MMAL: tl.constexpr = False):
+def _gate_up_tile(tile, x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, num_blocks, num_slots,
+                  top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we, stride_wn, x_plane,
+                  WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  INTERP: tl.constexpr, PREFETCH: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr,
+                  TILED: tl.constexpr, XSCALE: tl.constexpr, MMAL: tl.constexpr):
     e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
-                                                         BLOCK_M, BLOCK_N)
+                                                         BLOCK_M, BLOCK_N, tile)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, x_plane, 2 * I, H,
-                      stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST,
+    g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, x_plane,
+                      2 * I, H, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, True, HOIST,
                       ACT8, xs_ptr, TILED, XSCALE, MMAL)
     h = g / (1.0 + tl.exp(-g)) * u
     optr = out_ptr + slots[None, :].to(tl.int64) * stride_out + offs_n[:, None]
     tl.store(optr, h.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < I))
 
+
 @triton.jit
-def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
-                num_blocks, num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn, x_plane,
-                WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                  INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
-                  TILED: tl.constexpr = False, XSCALE: tl.constexpr = False, MMAL: tl.constexpr = False):
+def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
+                   num_blocks, num_slots, top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we,
+                   stride_wn, x_plane, num_programs,
+                   WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   INTERP: tl.constexpr,
+                   PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
+                   TILED: tl.constexpr = False, XSCALE: tl.constexpr = False, MMAL: tl.constexpr = False,
+                   PERSIST: tl.constexpr = False):
+    """out[slot, :I] = silu(x[row] @ W_gate^T) * (x[row] @ W_up^T) for every routed slot, one (token block, weight
+    tile) per program, or, with PERSIST, ``num_programs`` programs each looping over tiles ``pid, pid +
+    num_programs, ...`` as one flattened loop (Triton's ``tl.range(flatten=True)``), so the next tile's loads are
+    issued while the current one's last K steps run."""
+    if PERSIST:
+        num_tiles = num_blocks * tl.cdiv(I, BLOCK_N)
+        if INTERP:  # Triton 3.6's interpreter cannot take a program id as tl.range's start: the same tiles
+            tile = tl.program_id(0)
+            while tile < num_tiles:
+                _gate_up_tile(tile, x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
+                              num_blocks, num_slots, top_k, I, H, stride_x, stride_out, stride_we, stride_wn,
+                              x_plane, WFMT, BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED,
+                              XSCALE, MMAL)
+                tile += num_programs
+        else:
+            for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=True):
+                _gate_up_tile(tile, x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
+                              num_blocks, num_slots, top_k, I, H, stride_x, stride_out, stride_we, stride_wn,
+                              x_plane, WFMT, BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED,
+                              XSCALE, MMAL)
+    else:
+        _gate_up_tile(tl.program_id(0), x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
+                      num_blocks, num_slots, top_k, I, H, stride_x, stride_out, stride_we, stride_wn, x_plane, WFMT,
+                      BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL)
+
+
+@triton.jit
+def _down_tile(tile, a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr, num_blocks,
+               num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn, x_plane,
+               WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+               INTERP: tl.constexpr, PREFETCH: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr,
+               TILED: tl.constexpr, XSCALE: tl.constexpr, MMAL: tl.constexpr):
     e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
-                                                         BLOCK_M, BLOCK_N)
+                                                         BLOCK_M, BLOCK_N, tile)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a, x_plane, H,
-                              I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
+    acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a,
+                              x_plane, H, I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
                               HOIST, ACT8, xs_ptr, TILED, XSCALE, MMAL)
     wt = tl.load(topw_ptr + rows, mask=row_ok, other=0.0)
     acc = acc * wt[None, :]
     optr = out_ptr + rows[None, :] * stride_out + offs_n[:, None]
     tl.store(optr, acc.to(out_ptr.dtype.element_ty), mask=row_ok[None, :] & (offs_n[:, None] < H))
+
+
+@triton.jit
+def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
+                num_blocks, num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn,
+                x_plane, num_programs,
+                WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                INTERP: tl.constexpr,
+                PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
+                TILED: tl.constexpr = False, XSCALE: tl.constexpr = False, MMAL: tl.constexpr = False,
+                PERSIST: tl.constexpr = False):
+    """partial[slot, :] = topw[slot] * (inter[slot] @ W_down^T) for every routed slot; tiles and PERSIST as in
+    :func:`gate_up_kernel`."""
+    if PERSIST:
+        num_tiles = num_blocks * tl.cdiv(H, BLOCK_N)
+        if INTERP:  # Triton 3.6's interpreter cannot take a program id as tl.range's start: the same tiles
+            tile = tl.program_id(0)
+            while tile < num_tiles:
+                _down_tile(tile, a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
+                           num_blocks, num_slots, H, I, stride_a, stride_out, stride_we, stride_wn, x_plane, WFMT,
+                           BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL)
+                tile += num_programs
+        else:
+            for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=True):
+                _down_tile(tile, a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
+                           num_blocks, num_slots, H, I, stride_a, stride_out, stride_we, stride_wn, x_plane, WFMT,
+                           BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL)
+    else:
+        _down_tile(tl.program_id(0), a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
+                   num_blocks, num_slots, H, I, stride_a, stride_out, stride_we, stride_wn, x_plane, WFMT, BLOCK_M,
+                   BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL)
 
 
 @triton.jit

@@ -9,10 +9,12 @@ import triton.language as tl
 
 @triton.jit
 def block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, ROW_DIV, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr):
-    """This program's tile: the expert of its BLOCK_M-slot block, the slots (padded ones masked), the input row of
-    each slot (slot // ROW_DIV: ROW_DIV = top_k reads token rows, 1 reads slot rows) and the BLOCK_N output columns."""
-    pid = tl.program_id(0)
+                        BLOCK_N: tl.constexpr, tile=None):
+    """Tile ``tile`` (default: this program's id): the expert of its BLOCK_M-slot block, the slots (padded ones
+    masked), the input row of each slot (slot // ROW_DIV: ROW_DIV = top_k reads token rows, 1 reads slot rows) and
+    the BLOCK_N output columns. Tiles run token block fastest, so the blocks of one expert are neighbours and read its
+    weight tile from L2 together."""
+    pid = tl.program_id(0) if tile is None else tile
     pid_m = pid % num_blocks
     pid_n = pid // num_blocks
     e = tl.load(bexp_ptr + pid_m).to(tl.int64)

@@ -59,10 +59,10 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
     sig = {"x_ptr": act, "xs_ptr": "*fp32", "w_ptr": w, "ws_ptr": sc, "wgs_ptr": "*fp32",
            "out_ptr": "*bf16" if wfmt == "bf16" or (w8a8 and not mma) else "*fp32", "sorted_ptr": "*i32", "bexp_ptr": "*i32",
            "num_blocks": "i32", "num_slots": "i32", "top_k": "i32", "stride_x": "i32", "stride_out": "i32",
-           "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32"}
+           "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32", "num_programs": "i32"}
     consts = {"I": I, "H": H, "WFMT": WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
               "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8,
-              "TILED": tiled, "XSCALE": wfmt != "bf16", "MMAL": fp4 and mma}  # quantised weights: per-row activation scales, as FusedMoE
+              "TILED": tiled, "XSCALE": wfmt != "bf16", "MMAL": fp4 and mma, "PERSIST": cfg.persistent}  # quantised weights: per-row activation scales, as FusedMoE
     return _compile(fn, sig, consts, cfg, capability, divisible=("x_plane",))
 
 

@@ -119,13 +119,15 @@ def test_kernel_config_validates_its_fields():
 
     for kw in ({"block_m": 24}, {"block_n": 48}, {"block_k": 8}, {"num_warps": 3}, {"num_stages": 0},
                {"maxnreg": 23}, {"maxnreg": 256}, {"maxnreg": True}, {"maxnreg": "128"}, {"block_m": "16"},
-               {"num_warps": 4.0}):
+               {"num_warps": 4.0}, {"persistent": 1}, {"prefetch": "yes"}, {"hoist": None}):
         fields = {"block_m": 16, "block_n": 64, "block_k": 64, **kw}
         name = next(iter(kw))
         with pytest.raises(TruepeakError, match=f"out of range: .*got {name}="):
             mt.KernelConfig(**fields)
     cfg = mt.KernelConfig(np.int64(16), 64, 64, maxnreg=np.int64(128))   # numpy integers become plain ints (the
     assert (cfg.block_m, cfg.maxnreg) == (16, 128) and type(cfg.block_m) is int and type(cfg.maxnreg) is int  # JIT)
+    cfg = mt.KernelConfig(16, 64, 64, persistent=np.bool_(True))  # numpy's bool becomes a plain bool
+    assert cfg.persistent is True and mt.KernelConfig(16, 64, 64).persistent is False
 
 
 def test_default_fp4_layout_is_the_measured_one():

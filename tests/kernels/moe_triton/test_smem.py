@@ -48,3 +48,23 @@ def test_fit_shared_memory_names_a_register_cap_ptxas_cannot_meet():
         mt.fit_shared_memory(launch, capped, capped, 232_448)
     with pytest.raises(RuntimeError, match="PTXAS error"):  # without a cap the compiler's own error stands
         mt.fit_shared_memory(launch, mt.KernelConfig(16, 64, 128), mt.KernelConfig(16, 64, 128), 232_448)
+
+
+def test_programs_per_sm_is_the_least_of_shared_memory_registers_and_threads():
+    from truepeak.kernels.moe_triton.smem import programs_per_sm
+
+    h200 = dict(smem_per_sm=233_472, regs_per_sm=65_536, threads_per_sm=2048)
+    # 160 KB + 1 KB reserved: 233,472 // 164,864 = 1; 168 registers x 32 x 4 warps = 21,504: 3 by registers
+    assert programs_per_sm(163_840, 168, 4, **h200) == 1
+    # 80 KB: 233,472 // 82,944 = 2 by shared memory; 128 registers: 65,536 // 16,384 = 4
+    assert programs_per_sm(81_920, 128, 4, **h200) == 2
+    # registers bound: 40 KB (5 by shared memory), 255 -> 256 registers x 32 x 4 = 32,768: 2
+    assert programs_per_sm(40_960, 255, 4, **h200) == 2
+    # threads bound: no shared memory, 32 registers, 8 warps of 32 = 256 threads: 2048 // 256 = 8
+    assert programs_per_sm(0, 32, 8, **h200) == 8
+    # a program larger than the SM still gets one (the launch fails later, with the compiler's own message)
+    assert programs_per_sm(300_000, 64, 4, **h200) == 1
+    from truepeak.errors import TruepeakError
+
+    with pytest.raises(TruepeakError, match="num_warps=0"):
+        programs_per_sm(1024, 64, 0, **h200)

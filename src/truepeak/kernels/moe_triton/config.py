@@ -26,11 +26,13 @@ class KernelConfig:
     the MMA operand's register layout, straight from shared memory, instead of decoding in the loaded layout and
     moving the fp16 tile to the MMA through shared memory (more instructions, less shared memory and no barrier;
     the untiled w4a16 kernel only). ``maxnreg``: a cap on registers per thread (ptxas ``.maxnreg``; None = the
-    compiler's choice): more programs per SM, or spills.
+    compiler's choice): more programs per SM, or spills. ``persistent``: launch as many programs as fit on the
+    device at once, each looping over (token block, weight tile) work as one flattened loop, so that a program's next
+    tile is being loaded while its last K steps run (instead of a new program filling its pipeline from empty).
 
     Raises:
         TruepeakError: a field of the wrong type or out of range (tiles powers of two >= 16, ``num_stages`` >= 1,
-            ``num_warps`` 1..16 and a power of two, ``maxnreg`` None or 24..255).
+            ``num_warps`` 1..16 and a power of two, ``maxnreg`` None or 24..255, the flags True or False).
     """
 
     block_m: int
@@ -41,6 +43,7 @@ class KernelConfig:
     prefetch: bool = False
     hoist: bool = False
     maxnreg: int | None = None
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         import operator
@@ -60,10 +63,17 @@ class KernelConfig:
                 bad.append(f"{name}={v!r}")
             elif type(v) is not int:  # numpy / 0-d torch integers: plain ints (Triton's JIT takes no others)
                 object.__setattr__(self, name, int(i))
+        for name in ("prefetch", "hoist", "persistent"):
+            v = getattr(self, name)
+            if type(v).__name__ not in ("bool", "bool_"):  # numpy's bool too; 0 / 1 are not flags
+                bad.append(f"{name}={v!r}")
+            else:
+                object.__setattr__(self, name, bool(v))
         if bad:
             raise TruepeakError(f"MoE kernel configuration out of range: block_m, block_n and block_k must be >= 16 "
-                                f"and powers of two, num_stages >= 1, num_warps a power of two up to 16 and maxnreg None "
-                                f"or 24..255 registers (ptxas' .maxnreg); got {', '.join(bad)}")
+                                f"and powers of two, num_stages >= 1, num_warps a power of two up to 16, maxnreg None "
+                                f"or 24..255 registers (ptxas' .maxnreg) and prefetch, hoist and persistent True or "
+                                f"False; got {', '.join(bad)}")
 
     def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:
         """Shared memory one program needs, estimated: ``num_stages`` x (weight tile(s) + activation tile) bytes,

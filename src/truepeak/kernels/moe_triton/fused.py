@@ -12,7 +12,7 @@ from truepeak.kernels.moe_triton.checks import check_inputs
 from truepeak.kernels.moe_triton.config import (WFMT_ID, KernelConfig, choose_config, default_activations,
                                                 default_fp4_layout)
 from truepeak.kernels.moe_triton.routing import align_routing, mean_tokens_per_expert
-from truepeak.kernels.moe_triton.smem import device_smem_limit, fit_shared_memory
+from truepeak.kernels.moe_triton.smem import device_programs, device_smem_limit, fit_shared_memory
 from truepeak.kernels.moe_triton.weights import ExpertWeights
 
 
@@ -254,6 +254,7 @@ class FusedMoE:
         self.wfmt = WFMT_ID[w1.wfmt]
         self._dummy = torch.zeros(1, dtype=torch.float32, device=dev)
         self._ones = torch.ones(self.E, dtype=torch.float32, device=dev)  # per-expert scale of formats without one
+        self._grid: dict = {}  # persistent launches' program counts (_programs)
         if dev.type == "cuda" and not interpreting() and self.align.num_blocks:
             self._fit_shared_memory()
 
@@ -273,7 +274,7 @@ class FusedMoE:
         a = self.align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                   INTERP=interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
-                  TILED=self.tiled, XSCALE=self.rowscale, MMAL=self.mma,
+                  TILED=self.tiled, XSCALE=self.rowscale, MMAL=self.mma, PERSIST=cfg.persistent,
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if cfg.maxnreg:
             kw["maxnreg"] = cfg.maxnreg
@@ -281,22 +282,33 @@ class FusedMoE:
             d, s, g = self._args(self.w1, cfg.block_k)
             xa, xs = (self.xq, self.xs) if self.rowscale else (self.xin, self._dummy)
             plane = self.T * self.H if self.act8 else 0
-            grid = (a.num_blocks * (self.I // cfg.block_n + (self.I % cfg.block_n > 0)),)
-            args = (xa, xs, d, s, g, self.inter, a.sorted_slots, a.block_expert, a.num_blocks, a.num_slots, self.k,
-                    self.I, self.H, xa.stride(-2), self.inter.stride(0), d.stride(0), d.stride(1), plane)
+            tiles = a.num_blocks * -(-self.I // cfg.block_n)
+            args = [xa, xs, d, s, g, self.inter, a.sorted_slots, a.block_expert, a.num_blocks, a.num_slots, self.k,
+                    self.I, self.H, xa.stride(-2), self.inter.stride(0), d.stride(0), d.stride(1), plane, tiles]
             kernel = gate_up
         else:
             d, s, g = self._args(self.w2, cfg.block_k)
             xa, xs = (self.interq, self.inters) if self.rowscale else (self.inter, self._dummy)
             plane = self.T * self.k * self.I if self.act8 else 0
-            grid = (a.num_blocks * (self.H // cfg.block_n + (self.H % cfg.block_n > 0)),)
-            args = (xa, xs, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw, a.num_blocks,
+            tiles = a.num_blocks * -(-self.H // cfg.block_n)
+            args = [xa, xs, d, s, g, self.partial, a.sorted_slots, a.block_expert, self.topw, a.num_blocks,
                     a.num_slots, self.H, self.I, xa.stride(-2), self.partial.stride(0), d.stride(0), d.stride(1),
-                    plane)
+                    plane, tiles]
             kernel = down
         if warmup:
-            return kernel.warmup(*args, grid=grid, **kw)
-        return kernel[grid](*args, **kw)
+            return kernel.warmup(*args, grid=(tiles,), **kw)
+        if cfg.persistent:  # as many programs as the device holds at once, each looping over tiles
+            args[-1] = min(tiles, self._programs(which, cfg))
+        return kernel[(args[-1],)](*args, **kw)
+
+    def _programs(self, which: int, cfg: KernelConfig) -> int:
+        """The grid of a persistent launch of kernel ``which`` with ``cfg``: the programs the device holds at once
+        (:func:`device_programs` of the compiled kernel; 3 in the interpreter, so that its programs loop)."""
+        key = (which, cfg)
+        if key not in self._grid:
+            self._grid[key] = (3 if interpreting() or self.x.device.type != "cuda" else
+                               device_programs(self._launch(which, cfg, warmup=True), cfg.num_warps, self.x.device))
+        return self._grid[key]
 
     def _act8_flag(self) -> Any:
         """The kernels' ACT8 value: 1 with fp8 activations, 0 without; plus 2 with ``drop_block_scales`` (w4a8 only:

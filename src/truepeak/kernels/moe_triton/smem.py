@@ -1,5 +1,6 @@
 """Shared-memory fitting with the compiler's own figure: compile each MoE kernel and drop pipeline stages until
-it fits the device's per-block limit (docs/method.md, 'Shared memory per block')."""
+it fits the device's per-block limit (docs/method.md, 'Shared memory per block'); and how many programs of a compiled
+kernel one SM holds at once (the grid of a persistent launch)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,42 @@ def device_smem_limit(device: Any) -> int:
     sm_120; 0 where torch does not report it)."""
     torch = require("torch", "running the MoE kernel")
     return int(getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", 0))
+
+
+def programs_per_sm(shared_bytes: int, registers: int, num_warps: int, smem_per_sm: int, regs_per_sm: int = 65536,
+                    threads_per_sm: int = 2048, reserved_per_block: int = 1024) -> int:
+    """Programs (thread blocks) of one kernel an SM holds at once, the least of three limits: shared memory
+    (``smem_per_sm // (shared_bytes + reserved_per_block)``: the CUDA C++ Programming Guide's 1 KB of shared memory
+    the system reserves per block from compute capability 8.0 on), registers (``registers`` per thread rounded up to
+    a multiple of 8, per warp of 32 threads) and threads; at least 1. On the H200 (228 KB of shared memory and 65,536
+    registers per SM, at most 2,048 threads): a 4-warp program of 160 KB and 168 registers per thread holds 1; of
+    80 KB and 128 registers, 2.
+
+    Raises:
+        TruepeakError: a negative or zero size where a positive one is needed."""
+    from truepeak.errors import TruepeakError
+
+    if min(smem_per_sm, regs_per_sm, threads_per_sm, num_warps) <= 0 or shared_bytes < 0 or registers < 0:
+        raise TruepeakError(f"programs_per_sm needs positive SM sizes and warps and non-negative program sizes, got "
+                            f"shared_bytes={shared_bytes}, registers={registers}, num_warps={num_warps}, "
+                            f"smem_per_sm={smem_per_sm}, regs_per_sm={regs_per_sm}, threads_per_sm={threads_per_sm}")
+    by_smem = smem_per_sm // (shared_bytes + reserved_per_block)
+    per_warp = -(-max(registers, 1) // 8) * 8 * 32
+    by_regs = regs_per_sm // (per_warp * num_warps)
+    by_threads = threads_per_sm // (32 * num_warps)
+    return max(1, min(by_smem, by_regs, by_threads))
+
+
+def device_programs(compiled: Any, num_warps: int, device: Any) -> int:
+    """Programs of a compiled Triton kernel (``.metadata.shared`` bytes, ``.n_regs`` registers per thread) that the
+    whole ``device`` holds at once: :func:`programs_per_sm` times its SMs."""
+    torch = require("torch", "running the MoE kernel")
+    p = torch.cuda.get_device_properties(device)
+    per_sm = programs_per_sm(int(compiled.metadata.shared), int(getattr(compiled, "n_regs", 0) or 0), num_warps,
+                             int(getattr(p, "shared_memory_per_multiprocessor", 0) or 233472),
+                             int(getattr(p, "regs_per_multiprocessor", 0) or 65536),
+                             int(getattr(p, "max_threads_per_multi_processor", 0) or 2048))
+    return per_sm * int(p.multi_processor_count)
 
 
 def fit_shared_memory(launch: Any, cfg1: KernelConfig, cfg2: KernelConfig, limit: int
