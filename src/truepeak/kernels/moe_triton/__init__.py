@@ -12,7 +12,7 @@ default activations, fp4 K steps), :mod:`~truepeak.kernels.moe_triton.routing` (
 tuned tables ``truepeak moe tune`` writes and :class:`FusedMoE` loads: :class:`TunedTable`, :func:`find_table`,
 :func:`bucket_of`), :mod:`~truepeak.kernels.moe_triton.search_space` (the tuner's candidates and their shared-memory
 fit); the ``@triton.jit`` sources are in
-:mod:`truepeak.kernels._moe_jit`. Every public name is importable from this package.
+:mod:`truepeak.kernels._moe_jit` (the GEMMs) and :mod:`truepeak.kernels._moe_quant_jit` (the activation quantiser). Every public name is importable from this package.
 
 The unit of work: hidden states ``x [T, H]`` and router output (``topk_ids``, ``topk_weights`` ``[T, k]``)
 → ``out [T, H] = Σ_j w[t, j] · down_e(act(gate_up_e(x[t])))`` with ``e = topk_ids[t, j]`` and the SiLU-gated
@@ -38,7 +38,7 @@ Design (why it reaches the weight-streaming roofline at a few tokens per expert)
   ``fp8_block`` (128 x 128 fp32 block scales, applied per K step of at most 128); ``nvfp4`` (e2m1 packed two per byte,
   e4m3 scale per 16 and a per-expert fp32 scale) and ``mxfp4`` (e2m1, e8m0 scale per 32).
 - fp8 weights run **w8a8** by default: x and the intermediate are quantised per row to e4m3 (scale max|row| / 448)
-  by :func:`truepeak.kernels._moe_jit.quant_rows_kernel` inside the call, the MMA is fp8 x fp8 fed from shared
+  by :func:`truepeak.kernels._moe_quant_jit.quant_rows_kernel` inside the call, the MMA is fp8 x fp8 fed from shared
   memory like bf16, with the tensor core's partial sums added into fp32 every 128 products (Hopper's fp8 MMA
   accumulates with limited precision: DeepSeek-V3 report §3.3.2). ``activations="fp16"`` gives w8a16 (e4m3 → fp16
   in registers, one cvt per 2 values).

@@ -320,7 +320,7 @@ class FusedMoE:
         """Per-row quantisation of ``src [R, C]`` into ``q [P, R, C]`` and ``scales [R]`` (one program per row): e4m3
         (q's dtype float8_e4m3fn; P = 2 planes: even / odd 16-element blocks, for nvfp4 w4a8) or fp16 with a
         power-of-two scale (q float16); for the MMA layout (``perm``) stored in its K order (:func:`mma_logical_order`)."""
-        from truepeak.kernels._moe_jit import quant_rows_kernel
+        from truepeak.kernels._moe_quant_jit import quant_rows_kernel
 
         rows, cols = src.shape
         block = min(8192, 1 << max(4, (cols - 1).bit_length()))
