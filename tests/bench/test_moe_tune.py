@@ -110,3 +110,5 @@ def test_report_renders_the_table(tuned):
     assert any("not reached within the budget: fp8 fp8 activations, 1 tokens per expert" in ln for ln in lines)
     assert config_text({"block_m": 16, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 3,
                         "maxnreg": 128, "prefetch": True}) == "m16 n64 k128 w4 s3 r128 pf"
+    assert config_text({"block_m": 32, "block_n": 128, "block_k": 128, "num_warps": 8, "num_stages": 4,
+                        "group_m": 1, "persistent": False}) == "m32 n128 k128 w8 s4 g1"

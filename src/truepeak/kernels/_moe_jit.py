@@ -506,9 +506,9 @@ def _gate_up_tile(tile, x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_p
                   top_k, I: tl.constexpr, H: tl.constexpr, stride_x, stride_out, stride_we, stride_wn, x_plane,
                   WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   INTERP: tl.constexpr, PREFETCH: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr,
-                  TILED: tl.constexpr, XSCALE: tl.constexpr, MMAL: tl.constexpr):
+                  TILED: tl.constexpr, XSCALE: tl.constexpr, MMAL: tl.constexpr, GROUP_M: tl.constexpr):
     e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, top_k,
-                                                         BLOCK_M, BLOCK_N, tile)
+                                                         BLOCK_M, BLOCK_N, tile, tl.cdiv(I, BLOCK_N), GROUP_M)
     g = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     u = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     g, u = _acc_tiles(g, u, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n + I, x_ptr, rows, row_ok, stride_x, x_plane,
@@ -527,11 +527,12 @@ def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, b
                    INTERP: tl.constexpr,
                    PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
                    TILED: tl.constexpr = False, XSCALE: tl.constexpr = False, MMAL: tl.constexpr = False,
-                   PERSIST: tl.constexpr = False):
+                   PERSIST: tl.constexpr = False, GROUP_M: tl.constexpr = 0):
     """out[slot, :I] = silu(x[row] @ W_gate^T) * (x[row] @ W_up^T) for every routed slot, one (token block, weight
     tile) per program, or, with PERSIST, ``num_programs`` programs each looping over tiles ``pid, pid +
     num_programs, ...`` as one flattened loop (Triton's ``tl.range(flatten=True)``), so the next tile's loads are
-    issued while the current one's last K steps run."""
+    issued while the current one's last K steps run. GROUP_M: the order of the tiles
+    (:func:`~truepeak.kernels._moe_jit_common.block_of_one_expert`)."""
     if PERSIST:
         num_tiles = num_blocks * tl.cdiv(I, BLOCK_N)
         if INTERP:  # Triton 3.6's interpreter cannot take a program id as tl.range's start: the same tiles
@@ -540,18 +541,18 @@ def gate_up_kernel(x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, b
                 _gate_up_tile(tile, x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
                               num_blocks, num_slots, top_k, I, H, stride_x, stride_out, stride_we, stride_wn,
                               x_plane, WFMT, BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED,
-                              XSCALE, MMAL)
+                              XSCALE, MMAL, GROUP_M)
                 tile += num_programs
         else:
             for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=True):
                 _gate_up_tile(tile, x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
                               num_blocks, num_slots, top_k, I, H, stride_x, stride_out, stride_we, stride_wn,
                               x_plane, WFMT, BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED,
-                              XSCALE, MMAL)
+                              XSCALE, MMAL, GROUP_M)
     else:
         _gate_up_tile(tl.program_id(0), x_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr,
                       num_blocks, num_slots, top_k, I, H, stride_x, stride_out, stride_we, stride_wn, x_plane, WFMT,
-                      BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL)
+                      BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL, GROUP_M)
 
 
 @triton.jit
@@ -559,9 +560,9 @@ def _down_tile(tile, a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr,
                num_slots, H: tl.constexpr, I: tl.constexpr, stride_a, stride_out, stride_we, stride_wn, x_plane,
                WFMT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                INTERP: tl.constexpr, PREFETCH: tl.constexpr, HOIST: tl.constexpr, ACT8: tl.constexpr,
-               TILED: tl.constexpr, XSCALE: tl.constexpr, MMAL: tl.constexpr):
+               TILED: tl.constexpr, XSCALE: tl.constexpr, MMAL: tl.constexpr, GROUP_M: tl.constexpr):
     e, slots, row_ok, rows, offs_n = block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, 1,
-                                                         BLOCK_M, BLOCK_N, tile)
+                                                         BLOCK_M, BLOCK_N, tile, tl.cdiv(H, BLOCK_N), GROUP_M)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc, _unused = _acc_tiles(acc, acc, w_ptr, ws_ptr, wgs_ptr, e, offs_n, offs_n, a_ptr, rows, row_ok, stride_a,
                               x_plane, H, I, stride_we, stride_wn, WFMT, BLOCK_K, INTERP, PREFETCH, False,
@@ -580,7 +581,7 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
                 INTERP: tl.constexpr,
                 PREFETCH: tl.constexpr, HOIST: tl.constexpr = False, ACT8: tl.constexpr = False,
                 TILED: tl.constexpr = False, XSCALE: tl.constexpr = False, MMAL: tl.constexpr = False,
-                PERSIST: tl.constexpr = False):
+                PERSIST: tl.constexpr = False, GROUP_M: tl.constexpr = 0):
     """partial[slot, :] = topw[slot] * (inter[slot] @ W_down^T) for every routed slot; tiles and PERSIST as in
     :func:`gate_up_kernel`."""
     if PERSIST:
@@ -590,17 +591,17 @@ def down_kernel(a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp
             while tile < num_tiles:
                 _down_tile(tile, a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
                            num_blocks, num_slots, H, I, stride_a, stride_out, stride_we, stride_wn, x_plane, WFMT,
-                           BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL)
+                           BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL, GROUP_M)
                 tile += num_programs
         else:
             for tile in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=True):
                 _down_tile(tile, a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
                            num_blocks, num_slots, H, I, stride_a, stride_out, stride_we, stride_wn, x_plane, WFMT,
-                           BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL)
+                           BLOCK_M, BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL, GROUP_M)
     else:
         _down_tile(tl.program_id(0), a_ptr, xs_ptr, w_ptr, ws_ptr, wgs_ptr, out_ptr, sorted_ptr, bexp_ptr, topw_ptr,
                    num_blocks, num_slots, H, I, stride_a, stride_out, stride_we, stride_wn, x_plane, WFMT, BLOCK_M,
-                   BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL)
+                   BLOCK_N, BLOCK_K, INTERP, PREFETCH, HOIST, ACT8, TILED, XSCALE, MMAL, GROUP_M)
 
 
 @triton.jit

@@ -9,14 +9,24 @@ import triton.language as tl
 
 @triton.jit
 def block_of_one_expert(sorted_ptr, bexp_ptr, num_blocks, num_slots, ROW_DIV, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, tile=None):
+                        BLOCK_N: tl.constexpr, tile=None, num_n=1, GROUP_M: tl.constexpr = 0):
     """Tile ``tile`` (default: this program's id): the expert of its BLOCK_M-slot block, the slots (padded ones
     masked), the input row of each slot (slot // ROW_DIV: ROW_DIV = top_k reads token rows, 1 reads slot rows) and
-    the BLOCK_N output columns. Tiles run token block fastest, so the blocks of one expert are neighbours and read its
-    weight tile from L2 together."""
+    the BLOCK_N output columns. GROUP_M = 0: tiles run token block fastest, so the blocks of one expert are
+    neighbours and read its weight tile from L2 together. GROUP_M = g > 0: groups of g token blocks, each group's
+    ``g x num_n`` tiles (``num_n`` weight tiles per block) neighbours, token block fastest within the group (the
+    grouped order of vLLM's ``fused_moe_kernel``); g = 1 runs one block's weight tiles back to back, so they share
+    its activation tile in L2."""
     pid = tl.program_id(0) if tile is None else tile
-    pid_m = pid % num_blocks
-    pid_n = pid // num_blocks
+    if GROUP_M == 0:
+        pid_m = pid % num_blocks
+        pid_n = pid // num_blocks
+    else:
+        per_group = GROUP_M * num_n
+        first_m = (pid // per_group) * GROUP_M
+        size_m = tl.minimum(num_blocks - first_m, GROUP_M)
+        pid_m = first_m + (pid % per_group) % size_m
+        pid_n = (pid % per_group) // size_m
     e = tl.load(bexp_ptr + pid_m).to(tl.int64)
     slots = tl.load(sorted_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
     row_ok = slots < num_slots

@@ -62,7 +62,8 @@ def compile_gate_up(cfg: Any, wfmt: str, w8a8: bool = False, capability: int = 9
            "stride_we": "i32", "stride_wn": "i32", "x_plane": "i32", "num_programs": "i32"}
     consts = {"I": I, "H": H, "WFMT": WFMT_ID[wfmt], "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
               "BLOCK_K": cfg.block_k, "INTERP": False, "PREFETCH": cfg.prefetch, "HOIST": cfg.hoist, "ACT8": w8a8,
-              "TILED": tiled, "XSCALE": wfmt != "bf16", "MMAL": fp4 and mma, "PERSIST": cfg.persistent}  # quantised weights: per-row activation scales, as FusedMoE
+              "TILED": tiled, "XSCALE": wfmt != "bf16", "MMAL": fp4 and mma, "PERSIST": cfg.persistent,
+              "GROUP_M": cfg.group_m}  # quantised weights: per-row activation scales, as FusedMoE
     return _compile(fn, sig, consts, cfg, capability, divisible=("x_plane",))
 
 

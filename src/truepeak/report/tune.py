@@ -18,13 +18,14 @@ COLUMNS = (("weights", False), ("activations", False), ("tok/exp", True), ("defa
 
 def config_text(cfg: dict[str, Any]) -> str:
     """A configuration in one short word per field: ``m16 n64 k128 w4 s4`` (token block, weight rows, K step, warps,
-    stages), then ``r128`` (register cap), ``pf`` (prefetch), ``hoist``, ``persist`` (persistent launch) where set."""
+    stages), then ``r128`` (register cap), ``pf`` (prefetch), ``hoist``, ``persist`` (persistent launch), ``g1`` (tile order: groups of one token block) where set."""
     parts = [f"m{cfg['block_m']}", f"n{cfg['block_n']}", f"k{cfg['block_k']}", f"w{cfg['num_warps']}",
              f"s{cfg['num_stages']}"]
     parts += [f"r{cfg['maxnreg']}"] if cfg.get("maxnreg") else []
     parts += ["pf"] if cfg.get("prefetch") else []
     parts += ["hoist"] if cfg.get("hoist") else []
     parts += ["persist"] if cfg.get("persistent") else []
+    parts += [f"g{cfg['group_m']}"] if cfg.get("group_m") else []
     return " ".join(parts)
 
 

@@ -119,7 +119,8 @@ def test_kernel_config_validates_its_fields():
 
     for kw in ({"block_m": 24}, {"block_n": 48}, {"block_k": 8}, {"num_warps": 3}, {"num_stages": 0},
                {"maxnreg": 23}, {"maxnreg": 256}, {"maxnreg": True}, {"maxnreg": "128"}, {"block_m": "16"},
-               {"num_warps": 4.0}, {"persistent": 1}, {"prefetch": "yes"}, {"hoist": None}):
+               {"num_warps": 4.0}, {"persistent": 1}, {"prefetch": "yes"}, {"hoist": None}, {"group_m": -1},
+               {"group_m": 2.0}, {"group_m": False}):
         fields = {"block_m": 16, "block_n": 64, "block_k": 64, **kw}
         name = next(iter(kw))
         with pytest.raises(TruepeakError, match=f"out of range: .*got {name}="):
@@ -128,6 +129,7 @@ def test_kernel_config_validates_its_fields():
     assert (cfg.block_m, cfg.maxnreg) == (16, 128) and type(cfg.block_m) is int and type(cfg.maxnreg) is int  # JIT)
     cfg = mt.KernelConfig(16, 64, 64, persistent=np.bool_(True))  # numpy's bool becomes a plain bool
     assert cfg.persistent is True and mt.KernelConfig(16, 64, 64).persistent is False
+    assert mt.KernelConfig(16, 64, 64).group_m == 0 and mt.KernelConfig(16, 64, 64, group_m=3).group_m == 3
 
 
 def test_default_fp4_layout_is_the_measured_one():

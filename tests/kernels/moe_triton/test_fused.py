@@ -41,16 +41,19 @@ for routing, rows in routings.items():
         tw = torch.rand(T, k)
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
         bk = 64 if wfmt in ("nvfp4", "mxfp4") else 32
-        # "all_in_one" runs the persistent launch: 3 programs looping over its tiles
+        # "all_in_one" runs the persistent launch: 3 programs looping over its tiles; "mixed" the grouped tile order,
+        # groups of 2 of its 3 token blocks (the last group holds one)
         persist = routing == "all_in_one"
-        cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=persist, persistent=persist)
+        group = 0 if persist else 2
+        cfg = mt.KernelConfig(16, 64, bk, 4, 1, prefetch=(routing == "mixed"), hoist=persist, persistent=persist,
+                              group_m=group)
         acts = (["fp8", "fp16"] if wfmt.startswith("fp8") else ["fp8", "fp16", "fp16u", "mma8", "mma16"]
                 if wfmt.endswith("fp4") else [None])
         for act in acts:
             c = cfg
             if act != "fp16u" and wfmt.endswith("fp4"):  # the tiled and MMA-layout kernels: 4 scale blocks per step
                 c = mt.KernelConfig(16, 64, mt.w4a8_block_k(wfmt), 4, 1, prefetch=(routing == "mixed"),
-                                    persistent=persist)
+                                    persistent=persist, group_m=group)
             layout = "mma" if act and act.startswith("mma") else "tiles" if wfmt.endswith("fp4") else None
             a = act and ("fp8" if act in ("fp8", "mma8") else "fp16")
             fused = mt.FusedMoE(x, w1, w2, ids, tw, config=c, activations=a, fp4_layout=layout,
@@ -60,7 +63,8 @@ for routing, rows in routings.items():
             out[routing + "/" + wfmt + ("/" + act if act else "")] = {
                 "err": err, "shape": list(y.shape), "dtype": str(y.dtype), "counts": fused.align.counts.tolist(),
                 "activations": fused.activations, "tiled": getattr(fused, "tiled", None), "mma": fused.mma,
-                "programs": sorted(fused._grid.values()), "persistent": [fused.cfg1.persistent, fused.cfg2.persistent]}
+                "programs": sorted(fused._grid.values()), "persistent": [fused.cfg1.persistent, fused.cfg2.persistent],
+                "group_m": [fused.cfg1.group_m, fused.cfg2.group_m]}
 # small weights (scale 1e-3) through the fp4 path that decodes in the loaded layout: the per-expert scale is applied
 # after the K loop, so the fp16 tiles do not lose precision with the weights' magnitude (8.4e-3 when it was not)
 torch.manual_seed(0)
@@ -219,6 +223,7 @@ def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     # "all_in_one" ran both kernels persistent: 3 programs each (2 blocks x 2 or 4 weight tiles = 4 or 8 tiles)
     assert r["persistent"] == [routing == "all_in_one"] * 2
     assert r["programs"] == ([3, 3] if routing == "all_in_one" else [])
+    assert r["group_m"] == ([0, 0] if routing == "all_in_one" else [2, 2])
 
 
 @pytest.mark.parametrize("wfmt", ["nvfp4", "mxfp4"])
@@ -400,10 +405,12 @@ def test_gpu_activation_variants_match_reference(wfmt, acts, x_dtype, untiled, l
 @pytest.mark.parametrize("wfmt,acts,layout", [("bf16", None, None), ("fp8", "fp8", None), ("fp8", "fp16", None),
                                                ("fp8_block", "fp8", None), ("mxfp4", "fp8", "tiles"),
                                                ("nvfp4", "fp16", "mma")])
-def test_gpu_persistent_launch_matches_reference(wfmt, acts, layout):
-    """The persistent launch (``persistent=True``: as many programs as the device holds, each looping over tiles),
-    on the device: the same output as the reference with 64 experts, random routing (many more tiles than programs)
-    and one expert holding every token (few tiles: programs with nothing to do)."""
+@pytest.mark.parametrize("tune", [{"persistent": True}, {"group_m": 1}, {"group_m": 4, "persistent": True}])
+def test_gpu_persistent_launch_and_tile_orders_match_reference(wfmt, acts, layout, tune):
+    """The persistent launch (``persistent=True``: as many programs as the device holds, each looping over tiles)
+    and the grouped tile orders (``group_m``), on the device: the same output as the reference with 64 experts,
+    random routing (many more tiles than programs) and one expert holding every token (few tiles: programs with
+    nothing to do)."""
     g = torch.Generator(device="cuda").manual_seed(1)
     E, H, I = 64, 1024, 512
     w1 = mt.quantize_experts(torch.randn(E, 2 * I, H, device="cuda", generator=g) * 0.05, wfmt)
@@ -412,9 +419,11 @@ def test_gpu_persistent_launch_matches_reference(wfmt, acts, layout):
         tw = torch.rand(ids.shape, device="cuda", generator=g)
         x = (torch.rand(ids.shape[0], H, device="cuda", generator=g) * 2 - 1).bfloat16()
         ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
-        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, fp4_layout=layout, tune={"persistent": True})
+        f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, fp4_layout=layout, tune=tune)
         y = f().float()
-        assert f.cfg1.persistent and f.cfg2.persistent and len(f._grid) == 2
+        persist = tune.get("persistent", False)
+        assert f.cfg1.persistent == f.cfg2.persistent == persist and len(f._grid) == 2 * persist
+        assert f.cfg1.group_m == f.cfg2.group_m == tune.get("group_m", 0)
         n_sm = torch.cuda.get_device_properties(0).multi_processor_count
         assert all(n % n_sm == 0 for n in f._grid.values()), f._grid  # whole programs per SM
         err = float((y - ref).abs().max() / ref.abs().max())

@@ -53,10 +53,11 @@ def test_space_per_format_and_bucket():
 def test_neighbours_change_one_field_of_one_kernel():
     pair = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
     n = ss.neighbours(pair, ss.search_space("bf16", False, 1))
-    # block_m: 32 (1); per kernel: persistent (1), 3 other block_n, 1 other warp count, 3 other stage counts,
-    # 2 other K steps = 10
-    assert len(n) == 1 + 2 * 10 and n[0] == {"block_m": 32}
-    assert n[1:3] == [{"gate_up.persistent": True}, {"down.persistent": True}]
+    # block_m: 32 (1); per kernel: 2 other tile orders, persistent (1), 3 other block_n, 1 other warp count,
+    # 3 other stage counts, 2 other K steps = 12
+    assert len(n) == 1 + 2 * 12 and n[0] == {"block_m": 32}
+    assert n[1:5] == [{"gate_up.group_m": 1}, {"gate_up.group_m": 4}, {"down.group_m": 1}, {"down.group_m": 4}]
+    assert n[5:7] == [{"gate_up.persistent": True}, {"down.persistent": True}]
     assert all(len(c) == 1 for c in n)
     a, b = ss.apply(pair, {"gate_up.block_n": 128})
     assert a.block_n == 128 and b == pair[1]

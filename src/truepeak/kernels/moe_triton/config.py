@@ -29,10 +29,15 @@ class KernelConfig:
     compiler's choice): more programs per SM, or spills. ``persistent``: launch as many programs as fit on the
     device at once, each looping over (token block, weight tile) work as one flattened loop, so that a program's next
     tile is being loaded while its last K steps run (instead of a new program filling its pipeline from empty).
+    ``group_m``: the order of the (token block, weight tile) work. 0: token block fastest, so the blocks of one
+    expert run together and share each weight tile in L2 (pays when an expert has many blocks); g > 0: groups of g
+    token blocks, each group's weight tiles back to back, so they share the group's activation tiles in L2 (pays
+    when an expert has one or a few blocks, as at decode).
 
     Raises:
         TruepeakError: a field of the wrong type or out of range (tiles powers of two >= 16, ``num_stages`` >= 1,
-            ``num_warps`` 1..16 and a power of two, ``maxnreg`` None or 24..255, the flags True or False).
+            ``num_warps`` 1..16 and a power of two, ``maxnreg`` None or 24..255, ``group_m`` >= 0, the flags True or
+            False).
     """
 
     block_m: int
@@ -44,12 +49,13 @@ class KernelConfig:
     hoist: bool = False
     maxnreg: int | None = None
     persistent: bool = False
+    group_m: int = 0
 
     def __post_init__(self) -> None:
         import operator
 
         bad = []
-        for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "maxnreg"):
+        for name in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "maxnreg", "group_m"):
             v = getattr(self, name)
             if v is None and name == "maxnreg":
                 continue
@@ -58,7 +64,7 @@ class KernelConfig:
             except TypeError:
                 i = -1
             ok = {"num_warps": i in (1, 2, 4, 8, 16), "num_stages": i >= 1,
-                  "maxnreg": 24 <= i <= 255}.get(name, i >= 16 and i & (i - 1) == 0)
+                  "maxnreg": 24 <= i <= 255, "group_m": i >= 0}.get(name, i >= 16 and i & (i - 1) == 0)
             if not ok:
                 bad.append(f"{name}={v!r}")
             elif type(v) is not int:  # numpy / 0-d torch integers: plain ints (Triton's JIT takes no others)
@@ -72,7 +78,7 @@ class KernelConfig:
         if bad:
             raise TruepeakError(f"MoE kernel configuration out of range: block_m, block_n and block_k must be >= 16 "
                                 f"and powers of two, num_stages >= 1, num_warps a power of two up to 16, maxnreg None "
-                                f"or 24..255 registers (ptxas' .maxnreg) and prefetch, hoist and persistent True or "
+                                f"or 24..255 registers (ptxas' .maxnreg), group_m >= 0 and prefetch, hoist and persistent True or "
                                 f"False; got {', '.join(bad)}")
 
     def smem_bytes(self, wfmt: str, gated: bool, w8a8: bool = False) -> int:

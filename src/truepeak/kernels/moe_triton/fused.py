@@ -274,7 +274,7 @@ class FusedMoE:
         a = self.align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                   INTERP=interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
-                  TILED=self.tiled, XSCALE=self.rowscale, MMAL=self.mma, PERSIST=cfg.persistent,
+                  TILED=self.tiled, XSCALE=self.rowscale, MMAL=self.mma, PERSIST=cfg.persistent, GROUP_M=cfg.group_m,
                   num_warps=cfg.num_warps, num_stages=cfg.num_stages)
         if cfg.maxnreg:
             kw["maxnreg"] = cfg.maxnreg

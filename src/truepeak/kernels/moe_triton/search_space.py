@@ -16,7 +16,7 @@ from typing import Any
 from truepeak.kernels.moe_triton.config import KernelConfig, check_wfmt
 
 #: The kernel fields a candidate changes per kernel (``block_m`` is shared by both kernels).
-KERNEL_FIELDS = ("persistent", "block_n", "num_warps", "num_stages", "block_k", "maxnreg", "prefetch")
+KERNEL_FIELDS = ("group_m", "persistent", "block_n", "num_warps", "num_stages", "block_k", "maxnreg", "prefetch")
 #: Pairs: (gate/up, down). A field name ``gate_up.block_n`` / ``down.block_n`` changes one kernel.
 KERNELS = ("gate_up", "down")
 
@@ -25,7 +25,8 @@ def search_space(wfmt: str, w8a8: bool, bucket: int) -> dict[str, tuple]:
     """The values tried for each field at tokens-per-expert ``bucket``: ``block_m`` 16, 32, 64 (and 128 from 32 tokens
     per expert on; 64 only from 4 on: larger blocks only pad), ``block_n`` 32..256, warps 4 or 8, stages 2..5,
     ``block_k`` 64..256 (fp8_block: at most 128, one 128 x 128 scale per step; fp4: the tiled layout's 64 or 128,
-    nvfp4 w4a8 64 only), a persistent launch or not, and for formats decoded in registers (fp8 w8a16, fp4) a
+    nvfp4 w4a8 64 only), the tile order ``group_m`` 0 (token block fastest), 1 or 4 (groups of one or four token
+    blocks, weight tile fastest within a group), a persistent launch or not, and for formats decoded in registers (fp8 w8a16, fp4) a
     register cap of 128 or none and register prefetch of the next step.
 
     Raises:
@@ -37,7 +38,8 @@ def search_space(wfmt: str, w8a8: bool, bucket: int) -> dict[str, tuple]:
     dequant = fp4 or (wfmt in ("fp8", "fp8_block") and not w8a8)
     return {"block_m": bm, "block_n": (32, 64, 128, 256), "num_warps": (4, 8), "num_stages": (2, 3, 4, 5),
             "block_k": bk, "maxnreg": (None, 128) if dequant else (None,),
-            "prefetch": (False, True) if dequant else (False,), "persistent": (False, True)}
+            "prefetch": (False, True) if dequant else (False,), "persistent": (False, True),
+            "group_m": (0, 1, 4)}
 
 
 def apply(pair: tuple[KernelConfig, KernelConfig], change: dict[str, Any]) -> tuple[KernelConfig, KernelConfig]:
@@ -55,7 +57,7 @@ def apply(pair: tuple[KernelConfig, KernelConfig], change: dict[str, Any]) -> tu
 
 def neighbours(pair: tuple[KernelConfig, KernelConfig], space: dict[str, tuple]) -> list[dict[str, Any]]:
     """Every one-field change of ``pair`` within ``space``, in the order tried: ``block_m`` (both kernels), then per
-    kernel the persistent launch, ``block_n``, warps, stages, ``block_k``, register cap, prefetch."""
+    kernel the tile order, the persistent launch, ``block_n``, warps, stages, ``block_k``, register cap, prefetch."""
     out: list[dict[str, Any]] = [{"block_m": v} for v in space["block_m"] if v != pair[0].block_m]
     for f in KERNEL_FIELDS:
         for name, cfg in zip(KERNELS, pair):
