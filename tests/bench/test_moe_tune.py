@@ -52,10 +52,22 @@ r = run_tune(cfg, out, shape=shape, read_bw=1e9, commit="abc", env=None)
 n1 = len(read_records(r.records_path))
 r2 = run_tune(cfg, out, shape=shape, read_bw=1e9, commit="abc", resume=True)
 n2 = len(read_records(r.records_path))
+# a start table: its entry is the second candidate, right after the default
+import dataclasses
+from truepeak.kernels.moe_triton import KernelConfig
+(key, entry), = r.table.entries.items()
+start = KernelConfig(16, 32, 64, 4, 1, group_m=1)
+table = dataclasses.replace(r.table, entries={key: dataclasses.replace(entry, gate_up=start, down=start)})
+cfg3 = TuneConfig(model="tiny", weights=("bf16",), tokens_per_expert=(2,), budget_s=8.0, search_budget_s=0.01,
+                  final_budget_s=0.01)
+r3 = run_tune(cfg3, out + "-start", shape=shape, read_bw=1e9, commit="abc",
+              start_table=table)
+tunes = [x.workload.triton_tune for x in read_records(r3.records_path)]
 print("RESULT " + json.dumps({"table": r.table.to_dict(), "table2": r2.table.to_dict(), "n1": n1, "n2": n2,
                               "timed": r.timed, "path": str(r.table_path),
                               "statuses": [x.status.value for x in read_records(r.records_path)],
-                              "keys": [x.key for x in read_records(r.records_path)]}))
+                              "keys": [x.key for x in read_records(r.records_path)],
+                              "start_tunes": tunes[:2]}))
 """
 
 
@@ -95,6 +107,15 @@ def test_resume_measures_nothing_again(tuned):
     assert len(set(keys)) == len(keys) and tuned["n2"] >= tuned["n1"]
     e1, e2 = (tuned[t]["configs"]["bf16"]["bf16"]["2"] for t in ("table", "table2"))
     assert e2["candidates"] >= e1["candidates"]
+
+
+def test_a_start_table_entry_is_tried_after_the_default(tuned):
+    first, second = tuned["start_tunes"]
+    assert first["phase"] == second["phase"] == "search"
+    assert first["gate_up"]["group_m"] == 0 and first["gate_up"]["block_n"] == 64  # choose_config at 2 tokens
+    start = {"block_m": 16, "block_n": 32, "block_k": 64, "num_warps": 4, "num_stages": 1, "group_m": 1}
+    for k in ("gate_up", "down"):
+        assert {f: second[k][f] for f in start} == start
 
 
 def test_report_renders_the_table(tuned):

@@ -6,8 +6,9 @@ in a tuned table (:mod:`truepeak.kernels.moe_triton.tuned`). torch and triton ar
 Method, per point (the weights built once per format, the routing, inputs and float32 reference once per point, as
 ``truepeak moe bench`` builds them):
 
-1. the first candidate is :func:`~truepeak.kernels.moe_triton.choose_config`'s pair (the default), then the previous
-   bucket's choice;
+1. the first candidate is :func:`~truepeak.kernels.moe_triton.choose_config`'s pair (the default), then the start
+   table's entry for the point (by default the tuned table :class:`FusedMoE` would load for this GPU and shape, so
+   that a re-tune after a kernel change starts from the last choice), then the previous bucket's choice;
 2. a steepest-descent search: every one-field change of the best pair so far
    (:func:`~truepeak.kernels.moe_triton.search_space.neighbours`) is fitted to the device's shared memory
    (:func:`~truepeak.kernels.moe_triton.search_space.fit_pair`: stages dropped until it fits, dropped if it does not
@@ -41,7 +42,7 @@ from truepeak.bench.moe_tune.config import TuneConfig
 from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton import search_space as space_mod
 from truepeak.kernels.moe_triton.config import KernelConfig, choose_config
-from truepeak.kernels.moe_triton.tuned import TunedEntry, TunedTable, bucket_of, write_table
+from truepeak.kernels.moe_triton.tuned import TunedEntry, TunedTable, bucket_of, find_table, write_table
 from truepeak.records import Correctness, MoeExpertsMetrics, MoeExpertsWorkload, RecordWriter, make_record
 from truepeak.records.record import record_key
 
@@ -89,7 +90,8 @@ def git_commit(folder: Path | None = None) -> str | None:
 
 def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
              progress: Callable[[TuneProgress], None] | None = None, shape: Any = None, read_bw: float | None = None,
-             commit: str | None = None, env: Any = None, warn: Callable[[str], None] | None = None) -> TuneResult:
+             commit: str | None = None, env: Any = None, warn: Callable[[str], None] | None = None,
+             start_table: Any = None) -> TuneResult:
     """Tune the MoE kernels for ``config`` on this GPU and write ``out_dir/results.jsonl`` (the candidates'
     records) and ``out_dir/<table file name>`` (the tuned table, :func:`truepeak.kernels.moe_triton.tuned.
     table_file_name`).
@@ -104,6 +106,9 @@ def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
         commit: the truepeak commit recorded in the table (default :func:`git_commit`).
         env: the :class:`~truepeak.records.Environment` of the records (default measured here).
         warn: called with one line per unreadable line of a resumed records file.
+        start_table: a :class:`~truepeak.kernels.moe_triton.tuned.TunedTable` whose entries are tried right after
+            the default (default: :func:`~truepeak.kernels.moe_triton.tuned.find_table`'s shipped table for this
+            GPU and shape, if there is one).
 
     Off a CUDA GPU the kernels run only in Triton's interpreter (``TRITON_INTERPRET=1`` set before triton is
     imported): then the weights live on the CPU and candidates are timed on the host (tiny shapes only, to check the
@@ -149,6 +154,8 @@ def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
                        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
                        truepeak_commit=commit if commit is not None else git_commit(),
                        truepeak_version=truepeak.__version__, read_bandwidth_bytes_per_s=read_bw)
+    if start_table is None and cuda:
+        start_table = find_table(device_name, shape.E_local, shape.I, shape.H)[0]
     points = [(w, a, t) for w, a in config.weights for t in config.tokens_per_expert]
     result = TuneResult(table, out / table.file_name, path, read_bw)
     entries: dict[tuple[str, str, int], TunedEntry] = {}
@@ -179,7 +186,8 @@ def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
                     if progress:
                         progress(TuneProgress(done, len(points), p.label, p.timed, p.best_fraction()))
 
-                entry = point.search(prev_best, point_end, report)
+                seed = start_table.lookup(wfmt, acts, tpe) if start_table is not None else None
+                entry = point.search(prev_best, point_end, report, None if seed is None else (seed.gate_up, seed.down))
                 result.dropped += point.dropped
                 result.timed += point.timed
                 done += 1
@@ -240,7 +248,8 @@ class _Point:
             self.dropped += 1
         return got
 
-    def search(self, prev_best: Pair | None, point_end: float, report: Callable[[], None]) -> TunedEntry | None:
+    def search(self, prev_best: Pair | None, point_end: float, report: Callable[[], None],
+               seed: Pair | None = None) -> TunedEntry | None:
         s = self.shape
         default = self.fitted((choose_config(self.tpe, self.wfmt, True, None, s.H, self.w8a8),
                                choose_config(self.tpe, self.wfmt, False, None, s.I, self.w8a8)))
@@ -249,8 +258,10 @@ class _Point:
         self.evaluate(default, "search", self.c.search_budget_s)
         report()
         space = space_mod.search_space(self.wfmt, self.w8a8, bucket_of(self.tpe))
-        if prev_best is not None and prev_best[0].block_m in space["block_m"]:
-            start = self.fitted(prev_best)
+        for first in (seed, prev_best):
+            if first is None or first[0].block_m not in space["block_m"]:
+                continue
+            start = self.fitted(first)
             if start is not None and start not in self.times and time.monotonic() < point_end:
                 self.evaluate(start, "search", self.c.search_budget_s)
                 report()
