@@ -20,13 +20,15 @@ from truepeak.errors import TruepeakError
 
 HELP = "\n\n".join([
     "Search truepeak's MoE kernel configurations on this GPU (token block, weight rows, K step, warps, stages, "
-    "register cap, prefetch; gate/up and down each their own, the token block shared) for each weight format, "
+    "tile order, persistent launch, register cap, prefetch; gate/up and down each their own, the token block "
+    "shared) for each weight format, "
     "activations and tokens-per-expert bucket of one model's expert shape, and write the fastest as a tuned table: "
     "E=..,N=..,H=..,device_name=...json, which the kernels load when they are built (copy it into "
     "truepeak/kernels/moe_triton/tuned/ or pass its folder as FusedMoE(tuned_table=...)).",
     "Each candidate is fitted to the device's shared memory (dropped if it cannot fit), checked against a float32 "
     "reference, and timed as `truepeak moe bench` times (the whole unit from a CUDA graph, the median); the search "
-    "starts at the default rules and moves one field at a time while that is faster, within each point's share of "
+    "times the default rules and the shipped table's entry (if this GPU and shape have one) first, then moves one "
+    "field at a time from the faster while that is faster, within each point's share of "
     "--budget-s. The chosen and the default configuration are timed again, and both figures (% of the read "
     "bandwidth measured in the same run) go into the table. Records are appended as they finish; --resume continues "
     "an interrupted run in the same --out folder.",
