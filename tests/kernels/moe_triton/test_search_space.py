@@ -3,6 +3,8 @@ shared-memory fit with hand-computed bytes, and the refusals. Pure Python."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from truepeak.kernels.moe_triton import search_space as ss
@@ -53,11 +55,12 @@ def test_space_per_format_and_bucket():
 def test_neighbours_change_one_field_of_one_kernel():
     pair = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
     n = ss.neighbours(pair, ss.search_space("bf16", False, 1))
-    # block_m: 32 (1); per kernel: 2 other tile orders, persistent (1), 3 other block_n, 1 other warp count,
-    # 3 other stage counts, 2 other K steps = 12
+    # block_m: 32 (1); per kernel: 2 other tile orders, 3 other block_n, 1 other warp count, 3 other stage counts,
+    # 2 other K steps, persistent (1) = 12
     assert len(n) == 1 + 2 * 12 and n[0] == {"block_m": 32}
     assert n[1:5] == [{"gate_up.group_m": 1}, {"gate_up.group_m": 4}, {"down.group_m": 1}, {"down.group_m": 4}]
-    assert n[5:7] == [{"gate_up.persistent": True}, {"down.persistent": True}]
+    assert n[5:7] == [{"gate_up.block_n": 32}, {"gate_up.block_n": 128}]
+    assert n[-2:] == [{"gate_up.persistent": True}, {"down.persistent": True}]
     assert all(len(c) == 1 for c in n)
     a, b = ss.apply(pair, {"gate_up.block_n": 128})
     assert a.block_n == 128 and b == pair[1]
@@ -75,3 +78,63 @@ def test_refusals_name_the_reason():
         "fp8 weights with fp8 activations need fp8 MMAs (compute capability >= 8.9); this GPU is sm_80: use fp16 "
         "activations (fp8:fp16)")
     assert ss.refusal("fp8", "fp16", 7168, 2048, (8, 0)) is None
+
+
+def _additive_cost(pair):
+    """A made-up unit time (µs) in which the two kernels' times add, as they do in the unit (one after the
+    other): gate/up is fastest with 128 weight rows and 8 warps, down with tile order 1 and 3 stages."""
+    g, d = pair
+    return (10 + (g.block_n != 128) * 3 + (g.num_warps != 8) * 2 + (g.block_m != 16) * 4
+            + 5 + (d.group_m != 1) * 2 + (d.num_stages != 3) * 1.5)
+
+
+def test_descent_combines_changes_of_both_kernels_in_one_sweep():
+    space = ss.search_space("bf16", False, 1)
+    start = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
+    seen = []
+
+    def time_of(p):
+        seen.append(p)
+        return p, _additive_cost(p)
+
+    best = ss.descend(start, space, time_of, lambda: False)
+    # 10 + 5 = 15 µs: all four changes adopted (start: 10 + 3 + 2 + 5 + 2 + 1.5 = 23.5)
+    assert _additive_cost(best) == 15
+    assert (best[0].block_n, best[0].num_warps, best[1].group_m, best[1].num_stages) == (128, 8, 1, 3)
+    assert best[0].block_m == best[1].block_m == 16
+    # one sweep finds them (each field's values on the best so far: at most 1 + 2 x 12 candidates), a second adopts
+    # nothing and ends it; the start is timed first and no pair twice
+    assert seen[0] == start and len(set(seen)) == len(seen) <= 1 + 2 * (1 + 2 * 12)
+    # stopped after the start and one sweep's 24 candidates, it already has all four
+    n = []
+    best = ss.descend(start, space, lambda p: (n.append(p), (p, _additive_cost(p)))[1], lambda: len(n) >= 25)
+    assert _additive_cost(best) == 15
+
+
+def test_descent_stops_when_told_and_keeps_the_best_so_far():
+    space = ss.search_space("bf16", False, 1)
+    start = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
+    calls = []
+
+    def time_of(p):
+        calls.append(p)
+        # block_m 32 fails (None); every other candidate as the additive model
+        return None if p[0].block_m == 32 else (p, _additive_cost(p))
+
+    best = ss.descend(start, space, time_of, lambda: len(calls) >= 7)
+    # the start, block_m 32 (failed), gate/up group_m 1, 4, down group_m 1 (adopted: -2), 4, gate/up block_n 32
+    assert len(calls) == 7 and best[1].group_m == 1 and _additive_cost(best) == 23.5 - 2
+    # a start that fails is returned when nothing else runs
+    assert ss.descend(start, space, lambda p: None, lambda: False) == start
+
+
+def test_descent_adopts_the_fitted_pair():
+    space = ss.search_space("bf16", False, 1)
+    start = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
+
+    def time_of(p):  # the device takes at most 3 stages: the pair that ran has them dropped
+        ran = tuple(dataclasses.replace(c, num_stages=min(c.num_stages, 3)) for c in p)
+        return ran, _additive_cost(ran)
+
+    best = ss.descend(start, space, time_of, lambda: False)
+    assert best[1].num_stages == 3 and _additive_cost(best) == 15

@@ -9,13 +9,15 @@ Method, per point (the weights built once per format, the routing, inputs and fl
 1. the first candidate is :func:`~truepeak.kernels.moe_triton.choose_config`'s pair (the default), then the start
    table's entry for the point (by default the tuned table :class:`FusedMoE` would load for this GPU and shape, so
    that a re-tune after a kernel change starts from the last choice), then the previous bucket's choice;
-2. a steepest-descent search: every one-field change of the best pair so far
-   (:func:`~truepeak.kernels.moe_triton.search_space.neighbours`) is fitted to the device's shared memory
+2. a coordinate descent from the fastest of those
+   (:func:`~truepeak.kernels.moe_triton.search_space.descend`): field by field, every value tried on the best pair
+   so far and a faster one adopted at once, so that the gate/up and the down kernel's changes combine within one
+   sweep. Each candidate is fitted to the device's shared memory
    (:func:`~truepeak.kernels.moe_triton.search_space.fit_pair`: stages dropped until it fits, dropped if it does not
    fit with one), built (:class:`FusedMoE` checks the compiler's own shared-memory figure), checked against the
    float32 reference (the tolerances of ``moe bench``) and timed as ``moe bench`` times (the whole unit replayed
-   from a CUDA graph, the steady median) with a short budget; the best of the round becomes the next start, until
-   no neighbour is faster or the point's share of the budget is spent (the time left divided by the points left);
+   from a CUDA graph, the steady median) with a short budget; sweeps repeat until one changes nothing or the
+   point's share of the budget is spent (the time left divided by the points left);
 3. the chosen and the default pairs are timed again with the final budget and the faster of the two is the entry.
 
 The budget is the search's: once it is spent no search step starts, but every point left still times its default
@@ -41,13 +43,13 @@ import truepeak
 from truepeak.bench.moe_tune.config import TuneConfig
 from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton import search_space as space_mod
-from truepeak.kernels.moe_triton.config import KernelConfig, choose_config
+from truepeak.kernels.moe_triton.config import choose_config
 from truepeak.kernels.moe_triton.tuned import TunedEntry, TunedTable, bucket_of, find_table, write_table
 from truepeak.records import Correctness, MoeExpertsMetrics, MoeExpertsWorkload, RecordWriter, make_record
 from truepeak.records.record import record_key
 
 KIND = "moe_experts"
-Pair = tuple[KernelConfig, KernelConfig]
+Pair = space_mod.Pair
 
 
 @dataclass(frozen=True)
@@ -266,23 +268,19 @@ class _Point:
                 self.evaluate(start, "search", self.c.search_budget_s)
                 report()
         best = self.best()
-        while best is not None and time.monotonic() < point_end:
-            for change in space_mod.neighbours(best, space):
-                if time.monotonic() >= point_end:
-                    break
-                try:
-                    cand = space_mod.apply(best, change)
-                except TruepeakError:
-                    continue
-                cand = self.fitted(cand)
-                if cand is None or cand in self.times:
-                    continue
-                self.evaluate(cand, "search", self.c.search_budget_s)
-                report()
-            new = self.best()
-            if new == best:
-                break
-            best = new
+        if best is not None:
+            def time_of(cand: Pair) -> tuple[Pair, float] | None:
+                got = self.fitted(cand)
+                if got is None:
+                    return None
+                if got not in self.times:
+                    self.evaluate(got, "search", self.c.search_budget_s)
+                    report()
+                t = self.times[got]
+                return None if t is None else (got, t)
+
+            space_mod.descend(best, space, time_of, lambda: time.monotonic() >= point_end)
+            best = self.best()
         if best is None:
             return None
         t_best = self.evaluate(best, "final", self.c.final_budget_s)

@@ -11,12 +11,15 @@ stages) restricted to what the kernels take.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
+from truepeak.errors import TruepeakError
 from truepeak.kernels.moe_triton.config import KernelConfig, check_wfmt
 
-#: The kernel fields a candidate changes per kernel (``block_m`` is shared by both kernels).
-KERNEL_FIELDS = ("group_m", "persistent", "block_n", "num_warps", "num_stages", "block_k", "maxnreg", "prefetch")
+#: The kernel fields a candidate changes per kernel (``block_m`` is shared by both kernels), in the order tried:
+#: the persistent launch last, as it was slower than the best launch without it at every point measured on the
+#: H200 (docs/results/h200/moe-tune/README.md).
+KERNEL_FIELDS = ("group_m", "block_n", "num_warps", "num_stages", "block_k", "maxnreg", "prefetch", "persistent")
 #: Pairs: (gate/up, down). A field name ``gate_up.block_n`` / ``down.block_n`` changes one kernel.
 KERNELS = ("gate_up", "down")
 
@@ -55,14 +58,58 @@ def apply(pair: tuple[KernelConfig, KernelConfig], change: dict[str, Any]) -> tu
     return out[0], out[1]
 
 
+def field_names() -> list[str]:
+    """The fields a search changes, in the order tried: ``block_m`` (both kernels), then for each of
+    :data:`KERNEL_FIELDS` the gate/up kernel's and the down kernel's (``gate_up.block_n``, ``down.block_n``, ...)."""
+    return ["block_m"] + [f"{name}.{f}" for f in KERNEL_FIELDS for name in KERNELS]
+
+
+def _value(pair: tuple[KernelConfig, KernelConfig], name: str) -> Any:
+    kernel, _, field = name.rpartition(".")
+    return getattr(pair[KERNELS.index(kernel)] if kernel else pair[0], field)
+
+
 def neighbours(pair: tuple[KernelConfig, KernelConfig], space: dict[str, tuple]) -> list[dict[str, Any]]:
-    """Every one-field change of ``pair`` within ``space``, in the order tried: ``block_m`` (both kernels), then per
-    kernel the tile order, the persistent launch, ``block_n``, warps, stages, ``block_k``, register cap, prefetch."""
-    out: list[dict[str, Any]] = [{"block_m": v} for v in space["block_m"] if v != pair[0].block_m]
-    for f in KERNEL_FIELDS:
-        for name, cfg in zip(KERNELS, pair):
-            out += [{f"{name}.{f}": v} for v in space[f] if v != getattr(cfg, f)]
-    return out
+    """Every one-field change of ``pair`` within ``space``, in :func:`field_names`' order."""
+    return [{name: v} for name in field_names() for v in space[name.rpartition(".")[2]] if v != _value(pair, name)]
+
+
+Pair = tuple[KernelConfig, KernelConfig]
+
+
+def descend(start: Pair, space: dict[str, tuple], time_of: Callable[[Pair], tuple[Pair, float] | None],
+            out_of_time: Callable[[], bool]) -> Pair:
+    """Coordinate descent from ``start``: field by field (:func:`field_names`), every value of the field tried on
+    the best pair so far and a faster one adopted at once, so that changes of different fields -- and of the two
+    kernels, whose times add -- combine within one sweep (a steepest descent, which moves along the single best
+    change per sweep, needs a sweep per change). Sweeps repeat until one adopts nothing or ``out_of_time()``.
+
+    ``time_of(pair)`` checks and times a candidate: (the pair as it ran, e.g. fitted to shared memory, and its time
+    in seconds), or None when it was dropped or failed; it is called once per distinct pair, ``start`` first.
+    Returns the fastest pair seen (``start`` if nothing beat it or it failed).
+    """
+    tried = {start}
+    got = time_of(start)
+    best, t_best = (start, None) if got is None else got
+    while not out_of_time():
+        before = best
+        for name in field_names():
+            for v in space[name.rpartition(".")[2]]:
+                if out_of_time():
+                    return best
+                try:
+                    cand = apply(best, {name: v})
+                except TruepeakError:
+                    continue
+                if cand in tried:
+                    continue
+                tried.add(cand)
+                got = time_of(cand)
+                if got is not None and (t_best is None or got[1] < t_best):
+                    best, t_best = got
+        if best == before:
+            break
+    return best
 
 
 def fit(cfg: KernelConfig, wfmt: str, gated: bool, w8a8: bool, k_dim: int, smem_limit: int) -> KernelConfig | None:
@@ -106,4 +153,5 @@ def refusal(wfmt: str, activations: str | None, H: int, I: int,  # noqa: E741
     return None
 
 
-__all__ = ["KERNELS", "KERNEL_FIELDS", "apply", "fit", "fit_pair", "neighbours", "refusal", "search_space"]
+__all__ = ["KERNELS", "KERNEL_FIELDS", "Pair", "apply", "descend", "field_names", "fit", "fit_pair", "neighbours",
+           "refusal", "search_space"]
