@@ -107,6 +107,25 @@ def test_loader_rejects_another_gpu_or_shape_and_falls_back(tmp_path, monkeypatc
     assert pair is None and note.endswith("has no entry for bf16, bf16 activations, bucket 64: choose_config's rules")
 
 
+def test_an_fp4_entry_serves_only_the_layout_it_was_tuned_for(tmp_path, monkeypatch):
+    monkeypatch.setattr(tt, "package_dir", lambda: tmp_path / "shipped")
+    e = tt.TunedEntry(CFG1, CFG2, tokens_per_expert=4.0, time_s=1e-3, read_bandwidth_fraction=0.7, fp4_layout="mma")
+    t = tt.TunedTable(device_name="NVIDIA H200", E=256, N=2048, H=7168, entries={("nvfp4", "fp16", 4): e})
+    d = json.loads(json.dumps(t.to_dict()))
+    assert d["configs"]["nvfp4"]["fp16"]["4"]["fp4_layout"] == "mma" and tt.TunedTable.from_dict(d) == t
+    assert "fp4_layout" not in table().to_dict()["configs"]["bf16"]["bf16"]["16"]  # none for other formats
+    path = tt.write_table(t, tmp_path)
+    pair, note = tt.tuned_pair("NVIDIA H200", "nvfp4", "fp16", 256, 2048, 7168, 4, path, fp4_layout="mma")
+    assert pair == (CFG1, CFG2) and note.endswith("nvfp4, fp16 activations, bucket 4, mma layout")
+    pair, note = tt.tuned_pair("NVIDIA H200", "nvfp4", "fp16", 256, 2048, 7168, 4, path, fp4_layout="tiles")
+    assert pair is None and note == (f"tuned table {path}: its entry for nvfp4, fp16 activations, bucket 4 was tuned "
+                                     "for the mma fp4 layout, not tiles: choose_config's rules")
+    d["configs"]["nvfp4"]["fp16"]["4"]["fp4_layout"] = "rows"
+    with pytest.raises(TruepeakError, match=r"configs\['nvfp4'\]\['fp16'\]\['4'\]: fp4_layout='rows', expected "
+                                            "'mma' or 'tiles'"):
+        tt.TunedTable.from_dict(d)
+
+
 def shipped_entries():
     out = []
     for p in sorted(tt.package_dir().glob("*.json")):
@@ -141,14 +160,14 @@ ids = torch.tensor([[0, 1], [1, 3], [1, 0], [3, 1], [1, -1], [2, 0]])
 tw = torch.rand(ids.shape)
 x = (torch.rand(ids.shape[0], H) * 2 - 1).bfloat16()
 weights = {}
-for name, wfmt, acts, c1, c2 in cases:
+for name, wfmt, acts, c1, c2, layout in cases:
     if wfmt not in weights:
         w1 = mt.quantize_experts(torch.randn(E, 2 * I, H) * 0.1, wfmt)
         w2 = mt.quantize_experts(torch.randn(E, H, I) * 0.1, wfmt)
         weights[wfmt] = (w1, w2, mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw))
     w1, w2, ref = weights[wfmt]
     f = mt.FusedMoE(x, w1, w2, ids, tw, config=(mt.KernelConfig(**c1), mt.KernelConfig(**c2)),
-                    activations=None if wfmt == "bf16" else acts)
+                    activations=None if wfmt == "bf16" else acts, fp4_layout=layout)
     out[name] = float((f().float() - ref).abs().max() / ref.abs().max())
 w1, w2, ref = weights.get("bf16") or (mt.quantize_experts(torch.randn(E, 2 * I, H) * 0.1, "bf16"),
                                       mt.quantize_experts(torch.randn(E, H, I) * 0.1, "bf16"), None)
@@ -180,11 +199,11 @@ def interpreted():
 
     seen, cases = set(), []
     for fname, (wfmt, acts, bucket), e in shipped_entries():
-        key = (wfmt, acts, e.gate_up, e.down)
+        key = (wfmt, acts, e.gate_up, e.down, e.fp4_layout)
         if key not in seen:
             seen.add(key)
             cases.append([f"{fname}/{wfmt}/{acts}/{bucket}", wfmt, acts, dataclasses.asdict(e.gate_up),
-                          dataclasses.asdict(e.down)])
+                          dataclasses.asdict(e.down), e.fp4_layout])
     src = str(Path(truepeak.__file__).resolve().parents[1])
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(cases)], env=env, capture_output=True,
@@ -197,7 +216,7 @@ def interpreted():
 def test_every_shipped_entry_matches_the_reference_in_interpreter(interpreted):
     out, cases = interpreted
     assert cases
-    for name, wfmt, acts, _c1, _c2 in cases:
+    for name, wfmt, acts, _c1, _c2, _layout in cases:
         # moe bench's tolerances: bf16 2e-2; e4m3 activations (w8a8) round every activation by up to 2^-4: 1e-1
         tol = 2e-2 if wfmt == "bf16" else 1e-1 if acts == "fp8" else 8e-2
         assert out[name] < tol, (name, out[name])
@@ -247,7 +266,7 @@ def test_gpu_tuned_tables_of_this_gpu_match_the_reference():
                 tw = torch.softmax(torch.rand(T, 8, generator=torch.Generator().manual_seed(0)), 1).cuda()
                 x = torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16) * 2 - 1
                 f = FusedMoE(x, w1, w2, ids, tw, tokens_per_expert=e.tokens_per_expert,
-                             activations=None if w == "bf16" else acts)
+                             activations=None if w == "bf16" else acts, fp4_layout=e.fp4_layout)
                 assert f.config_note.startswith(f"tuned table {t.file_name}"), f.config_note
                 assert (f.cfg1.block_m, f.cfg1.block_n, f.cfg2.block_n) == (e.gate_up.block_m, e.gate_up.block_n,
                                                                              e.down.block_n)

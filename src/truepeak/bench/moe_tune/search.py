@@ -43,7 +43,7 @@ import truepeak
 from truepeak.bench.moe_tune.config import TuneConfig
 from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton import search_space as space_mod
-from truepeak.kernels.moe_triton.config import choose_config
+from truepeak.kernels.moe_triton.config import choose_config, default_fp4_layout
 from truepeak.kernels.moe_triton.tuned import TunedEntry, TunedTable, bucket_of, find_table, write_table
 from truepeak.records import Correctness, MoeExpertsMetrics, MoeExpertsWorkload, RecordWriter, make_record
 from truepeak.records.record import record_key
@@ -189,6 +189,8 @@ def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
                         progress(TuneProgress(done, len(points), p.label, p.timed, p.best_fraction()))
 
                 seed = start_table.lookup(wfmt, acts, tpe) if start_table is not None else None
+                if seed is not None and seed.fp4_layout != point.fp4_layout:
+                    seed = None  # tuned for another fp4 layout
                 entry = point.search(prev_best, point_end, report, None if seed is None else (seed.gate_up, seed.down))
                 result.dropped += point.dropped
                 result.timed += point.timed
@@ -219,6 +221,8 @@ class _Point:
         self.w1, self.w2, self.read_bw, self.smem, self.env = w1, w2, read_bw, smem, env
         self.writer, self.previous, self.time_it, self.fused, self.torch = writer, previous, time_it, fused, torch
         self.w8a8 = acts == "fp8"
+        # fp4: the layout FusedMoE runs by default; the entry records it, and serves only that layout
+        self.fp4_layout = default_fp4_layout(wfmt) if wfmt in ("nvfp4", "mxfp4") else None
         self.mode = "sustained" if device == "cuda" else "cpu"
         self.label = f"{wfmt} ({acts} activations), {tpe:g} tokens per expert"
         T = moe.tokens_for(tpe, shape)
@@ -236,6 +240,8 @@ class _Point:
                              tokens_per_expert=float(tpe), E_local=shape.E_local, H=shape.H, I=shape.I,
                              top_k=shape.top_k, T=T, weights_format=wfmt, active_experts=sum(1 for n in counts if n),
                              max_tokens_per_expert=max(counts) if counts else 0)
+        if self.fp4_layout:
+            self.workload["fp4_layout"] = self.fp4_layout
         self.times: dict[Pair, float | None] = {}
         self.timed = 0
         self.dropped = 0
@@ -253,13 +259,14 @@ class _Point:
     def search(self, prev_best: Pair | None, point_end: float, report: Callable[[], None],
                seed: Pair | None = None) -> TunedEntry | None:
         s = self.shape
-        default = self.fitted((choose_config(self.tpe, self.wfmt, True, None, s.H, self.w8a8),
-                               choose_config(self.tpe, self.wfmt, False, None, s.I, self.w8a8)))
+        mma = self.fp4_layout == "mma"
+        default = self.fitted((choose_config(self.tpe, self.wfmt, True, None, s.H, self.w8a8, mma=mma),
+                               choose_config(self.tpe, self.wfmt, False, None, s.I, self.w8a8, mma=mma)))
         if default is None:
             return None
         self.evaluate(default, "search", self.c.search_budget_s)
         report()
-        space = space_mod.search_space(self.wfmt, self.w8a8, bucket_of(self.tpe))
+        space = space_mod.search_space(self.wfmt, self.w8a8, bucket_of(self.tpe), self.fp4_layout)
         for first in (seed, prev_best):
             if first is None or first[0].block_m not in space["block_m"]:
                 continue
@@ -291,7 +298,8 @@ class _Point:
             return None
         frac = self.nbytes / t_best / self.read_bw
         return TunedEntry(best[0], best[1], float(self.tpe), t_best, frac,
-                          None if t_def is None else self.nbytes / t_def / self.read_bw, t_def, self.timed)
+                          None if t_def is None else self.nbytes / t_def / self.read_bw, t_def, self.timed,
+                          self.fp4_layout)
 
     def best(self) -> Pair | None:
         ok = [(t, i, p) for i, (p, t) in enumerate(self.times.items()) if t]
@@ -320,7 +328,7 @@ class _Point:
         try:
             acts = None if self.wfmt == "bf16" else self.acts
             fn = self.fused(self.x, self.w1, self.w2, self.ids, self.topw, tokens_per_expert=self.tpe, config=pair,
-                            activations=acts)
+                            activations=acts, fp4_layout=self.fp4_layout)
             if (fn.cfg1, fn.cfg2) != pair:  # the compiler's figure dropped stages: record what ran
                 wl = {**wl, "triton_tune": {**wl["triton_tune"], "fitted_gate_up": dataclasses.asdict(fn.cfg1),
                                             "fitted_down": dataclasses.asdict(fn.cfg2)}}

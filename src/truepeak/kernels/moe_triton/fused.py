@@ -159,12 +159,12 @@ class FusedMoE:
             config_pair = None if config is None else (config, config)
         else:
             raise TruepeakError(f"config must be a KernelConfig or a pair (gate/up, down) of them, got {config!r}")
-        if config_pair is None and not (untiled_w4a16 or drop_block_scales or self.mma):
+        if config_pair is None and not (untiled_w4a16 or drop_block_scales):
             from truepeak.kernels.moe_triton.tuned import tuned_pair
 
             device_name = torch.cuda.get_device_name(x.device) if x.device.type == "cuda" else x.device.type
             config_pair, self.config_note = tuned_pair(device_name, w1.wfmt, activations, self.E, self.I, self.H,
-                                                       tokens_per_expert, tuned_table)
+                                                       tokens_per_expert, tuned_table, fp4_layout if fp4 else None)
         else:
             self.config_note = "given" if config_pair else "choose_config's rules"
         if config_pair is None:

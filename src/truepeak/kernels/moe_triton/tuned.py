@@ -78,8 +78,9 @@ def activations_key(wfmt: str, activations: str | None) -> str:
 class TunedEntry:
     """The chosen configuration of one (format, activations, bucket): the two kernels' configurations, the time of
     the whole unit (seconds), the fraction of the read bandwidth it reached (``read_bandwidth_fraction``), that of
-    :func:`choose_config`'s configuration at the same point in the same run, the tokens per expert measured and how
-    many candidates were timed."""
+    :func:`choose_config`'s configuration at the same point in the same run, the tokens per expert measured, how
+    many candidates were timed, and for fp4 weights the weight layout the kernels ran (``"mma"`` or ``"tiles"``,
+    :class:`FusedMoE`'s ``fp4_layout``): an entry serves only that layout."""
 
     gate_up: KernelConfig
     down: KernelConfig
@@ -89,10 +90,13 @@ class TunedEntry:
     default_read_bandwidth_fraction: float | None = None
     default_time_s: float | None = None
     candidates: int = 0
+    fp4_layout: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["gate_up"], d["down"] = asdict(self.gate_up), asdict(self.down)
+        if d["fp4_layout"] is None:
+            del d["fp4_layout"]
         return d
 
 
@@ -206,7 +210,10 @@ def _entry(e: Any) -> TunedEntry:
             raise TruepeakError(f"{k}={v!r}, expected a finite number > 0")
         nums[k] = float(v)
     opt = {k: e.get(k) for k in ("default_read_bandwidth_fraction", "default_time_s") if e.get(k) is not None}
-    return TunedEntry(cfgs[0], cfgs[1], candidates=int(e.get("candidates", 0)), **nums, **opt)
+    layout = e.get("fp4_layout")
+    if layout not in (None, "mma", "tiles"):
+        raise TruepeakError(f"fp4_layout={layout!r}, expected 'mma' or 'tiles'")
+    return TunedEntry(cfgs[0], cfgs[1], candidates=int(e.get("candidates", 0)), fp4_layout=layout, **nums, **opt)
 
 
 def load_table(path: str | os.PathLike[str]) -> TunedTable:
@@ -270,11 +277,12 @@ def find_table(device_name: str, E: int, N: int, H: int, path: str | os.PathLike
 
 
 def tuned_pair(device_name: str, wfmt: str, activations: str | None, E: int, N: int, H: int,
-               tokens_per_expert: float, path: str | os.PathLike[str] | None = None
+               tokens_per_expert: float, path: str | os.PathLike[str] | None = None, fp4_layout: str | None = None
                ) -> tuple[tuple[KernelConfig, KernelConfig] | None, str]:
     """The tuned (gate/up, down) configurations for one launch, and a one-line note: where they came from (table and
-    bucket), or why there are none (:func:`find_table`'s reason, or no entry for the format, activations and
-    bucket), ending in "choose_config's rules" then."""
+    bucket), or why there are none (:func:`find_table`'s reason, no entry for the format, activations and bucket,
+    or an fp4 entry tuned for another weight layout than ``fp4_layout``, the one the launch runs), ending in
+    "choose_config's rules" then."""
     table, note = find_table(device_name, E, N, H, path)
     if table is None:
         return None, note
@@ -282,7 +290,10 @@ def tuned_pair(device_name: str, wfmt: str, activations: str | None, E: int, N: 
     entry = table.lookup(wfmt, activations, tokens_per_expert)
     if entry is None:
         return None, f"{note} has no entry for {key}: choose_config's rules"
-    return (entry.gate_up, entry.down), f"{note}, {key}"
+    if wfmt in ("nvfp4", "mxfp4") and entry.fp4_layout != fp4_layout:
+        return None, (f"{note}: its entry for {key} was tuned for the {entry.fp4_layout or 'unnamed'} fp4 layout, "
+                      f"not {fp4_layout}: choose_config's rules")
+    return (entry.gate_up, entry.down), f"{note}, {key}" + (f", {fp4_layout} layout" if fp4_layout else "")
 
 
 def write_table(table: TunedTable, folder: str | os.PathLike[str]) -> Path:
