@@ -126,6 +126,25 @@ def test_an_fp4_entry_serves_only_the_layout_it_was_tuned_for(tmp_path, monkeypa
         tt.TunedTable.from_dict(d)
 
 
+def test_nearest_table_is_of_this_gpu_and_the_closest_shape(tmp_path, monkeypatch):
+    monkeypatch.setattr(tt, "package_dir", lambda: tmp_path)
+    assert tt.nearest_table("NVIDIA H200", 256, 2048, 6144) is None  # nothing shipped
+    for t in (table(), table(E=32), table(N=256), table(device="NVIDIA H100 80GB HBM3", H=6144)):
+        tt.write_table(t, tmp_path)
+    # GLM-5's experts (H 6144): the H100's table has the very shape but is another GPU; of the H200's, E=256,
+    # N=2048 differs in H only (one field), E=32 and N=256 in two
+    assert tt.nearest_table("NVIDIA H200", 256, 2048, 6144) == table()
+    # EP8-local GLM-5 (E 32): the E=32 table differs in H only
+    assert tt.nearest_table("NVIDIA H200", 32, 2048, 6144) == table(E=32)
+    # TP8 (N 256): the N=256 table (one field) before the others (two)
+    assert tt.nearest_table("NVIDIA H200", 256, 256, 6144) == table(N=256)
+    # ties in the count of fields are broken by the size of the difference: N=512 is nearer 256 (1 octave) than
+    # 2048 (2 octaves)
+    tt.write_table(table(E=32, N=512), tmp_path)
+    assert tt.nearest_table("NVIDIA H200", 32, 256, 7168) == table(E=32, N=512)
+    assert tt.nearest_table("NVIDIA A100-SXM4-80GB", 256, 2048, 7168) is None
+
+
 def shipped_entries():
     out = []
     for p in sorted(tt.package_dir().glob("*.json")):

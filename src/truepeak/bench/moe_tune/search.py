@@ -8,7 +8,8 @@ Method, per point (the weights built once per format, the routing, inputs and fl
 
 1. the first candidate is :func:`~truepeak.kernels.moe_triton.choose_config`'s pair (the default), then the start
    table's entry for the point (by default the tuned table :class:`FusedMoE` would load for this GPU and shape, so
-   that a re-tune after a kernel change starts from the last choice), then the previous bucket's choice;
+   that a re-tune after a kernel change starts from the last choice; for a shape with no table, the shipped table of
+   the nearest shape of this GPU), then the previous bucket's choice;
 2. a coordinate descent from the fastest of those
    (:func:`~truepeak.kernels.moe_triton.search_space.descend`): field by field, every value tried on the best pair
    so far and a faster one adopted at once, so that the gate/up and the down kernel's changes combine within one
@@ -44,7 +45,8 @@ from truepeak.bench.moe_tune.config import TuneConfig
 from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton import search_space as space_mod
 from truepeak.kernels.moe_triton.config import choose_config, default_fp4_layout
-from truepeak.kernels.moe_triton.tuned import TunedEntry, TunedTable, bucket_of, find_table, write_table
+from truepeak.kernels.moe_triton.tuned import (TunedEntry, TunedTable, bucket_of, find_table, nearest_table,
+                                               write_table)
 from truepeak.records import Correctness, MoeExpertsMetrics, MoeExpertsWorkload, RecordWriter, make_record
 from truepeak.records.record import record_key
 
@@ -110,7 +112,7 @@ def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
         warn: called with one line per unreadable line of a resumed records file.
         start_table: a :class:`~truepeak.kernels.moe_triton.tuned.TunedTable` whose entries are tried right after
             the default (default: :func:`~truepeak.kernels.moe_triton.tuned.find_table`'s shipped table for this
-            GPU and shape, if there is one).
+            GPU and shape, else :func:`~truepeak.kernels.moe_triton.tuned.nearest_table`'s of the nearest shape).
 
     Off a CUDA GPU the kernels run only in Triton's interpreter (``TRITON_INTERPRET=1`` set before triton is
     imported): then the weights live on the CPU and candidates are timed on the host (tiny shapes only, to check the
@@ -156,8 +158,9 @@ def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
                        date=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
                        truepeak_commit=commit if commit is not None else git_commit(),
                        truepeak_version=truepeak.__version__, read_bandwidth_bytes_per_s=read_bw)
-    if start_table is None and cuda:
-        start_table = find_table(device_name, shape.E_local, shape.I, shape.H)[0]
+    if start_table is None and cuda:  # the shipped table of this shape, else of the nearest shape of this GPU
+        start_table = (find_table(device_name, shape.E_local, shape.I, shape.H)[0]
+                       or nearest_table(device_name, shape.E_local, shape.I, shape.H))
     points = [(w, a, t) for w, a in config.weights for t in config.tokens_per_expert]
     result = TuneResult(table, out / table.file_name, path, read_bw)
     entries: dict[tuple[str, str, int], TunedEntry] = {}

@@ -276,6 +276,26 @@ def find_table(device_name: str, E: int, N: int, H: int, path: str | os.PathLike
     return None, f"{reason}: choose_config's rules"
 
 
+def nearest_table(device_name: str, E: int, N: int, H: int) -> TunedTable | None:
+    """The shipped table of ``device_name`` whose expert shape is nearest to (E, N, H), for a tuner to start from
+    when none is shipped for the shape itself: the same GPU, then the fewest of E, N, H that differ, then the smallest
+    relative difference (|log2| of each ratio, summed); None when no shipped table is for this GPU. Not for
+    :class:`FusedMoE`: a configuration tuned for one shape is only a starting point for another."""
+    best: tuple[tuple[int, float], TunedTable] | None = None
+    for p in sorted(package_dir().glob("*.json")):
+        try:
+            t = load_table(p)
+        except TruepeakError:
+            continue
+        if device_token(t.device_name) != device_token(device_name):
+            continue
+        pairs = ((t.E, E), (t.N, N), (t.H, H))
+        rank = (sum(a != b for a, b in pairs), sum(abs(math.log2(a / b)) for a, b in pairs))
+        if best is None or rank < best[0]:
+            best = (rank, t)
+    return None if best is None else best[1]
+
+
 def tuned_pair(device_name: str, wfmt: str, activations: str | None, E: int, N: int, H: int,
                tokens_per_expert: float, path: str | os.PathLike[str] | None = None, fp4_layout: str | None = None
                ) -> tuple[tuple[KernelConfig, KernelConfig] | None, str]:
@@ -314,5 +334,5 @@ def write_table(table: TunedTable, folder: str | os.PathLike[str]) -> Path:
 
 
 __all__ = ["ACTIVATIONS", "BUCKETS", "SCHEMA", "TunedEntry", "TunedTable", "activations_key", "bucket_of",
-           "device_token", "find_table", "load_table", "package_dir", "table_file_name", "tuned_pair",
+           "device_token", "find_table", "load_table", "nearest_table", "package_dir", "table_file_name", "tuned_pair",
            "write_table"]
