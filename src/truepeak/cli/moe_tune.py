@@ -24,12 +24,13 @@ HELP = "\n\n".join([
     "shared) for each weight format, "
     "activations and tokens-per-expert bucket of one model's expert shape, and write the fastest as a tuned table: "
     "E=..,N=..,H=..,device_name=...json, which the kernels load when they are built (copy it into "
-    "truepeak/kernels/moe_triton/tuned/ or pass its folder as FusedMoE(tuned_table=...)).",
+    "truepeak/kernels/moe_triton/tuned/ or pass its folder as FusedMoE(tuned_table=...)). A table is tuned for "
+    "one routing (--routing; the shipped tables: uniform) and, for fp4, the weight layout it ran.",
     "Each candidate is fitted to the device's shared memory (dropped if it cannot fit), checked against a float32 "
     "reference, and timed as `truepeak moe bench` times (the whole unit from a CUDA graph, the median); the search "
-    "times the default rules and the shipped table's entry (if this GPU and shape have one) first, then moves one "
-    "field at a time from the faster while that is faster, within each point's share of "
-    "--budget-s. The chosen and the default configuration are timed again, and both figures (% of the read "
+    "times the default rules and the shipped table's entry first (for a shape with no table, the nearest shape's on "
+    "this GPU), then goes field by field, adopting a faster value at once so that the two kernels' changes combine, "
+    "until a sweep changes nothing or the point's share of --budget-s is spent. The chosen and the default configuration are timed again, and both figures (% of the read "
     "bandwidth measured in the same run) go into the table. Records are appended as they finish; --resume continues "
     "an interrupted run in the same --out folder.",
     "Examples:",
