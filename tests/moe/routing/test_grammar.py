@@ -97,3 +97,12 @@ def test_routing_file_says_which_text_names_a_file(tmp_path, monkeypatch):
     assert (r.kind, r.label, r.ids) == ("dump", "dump:ids", ((0, 1),))
     assert r.probs == pytest.approx((1.0, 1.0, 0.0, 0.0))
     assert parse_routing("uniform", 4, 2).kind == "uniform"
+
+
+def test_text_too_long_for_a_file_name_is_an_unknown_routing():
+    # 256 counts typed on a command line (511 characters, past the 255 a file name may have): not a file, and the
+    # error names the forms text may take (a histogram only from a file or from Python)
+    spec = ",".join(["1"] * 256)
+    assert routing_file(spec) is None
+    with pytest.raises(TruepeakError, match=r"^unknown routing '1,1,.*accepted: .*a file of E per-expert counts"):
+        parse_routing(spec, 256, 8)

@@ -38,7 +38,7 @@ from truepeak.moe.routing.checks import _check_tke
 
 #: Routing specs accepted in strings, for error messages.
 ROUTING_FORMS = ("'uniform'", "'powerlaw:<alpha>[:random|sorted|balanced]' (alpha >= 0, e.g. powerlaw:1.2)",
-                 "a list of E per-expert counts", "a topk_ids file (.npy/.json/.txt, shape [T, k])")
+                 "a file of E per-expert counts (one row)", "a topk_ids file (.npy/.json/.txt, shape [T, k])")
 
 
 @dataclass(frozen=True)
@@ -282,4 +282,7 @@ def routing_file(spec) -> Path | None:
     s = spec.strip().lower()
     if s == "uniform" or _powerlaw_parts(s) is not None:
         return None
-    return Path(spec) if Path(spec).is_file() else None
+    try:
+        return Path(spec) if Path(spec).is_file() else None
+    except OSError:  # text too long for a file name (a list of counts, say): no file
+        return None
