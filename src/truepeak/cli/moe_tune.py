@@ -30,12 +30,14 @@ HELP = "\n\n".join([
     "reference, and timed as `truepeak moe bench` times (the whole unit from a CUDA graph, the median); the search "
     "times the default rules and the shipped table's entry first (for a shape with no table, the nearest shape's on "
     "this GPU), then goes field by field, adopting a faster value at once so that the two kernels' changes combine, "
-    "until a sweep changes nothing or the point's share of --budget-s is spent. The chosen and the default configuration are timed again, and both figures (% of the read "
-    "bandwidth measured in the same run) go into the table. Records are appended as they finish; --resume continues "
+    "until a sweep changes nothing or the point's share of --budget-s is spent. The chosen and the default "
+    "configuration are timed again, and both figures (% of the read bandwidth measured in the same run) go into the "
+    "table. Records are appended as they finish; --resume continues "
     "an interrupted run in the same --out folder.",
     "Examples:",
     "  truepeak moe tune --model deepseek-v3 --weights bf16,fp8 --tokens-per-expert 1,2,4,8,16,32,64 --budget-s 600",
-    "  truepeak moe tune --model deepseek-v3 --ep 8 --weights fp8,fp8:fp16 --tokens-per-expert 1,8 --out t --resume",
+    "  truepeak moe tune --model deepseek-v3 --ep 8 --weights fp8,fp8:fp16 --tokens-per-expert 1,8 --out t",
+    "  (the same with --resume continues it after an interrupt)",
     "--weights: FMT or FMT:ACTS (bf16, fp8, fp8_block, nvfp4, mxfp4; ACTS fp8 or fp16; default each format's). "
     "Units: % of the read bandwidth; µs. Needs a CUDA GPU, torch and triton.",
 ])

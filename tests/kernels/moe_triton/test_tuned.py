@@ -120,6 +120,11 @@ def test_an_fp4_entry_serves_only_the_layout_it_was_tuned_for(tmp_path, monkeypa
     pair, note = tt.tuned_pair("NVIDIA H200", "nvfp4", "fp16", 256, 2048, 7168, 4, path, fp4_layout="tiles")
     assert pair is None and note == (f"tuned table {path}: its entry for nvfp4, fp16 activations, bucket 4 was tuned "
                                      "for the mma fp4 layout, not tiles: choose_config's rules")
+    # no layout named: nvfp4's default (the MMA layout); a layout that does not exist is refused
+    pair, _ = tt.tuned_pair("NVIDIA H200", "nvfp4", "fp16", 256, 2048, 7168, 4, path)
+    assert pair == (CFG1, CFG2)
+    with pytest.raises(TruepeakError, match="fp4_layout must be 'mma' or 'tiles' .*got 'bogus'"):
+        tt.tuned_pair("NVIDIA H200", "nvfp4", "fp16", 256, 2048, 7168, 4, path, fp4_layout="bogus")
     d["configs"]["nvfp4"]["fp16"]["4"]["fp4_layout"] = "rows"
     with pytest.raises(TruepeakError, match=r"configs\['nvfp4'\]\['fp16'\]\['4'\]: fp4_layout='rows', expected "
                                             "'mma' or 'tiles'"):

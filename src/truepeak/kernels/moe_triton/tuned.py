@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from truepeak.errors import TruepeakError
-from truepeak.kernels.moe_triton.config import KernelConfig, check_tokens_per_expert, check_wfmt
+from truepeak.kernels.moe_triton.config import KernelConfig, check_tokens_per_expert, check_wfmt, default_fp4_layout
 
 #: The ``schema`` string of a tuned table.
 SCHEMA = "truepeak.moe_tuned/1"
@@ -301,8 +301,16 @@ def tuned_pair(device_name: str, wfmt: str, activations: str | None, E: int, N: 
                ) -> tuple[tuple[KernelConfig, KernelConfig] | None, str]:
     """The tuned (gate/up, down) configurations for one launch, and a one-line note: where they came from (table and
     bucket), or why there are none (:func:`find_table`'s reason, no entry for the format, activations and bucket,
-    or an fp4 entry tuned for another weight layout than ``fp4_layout``, the one the launch runs), ending in
-    "choose_config's rules" then."""
+    or an fp4 entry tuned for another weight layout than ``fp4_layout``, the one the launch runs; None: the format's
+    default, :func:`default_fp4_layout`), ending in "choose_config's rules" then.
+
+    Raises:
+        TruepeakError: ``fp4_layout`` other than None, ``"mma"`` or ``"tiles"``."""
+    if fp4_layout not in (None, "mma", "tiles"):
+        raise TruepeakError(f"fp4_layout must be 'mma' or 'tiles' (or None: the format's default), got "
+                            f"{fp4_layout!r}")
+    if wfmt in ("nvfp4", "mxfp4") and fp4_layout is None:
+        fp4_layout = default_fp4_layout(wfmt)
     table, note = find_table(device_name, E, N, H, path)
     if table is None:
         return None, note
