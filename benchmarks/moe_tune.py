@@ -19,7 +19,7 @@ import sys
 import time
 
 from truepeak.bench import moe
-from truepeak.bench.moe_tune import TuneConfig, run_tune
+from truepeak.bench.moe_tune import TuneConfig, git_commit, run_tune
 from truepeak.report.tune import rows
 
 p = argparse.ArgumentParser()
@@ -40,8 +40,11 @@ tpes = tuple(float(t) for t in a.tokens_per_expert.split(","))
 read_bw = 1e9 if a.quick else moe.measure_read_bandwidth()
 print(f"read bandwidth: {read_bw / 1e12:.3f} TB/s", flush=True)
 t0 = time.time()
-summary = [f"# moe tune: {a.model}, {a.weights}, tokens per expert {a.tokens_per_expert}", "",
-           f"read bandwidth measured in this run: {read_bw / 1e12:.3f} TB/s; commit {a.commit}", ""]
+commit = a.commit or git_commit()
+bw_line = ("read bandwidth: a nominal 1 GB/s (--quick: the figures mean nothing)" if a.quick else
+           f"read bandwidth measured in this run: {read_bw / 1e12:.3f} TB/s")
+summary = [f"# moe tune: {'a tiny made-up shape (--quick)' if a.quick else a.model}, {a.weights}, tokens per expert "
+           f"{a.tokens_per_expert}", "", f"{bw_line}; commit {commit}", ""]
 for i, lay in enumerate(layouts):
     tp = int(lay[2:]) if lay.startswith("tp") else 1
     ep = int(lay[2:]) if lay.startswith("ep") else 1
@@ -53,7 +56,7 @@ for i, lay in enumerate(layouts):
     shape = moe.ExpertShape("tiny", 256, 128, 8, 8, 2) if a.quick else None
     t1 = time.time()
     resume = a.resume and os.path.exists(os.path.join(a.out, lay, "results.jsonl"))
-    res = run_tune(cfg, os.path.join(a.out, lay), shape=shape, read_bw=read_bw, commit=a.commit, resume=resume,
+    res = run_tune(cfg, os.path.join(a.out, lay), shape=shape, read_bw=read_bw, commit=commit, resume=resume,
                    progress=lambda pr: print(f"  [{pr.done}/{pr.total}] {pr.label}: {pr.candidates} timed, best "
                                              f"{100 * (pr.best_fraction or 0):.1f} %", flush=True))
     table = res.table.to_dict()
