@@ -83,7 +83,8 @@ def test_unquoted_name_with_spaces_says_to_quote_it(capsys):
 @pytest.mark.parametrize(("args", "needle", "see"), [
     (["run", "--mode", ""], "an empty value '' after --mode", "truepeak run --help"),
     (["comm", "--ops", " "], "an empty value ' ' after --ops", "truepeak comm --help"),
-    (["moe", "plan", "--model", "glm-5", "--layout="], "--layout was given an empty value", "truepeak moe --help"),
+    (["moe", "plan", "--model", "glm-5", "--layout="], "--layout was given an empty value", "truepeak moe plan --help"),
+    (["moe", "tune", "--weights", ""], "an empty value '' after --weights", "truepeak moe tune --help"),
     (["report", ""], "an empty value '' as an argument", "truepeak report --help"),
 ])
 def test_empty_values_are_refused_in_one_line(capsys, args, needle, see):

@@ -57,13 +57,18 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 def _usage_hint(exc: ClickException, command: Any, args: list[str]) -> str:
     """`` (see 'truepeak specs --help')``: the help of the command the error is about (from the error's context, else
-    the first argument that names a subcommand)."""
+    the subcommands the arguments name, ``truepeak moe tune``)."""
     ctx = getattr(exc, "ctx", None)
     if ctx is not None and ctx.command.get_help_option(ctx) is not None:
         return f" (see '{ctx.command_path} {ctx.help_option_names[0]}')"
-    names = getattr(command, "commands", {}) or {}
-    sub = next((a for a in args if not a.startswith("-")), None)
-    return f" (see 'truepeak {sub} --help')" if sub in names else " (see 'truepeak --help')"
+    path = ["truepeak"]
+    for a in (a for a in args if not a.startswith("-")):  # down the subcommands named (``moe tune``)
+        names = getattr(command, "commands", {}) or {}
+        if a not in names:
+            break
+        path.append(a)
+        command = names[a]
+    return f" (see '{' '.join(path)} --help')"
 
 
 def invoked_argv(ctx: Any) -> list[str] | None:
