@@ -29,7 +29,8 @@ def test_bad_layouts():
     with pytest.raises(ConfigError, match="`ep` 3 does not divide the 256 experts") as exc:
         moe.expert_shape("deepseek-v3", ep=3)
     assert exc.value.field == "ep"
-    with pytest.raises(ConfigError, match="`tp` 3 does not divide the expert width I=2048") as exc:
+    with pytest.raises(ConfigError, match=r"`tp` 3 does not divide the expert width I=2048 .*; use a divisor of "
+                                          r"2048 \(1, 2, 4, 8, 16, ...\)") as exc:
         moe.expert_shape("deepseek-v3", tp=3)
     assert exc.value.field == "tp"
     with pytest.raises(ConfigError, match="not both"):

@@ -50,7 +50,9 @@ def expert_shape(model: str, tp: int = 1, ep: int = 1) -> ExpertShape:
     if e % ep:
         raise ConfigError(f"`ep` {ep} does not divide the {e} experts of {model}; use a divisor of {e}", field="ep")
     if i % tp:
-        raise ConfigError(f"`tp` {tp} does not divide the expert width I={i} of {model}", field="tp")
+        divisors = ", ".join(str(d) for d in (1, 2, 4, 8, 16) if i % d == 0)
+        raise ConfigError(f"`tp` {tp} does not divide the expert width I={i} of {model}; use a divisor of {i} "
+                          f"({divisors}, ...)", field="tp")
     return ExpertShape(model, h, i // tp, e, e // ep, k, tp, ep)
 
 
