@@ -19,6 +19,10 @@ from truepeak.errors import ConfigError
 def test_parse_weights_takes_default_and_named_activations():
     assert parse_weights("bf16,fp8,fp8:fp16,mxfp4,nvfp4") == (
         ("bf16", "bf16"), ("fp8", "fp8"), ("fp8", "fp16"), ("mxfp4", "fp8"), ("nvfp4", "fp16"))
+    # a ':' with nothing after it is a typo, not the default
+    with pytest.raises(ConfigError, match=r"^--weights 'nvfp4:': give the activations after ':' \(fp8 or fp16\), "
+                                          "or drop the ':' for nvfp4's default$"):
+        parse_weights("bf16,nvfp4:")
 
 
 @pytest.mark.parametrize("kw,field", [

@@ -23,7 +23,10 @@ def parse_weights(items: Any) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for item in items:
         text = str(item).strip().lower()
-        wfmt, _, acts = text.partition(":")
+        wfmt, colon, acts = text.partition(":")
+        if colon and not acts:
+            raise ConfigError(f"--weights {item!r}: give the activations after ':' (fp8 or fp16), or drop the ':' "
+                              f"for {wfmt}'s default", "weights")
         if wfmt not in WEIGHT_FORMATS:
             raise ConfigError(f"--weights {item!r}: unknown format {wfmt!r}; expected FMT or FMT:ACTS with FMT one of "
                               f"{', '.join(WEIGHT_FORMATS)} and ACTS fp8 or fp16 (e.g. bf16,fp8,fp8:fp16)", "weights")
