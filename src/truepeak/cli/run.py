@@ -84,6 +84,7 @@ def run_command(
 ) -> None:
     from truepeak.bench.run import RunConfig, RunInterrupted, latest_records, run_main_job
     from truepeak.hardware.detect import parse_device
+    from truepeak.report.fit import stderr_width, wrap_lines
     from truepeak.report.run import (print_run_records, report_line, run_finished_lines, run_interrupted_lines,
                                      write_run_html, write_run_summary)
 
@@ -119,7 +120,7 @@ def run_command(
     report = write_run_html(result.out_dir, warn)
     records = latest_records(result.records)
     print_run_records(records, result.device, as_json)
-    for line in run_finished_lines(result, records, summary):
+    for line in wrap_lines(run_finished_lines(result, records, summary), stderr_width()):
         typer.echo(line, err=True)
     for line in report_line(report):
         typer.echo(line, err=True)

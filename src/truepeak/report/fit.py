@@ -374,6 +374,13 @@ def stdout_width() -> int | None:
     return terminal_width(Console())
 
 
+def stderr_width() -> int | None:
+    """:func:`terminal_width` of standard error: for the notes and status lines commands write there."""
+    from rich.console import Console
+
+    return terminal_width(Console(stderr=True))
+
+
 def _console_for(console: Any, width: int) -> Any:
     """``console`` itself when it is at least ``width`` wide, else a console on the same file that is (rich crops a
     print to the console's width)."""
@@ -459,5 +466,5 @@ def _just(text: str, width: int, align: str) -> str:
 
 __all__ = ["Cell", "Column", "TableData", "Layout", "Fitted", "WRAP_FLOOR", "BOXED", "COMPACT", "PLAIN", "STACKED",
            "header_min_width", "overhead", "layout", "dropped_line", "fit_table", "stacked_lines", "terminal_width",
-           "stdout_width",
+           "stdout_width", "stderr_width",
            "wrap_line", "wrap_lines", "print_line", "print_table", "fit_lines"]
