@@ -202,9 +202,10 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
             raise UnsupportedError(f"K={k_dim} is not a multiple of {bk}: the MoE kernel needs K in whole steps of "
                                    f"16 elements")
     # 64-token blocks at about 32 tokens per expert, bf16 and fp8 w8a8: one expert's weight tiles back to back
-    # (group_m = 1), so they share its activation tile in L2; 1.07-1.15x over token block fastest for both formats,
-    # DeepSeek-V3 and GLM-5 E = 256 on the H200 (the tuner's candidates that differ from these rules in the tile order
-    # only: docs/results/h200/moe-tune/retune.jsonl.gz, glm5.jsonl.gz)
+    # (group_m = 1), so they share its activation tile in L2: over token block fastest, fp8 w8a8 1.10-1.11x with both
+    # kernels grouped, bf16 1.15x with gate/up 1 and down 4, DeepSeek-V3 and GLM-5 E = 256 on the H200 (the tuner's
+    # candidates that differ from these rules in the tile order only: docs/results/h200/moe-tune/retune.jsonl.gz,
+    # glm5.jsonl.gz)
     group = 1 if 20 < t <= 40 and (wfmt == "bf16" or (wfmt == "fp8" and w8a8)) else 0
     cfg = KernelConfig(bm, bn, bk, warps, stages, prefetch, hoist, maxnreg, group_m=group)
     if smem_limit is None:
