@@ -43,6 +43,19 @@ def test_tables_survive_records_with_only_their_required_parts():
         assert len(t.rows[0]) == len(t.headers)
 
 
+def test_a_tune_candidate_names_its_configurations():
+    cfg = {"block_m": 16, "block_n": 64, "block_k": 128, "num_warps": 4, "num_stages": 4, "group_m": 1}
+    down = {**cfg, "block_n": 128, "num_warps": 8, "group_m": 0}
+    tune = {"gate_up": cfg, "down": down, "phase": "search"}
+    ok = Record.from_dict({"schema_version": 3, "kind": "moe_experts", "status": "failed", "reason": "too slow",
+                           "workload": {**WORKLOADS["moe_experts"], "triton_tune": tune}})
+    plain = Record.from_dict({"schema_version": 3, "kind": "moe_experts", "status": "skipped", "reason": "r",
+                              "workload": WORKLOADS["moe_experts"]})
+    t = kind_table("moe_experts", [ok, plain])
+    assert t.rows[0][-1] == "search: m16 n64 k128 w4 s4 g1 / m16 n128 k128 w8 s4; too slow"
+    assert t.rows[1][-1] == "r"
+
+
 def test_peak_rows_by_hand(four):
     rows = peak_rows(four[1:], None)
     bf16 = rows[0]

@@ -103,6 +103,23 @@ def _note_cell(r: Record, _s: float) -> str:
     return note(r)
 
 
+def _moe_note(r: Record, _s: float) -> str:
+    """The note of a ``moe_experts`` record; for a ``moe tune`` candidate first its phase and the two kernels'
+    configurations (``search: m16 n64 k128 w4 s4 g1 / m16 n128 k128 w8 s4``, gate/up then down), which tell the
+    candidates of one point apart."""
+    tune = getattr(r.workload, "triton_tune", None)
+    rest = note(r)
+    if not isinstance(tune, dict) or not all(isinstance(tune.get(k), dict) for k in ("gate_up", "down")):
+        return rest
+    from truepeak.report.tune import config_text
+
+    try:
+        what = f"{tune.get('phase', 'tune')}: {config_text(tune['gate_up'])} / {config_text(tune['down'])}"
+    except KeyError:  # a configuration without the fields config_text reads
+        return rest
+    return what + (f"; {rest}" if rest else "")
+
+
 def _sizes(r: Record, _s: float) -> str:
     return f"{fmt_size(r.workload.min_bytes)} to {fmt_size(r.workload.max_bytes)}"
 
@@ -120,7 +137,7 @@ SPECS: dict[str, list[tuple[str, bool, Cell]]] = {
         ("TFLOPS", True, _ok(_derived("flop_per_s"), fmt_rate)),
         ("GB/s", True, _ok(_derived("bytes_per_s"), fmt_bandwidth)),
         ("% read BW", True, _pct(_derived("read_bandwidth_fraction"))), ("status", False, _status),
-        ("note", False, _note_cell),
+        ("note", False, _moe_note),
     ],
     "collective": [
         ("op", False, _text(lambda r: r.workload.op)), ("size", True, lambda r, _s: fmt_size(r.workload.bytes)),
