@@ -20,8 +20,8 @@ from truepeak.cli.app import app
 from truepeak.errors import TruepeakError
 
 HELP = "\n\n".join([
-    "Render results files (from truepeak run, peak, moe bench, comm) as reports: a self-contained HTML page with "
-    "charts (opens with no network), Markdown, and CSV.",
+    "Render results files (from truepeak run, peak, moe bench, moe tune, comm) as reports: a self-contained HTML page "
+    "with charts (opens with no network), Markdown, and CSV.",
     "The HTML shows the device and environment; spec against measured peaks per format (dense and 2:4-sparse "
     "labelled, the peak at the measured SM clock); a roofline per device (arithmetic intensity in FLOP/B against "
     "TFLOPS, memory and compute ceilings) with the measured points of each format; efficiency against M at decode; "
