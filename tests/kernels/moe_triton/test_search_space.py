@@ -88,9 +88,11 @@ def _additive_cost(pair):
             + 5 + (d.group_m != 1) * 2 + (d.num_stages != 3) * 1.5)
 
 
+START = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
+
+
 def test_descent_combines_changes_of_both_kernels_in_one_sweep():
-    space = ss.search_space("bf16", False, 1)
-    start = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
+    space, start = ss.search_space("bf16", False, 1), START
     seen = []
 
     def time_of(p):
@@ -112,8 +114,7 @@ def test_descent_combines_changes_of_both_kernels_in_one_sweep():
 
 
 def test_descent_stops_when_told_and_keeps_the_best_so_far():
-    space = ss.search_space("bf16", False, 1)
-    start = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
+    space, start = ss.search_space("bf16", False, 1), START
     calls = []
 
     def time_of(p):
@@ -129,8 +130,7 @@ def test_descent_stops_when_told_and_keeps_the_best_so_far():
 
 
 def test_descent_adopts_the_fitted_pair():
-    space = ss.search_space("bf16", False, 1)
-    start = (KernelConfig(16, 64, 128, 4, 4), KernelConfig(16, 128, 128, 4, 4))
+    space, start = ss.search_space("bf16", False, 1), START
 
     def time_of(p):  # the device takes at most 3 stages: the pair that ran has them dropped
         ran = tuple(dataclasses.replace(c, num_stages=min(c.num_stages, 3)) for c in p)
