@@ -22,7 +22,7 @@ prof() {
 }
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv
   python3 -c "import torch, triton, sys; print(sys.version.split()[0], torch.__version__, triton.__version__)"
-  git log -1 --format=%h 2>/dev/null; } > "$out/device.txt" 2>&1
+  } > "$out/device.txt" 2>&1
 cat "$out/device.txt"
 prof fp8_32 python3 benchmarks/moe_kernel_profile_point.py fp8 32
 prof bf16_32 python3 benchmarks/moe_kernel_profile_point.py bf16 32
