@@ -38,6 +38,15 @@ def test_config_names_the_field(kw, field):
     assert exc.value.field == field and "\n" not in str(exc.value)
 
 
+def test_tokens_per_expert_stop_at_the_largest_bucket():
+    # bucket_of keys 1024 for t in [1024 / sqrt(2), 1024 * sqrt(2)) = [724.1, 1448.2); beyond it a table has no key
+    base = {"model": "deepseek-v3", "weights": ("bf16",)}
+    assert TuneConfig(**base, tokens_per_expert=(1448,)).tokens_per_expert == (1448.0,)
+    with pytest.raises(ConfigError, match=r"^--tokens-per-expert 1449: beyond the largest bucket of a tuned table "
+                                          r"\(1024, which holds values below 1448\)$"):
+        TuneConfig(**base, tokens_per_expert=(1, 1449))
+
+
 def test_config_layout_names():
     base = {"model": "m", "weights": ("bf16",), "tokens_per_expert": (1,)}
     assert [TuneConfig(**base, **kw).layout for kw in ({}, {"tp": 8}, {"ep": 8})] == ["single", "tp8", "ep8"]

@@ -50,7 +50,8 @@ def tune(
     weights: str = typer.Option(..., "--weights", help="Comma list of FMT or FMT:ACTS (bf16, fp8, fp8:fp16, "
                                 "fp8_block, nvfp4, mxfp4)."),
     tokens_per_expert: str = typer.Option(..., "--tokens-per-expert", help="Mean tokens per expert, one per "
-                                          "power-of-two bucket (e.g. 1,2,4,8,16,32,64)."),
+                                          "bucket (e.g. 1,2,4,8,16,32,64): a table entry serves the power of two "
+                                          "nearest on a log scale, 1 to 1024 (3 is timed at 3 and serves 4)."),
     routing: str = typer.Option("uniform", "--routing", help="uniform | powerlaw:ALPHA | FILE of top-k ids."),
     budget_s: float = typer.Option(600.0, "--budget-s", help="Seconds for the whole search: no search step "
                                    "starts after it, but every point left still times its default once."),

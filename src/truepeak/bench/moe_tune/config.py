@@ -9,7 +9,7 @@ from typing import Any
 
 from truepeak.errors import ConfigError, TruepeakError
 from truepeak.kernels.moe_triton.config import WEIGHT_FORMATS, default_activations
-from truepeak.kernels.moe_triton.tuned import activations_key, bucket_of
+from truepeak.kernels.moe_triton.tuned import BUCKETS, activations_key, bucket_of
 
 
 def parse_weights(items: Any) -> tuple[tuple[str, str], ...]:
@@ -47,7 +47,7 @@ def parse_weights(items: Any) -> tuple[tuple[str, str], ...]:
 @dataclass(frozen=True)
 class TuneConfig:
     """One tuning run: the model's expert shape (``model``, ``tp`` or ``ep``), the (format, activations) pairs,
-    the tokens per expert (one per bucket), the routing, the whole run's time budget (seconds), the timing budget of
+    the tokens per expert (one per bucket, below 1024·√2 = 1448: :func:`~truepeak.kernels.moe_triton.tuned.bucket_of`), the routing, the whole run's time budget (seconds), the timing budget of
     one candidate during the search and of the final figures (the chosen and the default configuration, seconds),
     the warm-up before each timing, and the seed of weights, routing and inputs.
 
@@ -92,6 +92,10 @@ class TuneConfig:
         for t in tpes:
             if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t > 0):
                 raise ConfigError(f"--tokens-per-expert {t!r}: expected a finite number > 0", "tokens_per_expert")
+            if t >= BUCKETS[-1] * math.sqrt(2):
+                raise ConfigError(f"--tokens-per-expert {t:g}: beyond the largest bucket of a tuned table "
+                                  f"({BUCKETS[-1]}, which holds values below {BUCKETS[-1] * math.sqrt(2):.0f})",
+                                  "tokens_per_expert")
             b = bucket_of(t)
             if b in seen:
                 raise ConfigError(f"--tokens-per-expert {seen[b]:g} and {t:g} fall in the same bucket ({b}); give "
