@@ -44,6 +44,11 @@ def parse_weights(items: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def _shown(v: Any) -> str:
+    """A value as the user typed it: numbers with ``:g`` (``0``, not ``0.0``), anything else as its repr."""
+    return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v)
+
+
 @dataclass(frozen=True)
 class TuneConfig:
     """One tuning run: the model's expert shape (``model``, ``tp`` or ``ep``), the (format, activations) pairs,
@@ -82,7 +87,7 @@ class TuneConfig:
             low_ok = name == "warmup_s"
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not (
                     v >= 0 if low_ok else v > 0):
-                raise ConfigError(f"`{name}` {v!r}: expected a finite number of seconds "
+                raise ConfigError(f"`{name}` {_shown(v)}: expected a finite number of seconds "
                                   f"{'>= 0' if low_ok else '> 0'}", name)
         tpes = self.tokens_per_expert
         if isinstance(tpes, (str, bytes)) or not tpes:
@@ -91,7 +96,8 @@ class TuneConfig:
         seen: dict[int, float] = {}
         for t in tpes:
             if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and t > 0):
-                raise ConfigError(f"--tokens-per-expert {t!r}: expected a finite number > 0", "tokens_per_expert")
+                raise ConfigError(f"--tokens-per-expert {_shown(t)}: expected a finite number > 0",
+                                  "tokens_per_expert")
             if t >= BUCKETS[-1] * math.sqrt(2):
                 raise ConfigError(f"--tokens-per-expert {t:g}: beyond the largest bucket of a tuned table "
                                   f"({BUCKETS[-1]}, which holds values below {BUCKETS[-1] * math.sqrt(2):.0f})",
