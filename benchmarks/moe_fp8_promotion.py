@@ -62,11 +62,7 @@ def main() -> None:
             torch.cuda.empty_cache()
             weights[model] = moe.make_weights(shape, "fp8", "cuda", 0)
         w1, w2 = weights[model]
-        T = moe.tokens_for(tpe, shape)
-        ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
-        topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(0)), 1).cuda()
-        x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16,
-                        generator=torch.Generator(device="cuda").manual_seed(0)) * 2 - 1)
+        x, ids, topw = moe.decode_inputs(shape, tpe)
         counts = torch.bincount(ids[ids >= 0], minlength=shape.E_local).tolist()
         nbytes = moe.active_bytes(w1, w2, counts)
         ref = moe.reference_rows(x, w1, w2, ids, topw)

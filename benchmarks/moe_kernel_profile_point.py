@@ -23,10 +23,7 @@ ep = int(os.environ.get("MOE_EP", "1"))  # 8: the EP8-local layout (32 experts, 
 shape = moe.expert_shape(os.environ.get("MOE_MODEL", "deepseek-v3"), 1, ep)
 w4a8 = wfmt in ("nvfp4", "mxfp4")  # the tiled layout (w4a8 and w4a16; FusedMoE repacks for the untiled one)
 w1, w2 = moe.make_weights(shape, wfmt, "cuda", seed=0, w4a8=w4a8)
-T = moe.tokens_for(tpe, shape)
-ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
-topw = torch.softmax(torch.rand(T, shape.top_k), 1).cuda()
-x = torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16) * 2 - 1
+x, ids, topw = moe.decode_inputs(shape, tpe)  # as moe bench and moe tune make them
 fn = FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe, activations=acts, tune=tune)
 print("configs", fn.cfg1, fn.cfg2, flush=True)
 for _ in range(4):

@@ -125,10 +125,7 @@ def main():
         with open(os.path.join(a.out, "peer.json")) as f:
             cfg = next(pt["peer_config"] for pt in json.load(f)["points"] if pt["tokens_per_expert"] == a.profile)
         w1, w2 = moe.make_weights(shape, "bf16", "cuda", 0)
-        T = moe.tokens_for(a.profile, shape)
-        ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
-        topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(0)), dim=1).cuda()
-        x = torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16) * 2 - 1
+        x, ids, topw = moe.decode_inputs(shape, a.profile)
         unit = PeerUnit(kernel, x, w1.data, w2.data, ids, topw, cfg)
         print("peer config", cfg, flush=True)
         for _ in range(4):
@@ -147,11 +144,7 @@ def main():
                          telemetry=False).steady_median_s
 
     for tpe in (float(t) for t in a.tokens_per_expert.split(",")):
-        T = moe.tokens_for(tpe, shape)
-        ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
-        topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(0)), dim=1).cuda()
-        x = torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16,
-                       generator=torch.Generator(device="cuda").manual_seed(0)) * 2 - 1
+        x, ids, topw = moe.decode_inputs(shape, tpe)
         counts = torch.bincount(ids[ids >= 0], minlength=shape.E_local).tolist()
         nbytes = moe.active_bytes(w1, w2, counts)
         ref = moe.reference_rows(x, w1, w2, ids, topw)

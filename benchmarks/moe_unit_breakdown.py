@@ -54,10 +54,7 @@ def main() -> None:
             cache[key] = moe.make_weights(shape, wfmt, "cuda", 0)
         w1, w2 = cache[key]
         T = moe.tokens_for(tpe, shape)
-        ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
-        topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(0)), 1).cuda()
-        x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16,
-                        generator=torch.Generator(device="cuda").manual_seed(0)) * 2 - 1)
+        x, ids, topw = moe.decode_inputs(shape, tpe)
         counts = torch.bincount(ids[ids >= 0], minlength=shape.E_local).tolist()
         active = [e for e, n in enumerate(counts) if n]
         nbytes = moe.active_bytes(w1, w2, counts)

@@ -15,11 +15,7 @@ from truepeak.kernels.moe_triton import FusedMoE
 
 shape = moe.expert_shape("deepseek-v3", ep=8)
 w1, w2 = moe.make_weights(shape, "fp8", "cuda", 0)
-T = moe.tokens_for(1, shape)
-ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, shape.top_k, 0), shape).cuda()
-topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(0)), 1).cuda()
-x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16,
-                generator=torch.Generator(device="cuda").manual_seed(0)) * 2 - 1)
+x, ids, topw = moe.decode_inputs(shape, 1)
 
 
 def q(a):

@@ -97,6 +97,21 @@ def test_local_ids_for_ep():
     assert moe.local_ids(torch.tensor([[32, 63, 64]]), s, rank=1).tolist() == [[0, 31, -1]]
 
 
+def test_decode_inputs_are_the_seeded_point():
+    s = moe.expert_shape("deepseek-v3", ep=8)
+    x, ids, topw = moe.decode_inputs(s, 2, "uniform", 3, "cpu")
+    # T = 2 * 256 / 8 = 64 tokens; top-8 ids, local to rank 0's 32 experts (others -1); weights sum to 1 per token
+    assert x.shape == (64, 7168) and x.dtype == torch.bfloat16 and ids.shape == topw.shape == (64, 8)
+    assert float(x.min()) >= -1 and float(x.max()) < 1
+    assert int(ids.max()) <= 31 and int(ids.min()) == -1 and bool((ids >= 0).any())
+    assert torch.allclose(topw.sum(1), torch.ones(64))
+    assert torch.equal(ids, moe.local_ids(moe.sample_routing("uniform", 64, 256, 8, 3), s))
+    again = moe.decode_inputs(s, 2, "uniform", 3, "cpu")
+    assert all(torch.equal(a, b) for a, b in zip((x, ids, topw), again))
+    other = moe.decode_inputs(s, 2, "uniform", 4, "cpu")
+    assert not torch.equal(x, other[0]) and not torch.equal(ids, other[1])
+
+
 def test_unit_flop():
     s = moe.expert_shape("deepseek-v3")
     assert moe.unit_flop(s, 4096) == 2 * 3 * 7168 * 2048 * 4096        # 360.8 GFLOP at 16 tokens per expert

@@ -285,10 +285,7 @@ def test_gpu_tuned_tables_of_this_gpu_match_the_reference():
             for (w, acts, bucket), e in sorted(t.entries.items()):
                 if w != wfmt:
                     continue
-                T = moe.tokens_for(e.tokens_per_expert, shape)
-                ids = moe.local_ids(moe.sample_routing("uniform", T, shape.E, 8, 0), shape).cuda()
-                tw = torch.softmax(torch.rand(T, 8, generator=torch.Generator().manual_seed(0)), 1).cuda()
-                x = torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16) * 2 - 1
+                x, ids, tw = moe.decode_inputs(shape, e.tokens_per_expert)
                 f = FusedMoE(x, w1, w2, ids, tw, tokens_per_expert=e.tokens_per_expert,
                              activations=None if w == "bf16" else acts, fp4_layout=e.fp4_layout)
                 assert f.config_note.startswith(f"tuned table {t.file_name}"), f.config_note

@@ -30,7 +30,7 @@ kernel, :mod:`truepeak.kernels.moe_blockscaled`, compiled for sm_100 / sm_120 bu
 backend cannot run is a ``skipped`` record with the reason; an error or out-of-memory is a ``failed`` record and the
 sweep goes on.
 
-Modules: :mod:`~truepeak.bench.moe.shapes` (the expert shape under TP / EP, tokens, routing ids, FLOP),
+Modules: :mod:`~truepeak.bench.moe.shapes` (the expert shape under TP / EP, tokens, routing ids, a point's inputs, FLOP),
 :mod:`~truepeak.bench.moe.weights` (random weights in each stored format, bytes read),
 :mod:`~truepeak.bench.moe.backends` (the callables that run the unit), :mod:`~truepeak.bench.moe.reference` (the
 float32 reference and the output check), :mod:`~truepeak.bench.moe.config` (:class:`MoeBenchConfig`, what a sweep
@@ -43,12 +43,13 @@ from truepeak.bench.moe.config import (DEFAULT_TPE, FP4_ACTIVATIONS, FP4_KERNELS
                                        MoeBenchConfig, check_fp4_choice)
 from truepeak.bench.moe.job import KIND, BenchPoint, run_bench
 from truepeak.bench.moe.reference import OutputCheck, check_output, reference_rows, relative_error
-from truepeak.bench.moe.shapes import ExpertShape, expert_shape, local_ids, sample_routing, tokens_for, unit_flop
+from truepeak.bench.moe.shapes import (ExpertShape, decode_inputs, expert_shape, local_ids, sample_routing,
+                                      tokens_for, unit_flop)
 from truepeak.bench.moe.weights import active_bytes, make_weights
 from truepeak.bench.read_bandwidth import measure_read_bandwidth
 
 __all__ = ["KIND", "BACKENDS", "FP4_KERNELS", "FP8_ACTIVATIONS", "FP4_ACTIVATIONS", "WEIGHT_FORMATS", "DEFAULT_TPE",
            "MoeBenchConfig", "check_fp4_choice", "ExpertShape", "expert_shape",
-           "sample_routing", "tokens_for", "local_ids", "unit_flop", "make_weights", "active_bytes",
+           "sample_routing", "tokens_for", "local_ids", "decode_inputs", "unit_flop", "make_weights", "active_bytes",
            "build_torch_backend", "build_backend", "reference_rows", "relative_error", "check_output", "OutputCheck",
            "BenchPoint", "run_bench", "measure_read_bandwidth"]

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from truepeak.bench.moe.backends import build_backend
 from truepeak.bench.moe.config import MoeBenchConfig, check_fp4_choice
 from truepeak.bench.moe.reference import check_output, reference_rows
-from truepeak.bench.moe.shapes import local_ids, sample_routing, tokens_for, unit_flop
+from truepeak.bench.moe.shapes import decode_inputs, tokens_for, unit_flop
 from truepeak.bench.moe.weights import active_bytes, make_weights
 from truepeak.bench.read_bandwidth import measure_read_bandwidth
 from truepeak.errors import TruepeakError, UnsupportedError, require
@@ -125,12 +125,7 @@ def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
                 continue
             for t in tpes:
                 T = tokens_for(t, shape)
-                g_ids = sample_routing(routing, T, shape.E, shape.top_k, seed)
-                ids = local_ids(g_ids, shape).cuda()
-                topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(seed)),
-                                     dim=1).cuda()
-                x = (torch.rand(T, shape.H, device="cuda", dtype=torch.bfloat16,
-                                generator=torch.Generator(device="cuda").manual_seed(seed)) * 2 - 1)
+                x, ids, topw = decode_inputs(shape, t, routing, seed, "cuda")
                 counts = torch.bincount(ids[ids >= 0], minlength=shape.E_local).tolist()
                 slots = sum(counts)
                 nbytes = active_bytes(w1, w2, counts)

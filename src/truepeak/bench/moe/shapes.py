@@ -96,6 +96,30 @@ def local_ids(ids: Any, shape: ExpertShape, rank: int = 0) -> Any:
     return loc.masked_fill((loc < 0) | (loc >= shape.E_local), -1)
 
 
+def decode_inputs(shape: ExpertShape, tpe: float, routing: str = "uniform", seed: int = 0,
+                  device: Any = "cuda") -> tuple[Any, Any, Any]:
+    """The inputs of one decode point, as ``moe bench`` and ``moe tune`` make them: ``T =``
+    :func:`tokens_for` ``(tpe, shape)`` tokens; hidden states ``x [T, H]`` bf16 uniform in [-1, 1) (a generator on
+    ``device`` seeded with ``seed``); the top-k ids ``[T, k]`` of ``routing`` (:func:`sample_routing`, then
+    :func:`local_ids`: other EP ranks' experts are -1); the routing weights ``[T, k]`` float32, a softmax of uniform
+    draws (CPU generator seeded with ``seed``). The same arguments give the same tensors, so a figure of one tool can
+    be reproduced by the other.
+
+    Returns:
+        ``(x, topk_ids, topk_weights)``, all on ``device``.
+
+    Raises:
+        TruepeakError: ``tpe`` <= 0 or not finite, or a routing :func:`sample_routing` refuses.
+    """
+    torch = require("torch", "making MoE inputs")
+    T = tokens_for(tpe, shape)
+    ids = local_ids(sample_routing(routing, T, shape.E, shape.top_k, seed), shape).to(device)
+    topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(seed)), dim=1).to(device)
+    x = (torch.rand(T, shape.H, device=device, dtype=torch.bfloat16,
+                    generator=torch.Generator(device=device).manual_seed(seed)) * 2 - 1)
+    return x, ids, topw
+
+
 def unit_flop(shape: ExpertShape, routed_slots: int) -> int:
     """FLOP of the unit: 2 · (2I · H + H · I) per routed (token, expert) slot."""
     return 2 * 3 * shape.H * shape.I * routed_slots

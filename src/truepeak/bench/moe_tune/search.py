@@ -229,12 +229,7 @@ class _Point:
         self.mode = "sustained" if device == "cuda" else "cpu"
         self.label = f"{wfmt} ({acts} activations), {tpe:g} tokens per expert"
         T = moe.tokens_for(tpe, shape)
-        ids = moe.local_ids(moe.sample_routing(config.routing, T, shape.E, shape.top_k, config.seed), shape)
-        self.ids = ids.to(device)
-        self.topw = torch.softmax(torch.rand(T, shape.top_k, generator=torch.Generator().manual_seed(config.seed)),
-                                  dim=1).to(device)
-        self.x = (torch.rand(T, shape.H, device=device, dtype=torch.bfloat16,
-                             generator=torch.Generator(device=device).manual_seed(config.seed)) * 2 - 1)
+        self.x, self.ids, self.topw = moe.decode_inputs(shape, tpe, config.routing, config.seed, device)
         counts = torch.bincount(self.ids[self.ids >= 0], minlength=shape.E_local).tolist()
         self.nbytes = moe.active_bytes(w1, w2, counts)
         self.flop = moe.unit_flop(shape, sum(counts))
