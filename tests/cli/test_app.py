@@ -17,7 +17,10 @@ def call(capsys, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize(("args", "needle", "see"), [
-    (["efficiency", "--tflops", "abc"], "Invalid value for '--tflops'", "truepeak efficiency --help"),
+    (["efficiency", "--tflops", "abc"], "Invalid value 'abc' for '--tflops'", "truepeak efficiency --help"),
+    (["efficiency", "--tflops=1x"], "Invalid value '1x' for '--tflops'", "truepeak efficiency --help"),
+    (["moe", "tune", "--model", "deepseek-v3", "--weights", "bf16", "--tokens-per-expert", "1", "--tp", "abc"],
+     "Invalid value 'abc' for '--tp': ", "truepeak moe tune --help"),
     (["efficiency", "--tflops", "100"], "Missing option '--gpu'", "truepeak efficiency --help"),
     (["bogus"], "No such command 'bogus'", "truepeak --help"),
     (["specs", "h200", "extra"], "unexpected extra argument", "truepeak specs --help"),

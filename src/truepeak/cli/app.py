@@ -13,9 +13,9 @@ import typer
 import typer.main
 
 try:  # typer >= 0.2x carries its own copy of click; older typer uses click itself
-    from typer._click.exceptions import ClickException, UsageError
+    from typer._click.exceptions import BadParameter, ClickException, UsageError
 except ImportError:  # pragma: no cover
-    from click.exceptions import ClickException, UsageError
+    from click.exceptions import BadParameter, ClickException, UsageError
 
 from truepeak.errors import TruepeakError
 
@@ -101,6 +101,27 @@ def _empty_value(args: list[str]) -> str | None:
     return None
 
 
+def _with_typed_value(exc: Exception, message: str, args: list[str]) -> str:
+    """Click's ``Invalid value for '--tp': ...`` names the option but not what was typed (typer's own integer and
+    float messages do not either): put the value the user gave after the option's name, as in ``Invalid value 'abc'
+    for '--tp': ...``. Other messages, and options not found in ``args``, are returned unchanged."""
+    param = getattr(exc, "param", None)
+    if not isinstance(exc, BadParameter) or param is None:
+        return message
+    for opt in getattr(param, "opts", ()):
+        head = f"Invalid value for '{opt}':"
+        if head not in message:
+            continue
+        for i, a in enumerate(args):
+            value = args[i + 1] if a == opt and i + 1 < len(args) else a[len(opt) + 1:] if a.startswith(
+                opt + "=") else None
+            if value is not None:
+                if repr(value) in message or f"'{value}'" in message:  # click's own message names it already
+                    return message
+                return message.replace(head, f"Invalid value {value!r} for '{opt}':", 1)
+    return message
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the app and exit with its status.
 
@@ -132,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     except UsageError as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # `truepeak` alone: the help is already printed
             sys.exit(2)
-        message = exc.format_message()
+        message = _with_typed_value(exc, exc.format_message(), args)
         if "unexpected extra argument" in message:
             message += "; a name with spaces must be quoted, e.g. truepeak specs \"NVIDIA H200\""
         typer.echo(f"error: {message}{_usage_hint(exc, command, args)}", err=True)
