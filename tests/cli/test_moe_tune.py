@@ -30,6 +30,9 @@ BASE = ["--model", "deepseek-v3", "--weights", "bf16", "--tokens-per-expert", "1
      "error: --weights 'bf16:fp8': bf16 weights take no activations suffix"),
     (["--model", "deepseek-v3", "--weights", "fp8:int4", "--tokens-per-expert", "1"],
      "error: --weights 'fp8:int4': fp8 weights take activations fp8 or fp16"),
+    (["--model", "deepseek-v3", "--weights", "nvfp4:fp4", "--tokens-per-expert", "1"],
+     "error: --weights 'nvfp4:fp4': nvfp4 weights take activations fp8 or fp16 (fp4 activations run the "
+     "block-scaled kernel of Blackwell, which moe tune does not tune)"),
     (["--model", "deepseek-v3", "--weights", "bf16", "--tokens-per-expert", "1,1.3"],
      "error: --tokens-per-expert 1 and 1.3 fall in the same bucket (1); give one value per power of two"),
     (["--model", "deepseek-v3", "--weights", "bf16", "--tokens-per-expert", "0"],

@@ -39,6 +39,8 @@ HELP = "\n\n".join([
     "  truepeak moe tune --model deepseek-v3 --ep 8 --weights fp8,fp8:fp16 --tokens-per-expert 1,8 --out t",
     "  (the same with --resume continues it after an interrupt)",
     "--weights: FMT or FMT:ACTS (bf16, fp8, fp8_block, nvfp4, mxfp4; ACTS fp8 or fp16; default each format's). "
+    "nvfp4 and mxfp4 tune the kernels that decode e2m1 in registers (each format's default layout), on any GPU; "
+    "the block-scaled kernel that moe bench runs for fp4 on Blackwell (W4A4, fp4 activations) is not tuned. "
     "Units: % of the read bandwidth; µs. Needs a CUDA GPU, torch and triton.",
 ])
 

@@ -33,8 +33,10 @@ def parse_weights(items: Any) -> tuple[tuple[str, str], ...]:
         try:
             pair = (wfmt, activations_key(wfmt, acts or default_activations(wfmt)))
         except TruepeakError:
+            w4a4 = (" (fp4 activations run the block-scaled kernel of Blackwell, which moe tune does not tune)"
+                    if acts == "fp4" and wfmt in ("nvfp4", "mxfp4") else "")
             raise ConfigError(f"--weights {item!r}: {wfmt} weights take "
-                              f"{'no activations suffix' if wfmt == 'bf16' else 'activations fp8 or fp16'}",
+                              f"{'no activations suffix' if wfmt == 'bf16' else 'activations fp8 or fp16'}{w4a4}",
                               "weights") from None
         if pair in out:
             raise ConfigError(f"--weights {item!r} is given twice", "weights")
