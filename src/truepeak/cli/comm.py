@@ -21,11 +21,12 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app, invoked_argv
+from truepeak.cli.options import help_text
 from truepeak.report.comm import (
     failed_cases_warning, interrupted_line, interrupted_notice, render_tables, summary_markdown,
 )
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Measure collectives the way nccl-tests does: per op and message size S, the time per call (median of --iters "
     "after --warmup; max over ranks), algbw = S / t, busbw = algbw × factor (all_reduce 2(n−1)/n; all_gather, "
     "reduce_scatter, all_to_all (n−1)/n) and #wrong (output elements that differ from the exact result).",

@@ -11,8 +11,9 @@ from __future__ import annotations
 import typer
 
 from truepeak.cli.app import app
+from truepeak.cli.options import help_text
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Compare two results files: match records by what they measured: kind, workload (M, N, K and the fp8 scale "
     "layout of a GEMM; tokens per expert; message size), backend, format and mode, and print B/A (throughput of B "
     "over A = time A / time B) with a verdict per case. Files of any command match: a truepeak peak search (several "

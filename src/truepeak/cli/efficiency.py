@@ -15,11 +15,12 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app, fail
+from truepeak.cli.options import help_text
 from truepeak.errors import MeasurementError, TruepeakError
 from truepeak.formats import default_accumulate
 from truepeak.units import fmt_bandwidth, fmt_bytes, fmt_pct, fmt_rate, fmt_time
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Efficiency of a measured GEMM against the DENSE peak, and where its shape sits on the roofline.",
     "Give the measured throughput (--tflops), or the time per GEMM (--time-ms) with its shape (--shape MxNxK); "
     "any two of throughput, shape and time give the third. --shape alone prints the FLOP, bytes, intensity, ridge, "

@@ -15,11 +15,11 @@ import typer
 
 from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
-from truepeak.cli.options import comma_items, number_list
+from truepeak.cli.options import comma_items, help_text, number_list
 from truepeak.errors import TruepeakError
 from truepeak.report.plan import render_compare, render_header, render_plan, render_tuned, table
 
-PLAN_HELP = "\n\n".join([
+PLAN_HELP = help_text([
     "Predict one MoE decode step: per-op time, communication, tokens/s, the bottleneck, memory per GPU and a what-if "
     "table over layouts (TP/EP/PP, DP attention) and batch sizes.",
     "Every op (attention projections, MLA/GQA attention over the KV cache, router, routed experts at the busiest "

@@ -17,12 +17,12 @@ import typer
 
 from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
-from truepeak.cli.options import FLAG_FOR, comma_items, flag_message, number_list
+from truepeak.cli.options import FLAG_FOR, comma_items, flag_message, help_text, number_list
 from truepeak.errors import TruepeakError
 from truepeak.records import Record
 from truepeak.report.moe import COLUMNS, plot_records, progress_line, render, row_cells
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Time one MoE layer's routed experts at decode: hidden states [T, H] and the router's top-k ids and weights → "
     "Σ weight · down(silu(gate x) · up x), the whole unit replayed from a CUDA graph, for each backend: per_expert "
     "(two matmuls per active expert), bmm (padded batched matmul), grouped_mm (torch._grouped_mm; fp8: "

@@ -15,10 +15,10 @@ import typer
 
 from truepeak.cli.app import fail
 from truepeak.cli.moe_app import moe_app
-from truepeak.cli.options import comma_items, flag_message, number_list
+from truepeak.cli.options import comma_items, flag_message, help_text, number_list
 from truepeak.errors import TruepeakError
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Search truepeak's MoE kernel configurations on this GPU (token block, weight rows, K step, warps, stages, "
     "tile order, persistent launch, register cap, prefetch; gate/up and down each their own, the token block "
     "shared) for each weight format, "

@@ -1,7 +1,10 @@
-"""Option values the CLI commands share: comma lists of names and numbers (``moe plan``, ``moe bench``), and the
-``--formats`` / ``--mode`` text of ``run`` and ``peak`` (the library takes lists; the text is read here)."""
+"""Option values the CLI commands share: comma lists of names and numbers (``moe plan``, ``moe bench``), the
+``--formats`` / ``--mode`` text of ``run`` and ``peak`` (the library takes lists; the text is read here), and the
+``--help`` text every command builds (:func:`help_text`)."""
 
 from __future__ import annotations
+
+import re
 
 from truepeak.errors import TruepeakError
 from truepeak.formats import get_format
@@ -108,4 +111,45 @@ def flag_message(exc: TruepeakError, flags: dict[str, str] | None = None) -> str
     return text
 
 
-__all__ = ["FLAG_FOR", "comma_items", "flag_message", "number_list", "parse_formats", "mode_names", "parse_modes"]
+
+#: Widest line of an example command in ``--help``: rich indents help paragraphs by 3 columns and keeps 1 for the
+#: panel's edge, so 74 characters fit an 80-column terminal.
+EXAMPLE_WIDTH = 74
+
+
+def help_text(paragraphs: list[str]) -> str:
+    """A command's ``--help`` text: ``paragraphs`` joined by blank lines, with every example (a paragraph that
+    starts ``"  truepeak "``) broken into lines of at most :data:`EXAMPLE_WIDTH` characters with shell line
+    continuations (`` \\``) between options (an option and its value stay together), the continued lines
+    indented, so that at 80 columns rich does not wrap a command in the middle and leave its tail at the left
+    margin. A note after the command, set off by four spaces and starting ``(``, goes on its own indented line.
+    Quoted arguments stay whole."""
+    out = []
+    for p in paragraphs:
+        if not p.startswith("  truepeak ") or len(p) <= EXAMPLE_WIDTH:
+            out.append(p)
+            continue
+        cmd, sep, note = p.partition("    (")
+        tokens = re.findall(r'"[^"]*"|\'[^\']*\'|\S+', cmd)
+        words: list[str] = []  # an option and its value stay on one line
+        for t in tokens:
+            if words and words[-1].startswith("-") and " " not in words[-1] and not t.startswith("-"):
+                words[-1] += " " + t
+            else:
+                words.append(t)
+        lines, line = [], "  " + words[0]
+        for w in words[1:]:
+            if len(line) + 1 + len(w) + 2 > EXAMPLE_WIDTH:  # room for " \"
+                lines.append(line + " \\")
+                line = "      " + w
+            else:
+                line += " " + w
+        lines.append(line)
+        if sep:
+            lines.append("      (" + note)
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+__all__ = ["EXAMPLE_WIDTH", "FLAG_FOR", "comma_items", "flag_message", "help_text", "number_list", "parse_formats",
+           "mode_names", "parse_modes"]

@@ -19,10 +19,10 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app, invoked_argv
-from truepeak.cli.options import mode_names, parse_formats, parse_modes
+from truepeak.cli.options import help_text, mode_names, parse_formats, parse_modes
 from truepeak.errors import TruepeakError
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Find the maximum achievable matmul throughput (MAMF) per number format by a search over GEMM shapes M, N, K: "
     "a coarse grid of large and aspect-varied shapes, coordinate-descent refinement around the best in steps of "
     "2048 down to 256, then the best 3 measured again with longer budgets (so a lucky first measurement cannot win).",

@@ -17,9 +17,10 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app
+from truepeak.cli.options import help_text
 from truepeak.errors import TruepeakError
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Render results files (from truepeak run, peak, moe bench, moe tune, comm) as reports: a self-contained HTML page "
     "with charts (opens with no network), Markdown, and CSV.",
     "The HTML shows the device and environment; spec against measured peaks per format (dense and 2:4-sparse "

@@ -20,11 +20,11 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app, invoked_argv
-from truepeak.cli.options import parse_formats, parse_modes
+from truepeak.cli.options import help_text, parse_formats, parse_modes
 from truepeak.errors import TruepeakError
 from truepeak.formats import FORMAT_NAMES
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Measure this device: copy bandwidth, then GEMM throughput per number format at decode shapes "
     "(M = 1..256 at DeepSeek-V3 expert N, K) and large squares, each checked for correctness and placed on the "
     "roofline (% of DENSE peak, % of roofline, bound).",

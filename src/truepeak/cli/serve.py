@@ -16,8 +16,9 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app, invoked_argv
+from truepeak.cli.options import help_text
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Measure an inference server the way it is used: streaming requests at rising concurrency, with TTFT, TPOT and "
     "inter-token latency (median, p90, p99), output tokens/s, requests/s and errors per level, and each level held "
     "against the MoE planner's ceiling at batch = concurrency (% of ceiling; expected figure and largest lever where "

@@ -13,6 +13,7 @@ from typing import Optional
 import typer
 
 from truepeak.cli.app import app
+from truepeak.cli.options import help_text
 from truepeak.errors import TruepeakError
 from truepeak.hardware.catalog import load_catalog
 from truepeak.hardware.claims import check_claim
@@ -22,7 +23,7 @@ from truepeak.report.specs import (
     print_catalog,
 )
 
-HELP = "\n\n".join([
+HELP = help_text([
     "Spec catalog: DENSE and 2:4-sparse peaks per number format, memory, clocks, caches and power, every number "
     "with its source.",
     "Datasheets since Hopper print tensor rates WITH sparsity, and 'AI TOPS' is sparse FP4: use the dense column for "
