@@ -66,6 +66,8 @@ def test_gloo_two_ranks_through_torchrun_correct_and_recorded(capsys, tmp_path):
     (["--rdzv-timeout", "-1"], "--rdzv-timeout -1.0 must be a finite number of seconds > 0"),
     # regression: 100000 gloo workers were started at once (a fork storm) before anything failed
     (["--nproc-per-node", "100000"], "--nproc-per-node 100000 with --backend gloo starts that many CPU processes"),
+    # regression: the default folder was made, then named as the run that did not exist
+    (["--resume"], "error: --resume needs --out DIR naming the sweep to continue"),
 ])
 def test_bad_input_is_one_line(capsys, args, message):
     code, _, err = call(capsys, "comm", "--backend", "gloo", *args)

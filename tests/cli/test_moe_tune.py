@@ -43,6 +43,7 @@ BASE = ["--model", "deepseek-v3", "--weights", "bf16", "--tokens-per-expert", "1
     (BASE + ["--tp", "2", "--ep", "2"], "error: --tp 2 and --ep 2: give one of them"),
     (BASE + ["--budget-s", "0"], "error: --budget-s 0: expected a finite number of seconds > 0"),
     (BASE + ["--ep", "7"], "error: --ep 7 does not divide the 256 experts of deepseek-v3"),
+    (BASE + ["--resume"], "error: --resume needs --out DIR naming the tuning run to continue"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, args, msg):
     pytest.importorskip("torch")

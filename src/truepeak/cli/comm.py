@@ -92,6 +92,10 @@ def comm(
     from truepeak.comm.sweep import parse_ops, parse_sizes
 
     check_out_arg(out, "comm")
+    if resume and out is None and node_rank == 0:
+        from truepeak.errors import TruepeakError
+
+        raise TruepeakError("--resume needs --out DIR naming the sweep to continue")
     op_list = parse_ops(ops)
     size_list = parse_sizes(sizes)
     dtype = canonical_dtype(dtype)

@@ -74,6 +74,8 @@ def tune(
         from truepeak.report.tune import ProgressBar
 
         check_out_arg(out, "moe tune")
+        if resume and out is None:
+            raise TruepeakError("--resume needs --out DIR naming the tuning run to continue")
         out_dir = out if out is not None else str(default_out_dir(command="moe-tune"))
         with ProgressBar(enabled=not as_json) as bar:
             result = run_tune(config, out_dir, resume=resume, progress=bar.update,
