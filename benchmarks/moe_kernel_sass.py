@@ -1,12 +1,15 @@
 """What the compiler made of truepeak's MoE gate/up kernel for sm_90 (H100/H200), on any machine (no GPU):
 per format and tokens per expert, the default configuration's shared memory, registers and K-loop SASS instructions
-per weight value, with the instruction mix. The evidence behind docs/results/h200/moe/README.md's "what bounds it".
+per weight value, with the instruction mix; then the same for every entry of the shipped H200 table of DeepSeek-V3's
+E = 256 shape, beside the % of the read bandwidth it measured. The evidence behind docs/results/h200/moe/README.md's
+"what bounds it".
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_kernel_sass.py > docs/results/cpu/moe_kernel_sass.md
 """
 import triton
 
 from truepeak.kernels import moe_triton as mt
+from truepeak.kernels.moe_triton import tuned as tt
 from truepeak.kernels.moe_inspect import compile_gate_up, sass_loop_report
 
 print("# MoE gate/up kernel compiled for sm_90: the K loop in SASS\n")
@@ -33,3 +36,20 @@ for wfmt, w8a8, mma in (("bf16", False, False), ("fp8", True, False), ("fp8", Fa
               f"{cfg.num_stages}{', hoist' if cfg.hoist else ''}{f', maxnreg {cfg.maxnreg}' if cfg.maxnreg else ''} | "
               f"{r.registers} | {r.shared_bytes:,} | "
               f"{r.instructions} | {r.per_value:.2f} | {mix} |")
+
+TABLE = "E=256,N=2048,H=7168,device_name=NVIDIA_H200.json"
+print(f"\n## The shipped H200 table's entries (`src/truepeak/kernels/moe_triton/tuned/{TABLE}`)\n")
+print("Each entry's gate/up configuration compiled as above; `% read bw` is the entry's figure in the table (the whole "
+      "unit, measured on an H200: docs/results/h200/moe-tune/README.md). `group` is the tile order (`group_m`).\n")
+print("| weights | activations | layout | tok/expert | block m x n x k, warps, stages, group | regs | instr / iter | "
+      "instr / value | % read bw |")
+print("|---|---|---|---:|---|---:|---:|---:|---:|")
+table = tt.load_table(tt.package_dir() / TABLE)
+for (wfmt, acts, bucket), e in sorted(table.entries.items(), key=lambda kv: (mt.WEIGHT_FORMATS.index(kv[0][0]),
+                                                                              kv[0][1], kv[0][2])):
+    cfg, mma = e.gate_up, e.fp4_layout == "mma"
+    r = sass_loop_report(compile_gate_up(cfg, wfmt, acts == "fp8", mma=mma), cfg)
+    layout = e.fp4_layout or "-"
+    print(f"| {wfmt} | {acts} | {layout} | {bucket} | {cfg.block_m}x{cfg.block_n}x{cfg.block_k}, {cfg.num_warps}, "
+          f"{cfg.num_stages}, {cfg.group_m} | {r.registers} | {r.instructions} | {r.per_value:.2f} | "
+          f"{100 * e.read_bandwidth_fraction:.1f} |")
