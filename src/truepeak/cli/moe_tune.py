@@ -47,8 +47,10 @@ HELP = help_text([
 
 def tune(
     model: str = typer.Option(..., "--model", help="Model name or config.json (deepseek-v3, glm-5, ...)."),
-    tp: int = typer.Option(1, "--tp", help="Tensor parallel: each expert's width I / N."),
-    ep: int = typer.Option(1, "--ep", help="Expert parallel: E/N local experts; only tokens routed to them."),
+    tp: int = typer.Option(1, "--tp", help="Tensor parallel: each expert's width I / N "
+                           "(one table per split: not with --ep)."),
+    ep: int = typer.Option(1, "--ep", help="Expert parallel: E/N local experts; only tokens "
+                           "routed to them (not with --tp)."),
     weights: str = typer.Option(..., "--weights", help="Comma list of FMT or FMT:ACTS (bf16, fp8, fp8:fp16, "
                                 "fp8_block, nvfp4, mxfp4)."),
     tokens_per_expert: str = typer.Option(..., "--tokens-per-expert", help="Mean tokens per expert, one per "
