@@ -54,9 +54,10 @@ def _shown(v: Any) -> str:
 @dataclass(frozen=True)
 class TuneConfig:
     """One tuning run: the model's expert shape (``model``, ``tp`` or ``ep``), the (format, activations) pairs,
-    the tokens per expert (one per bucket, below 1024·√2 = 1448: :func:`~truepeak.kernels.moe_triton.tuned.bucket_of`), the routing, the whole run's time budget (seconds), the timing budget of
-    one candidate during the search and of the final figures (the chosen and the default configuration, seconds),
-    the warm-up before each timing, and the seed of weights, routing and inputs.
+    the tokens per expert (one per bucket, below 1024·√2 = 1448:
+    :func:`~truepeak.kernels.moe_triton.tuned.bucket_of`), the routing, the whole run's time budget (seconds), the
+    timing budget of one candidate during the search and of the final figures (the chosen and the default
+    configuration, seconds), the warm-up before each timing, and the seed of weights, routing and inputs.
 
     Raises:
         ConfigError: a field out of range, named by ``field``."""
