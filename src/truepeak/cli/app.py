@@ -113,12 +113,15 @@ def _with_typed_value(exc: Exception, message: str, args: list[str]) -> str:
         if head not in message:
             continue
         for i, a in enumerate(args):
-            value = args[i + 1] if a == opt and i + 1 < len(args) else a[len(opt) + 1:] if a.startswith(
-                opt + "=") else None
-            if value is not None:
-                if repr(value) in message or f"'{value}'" in message:  # click's own message names it already
-                    return message
-                return message.replace(head, f"Invalid value {value!r} for '{opt}':", 1)
+            if a == opt and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith(opt + "="):
+                value = a[len(opt) + 1:]
+            else:
+                continue
+            if repr(value) in message or f"'{value}'" in message:  # click's own message names it already
+                return message
+            return message.replace(head, f"Invalid value {value!r} for '{opt}':", 1)
     return message
 
 
