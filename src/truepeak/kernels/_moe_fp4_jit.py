@@ -59,11 +59,15 @@ def _decode_interp(raw, sb):
 @triton.jit
 def mma_scales(words, h: tl.constexpr, WFMT: tl.constexpr, INTERP: tl.constexpr):
     """[BN, 4] fp16: column c = the block scale of the values that MMA-fragment column c holds in 64-element chunk
-    ``h`` of the step (nvfp4: byte c of the row's scale word, e4m3; mxfp4: byte 2h + c // 2, e5m2 as
-    ExpertWeights.mma_scale_words stores them). Both convert exactly to fp16."""
+    ``h`` of the step (nvfp4: byte c of the row's scale word of chunk h, e4m3, ``words`` int32 for 64-element steps,
+    int64 for 128 (chunk 1 in the high half); mxfp4: byte 2h + c // 2, e5m2 as ExpertWeights.mma_scale_words stores
+    them). Both convert exactly to fp16."""
     BN: tl.constexpr = words.shape[0]
     cc = tl.arange(0, 4)[None, :]
     if WFMT == 3:
+        if h == 1:  # a 128-element step: the second chunk's word is the high half of the int64 (_scale_words)
+            words = words >> 32
+        words = words.to(tl.int32)
         byte = cc + 0 * h
     else:
         byte = 2 * h + cc // 2

@@ -85,6 +85,10 @@ for wfmt in ("nvfp4", "mxfp4"):
     y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(64, 64, mt.w4a8_block_k(wfmt), 4, 1),
                     activations="fp16", fp4_layout="mma")()
     out["small_mma/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
+    # 128-element steps: two chunks per step (nvfp4: two scale words, read as one int64)
+    y = mt.FusedMoE(xs, w1, w2, ids, tw, config=mt.KernelConfig(16, 64, 128, 4, 1), activations="fp16",
+                    fp4_layout="mma")()
+    out["small_mma128/" + wfmt] = float((y.float() - ref).abs().max() / ref.abs().max())
 # mxfp4 w4a8 with K not a multiple of 128 (gpt-oss-like: 64-element steps, 2 scale blocks), H = 192, I = 64
 torch.manual_seed(1)
 w1g = mt.quantize_experts(torch.randn(4, 128, 192) * 0.1, "mxfp4")
@@ -232,6 +236,7 @@ def test_fp4_small_weights_keep_precision_in_interpreter(interpreted, wfmt):
     assert interpreted["small/" + wfmt] < 6.5e-3
     assert interpreted["small_tiled/" + wfmt] < 6.5e-3
     assert interpreted["small_mma/" + wfmt] < 6.5e-3
+    assert interpreted["small_mma128/" + wfmt] < 6.5e-3
 
 
 def test_mxfp4_w4a8_with_k_not_a_multiple_of_128_in_interpreter(interpreted):

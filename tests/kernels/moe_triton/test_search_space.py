@@ -48,6 +48,9 @@ def test_space_per_format_and_bucket():
     assert ss.search_space("fp8", True, 32)["block_m"] == (16, 32, 64, 128)
     assert ss.search_space("fp8_block", True, 8)["block_k"] == (64, 128)  # one 128 x 128 scale per step
     assert ss.search_space("nvfp4", True, 8)["block_k"] == (64,)          # w4a8 nvfp4: 64-element steps only
+    # the MMA layout: nvfp4 in 64- or 128-element steps (two chunks, two scale words), whatever the activations
+    assert ss.search_space("nvfp4", True, 8, "mma")["block_k"] == (64, 128)
+    assert ss.search_space("nvfp4", False, 8, "mma")["block_k"] == (64, 128)
     assert ss.search_space("fp8", False, 8)["maxnreg"] == (None, 128)     # w8a16 decodes in registers
     assert ss.search_space("mxfp4", False, 8)["prefetch"] == (False, True)
 

@@ -195,7 +195,7 @@ class FusedMoE:
             raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
                                    f"{self.cfg1.block_k} and {self.cfg2.block_k}")
         for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
-            ok = (64,) if w1.wfmt == "nvfp4" and (w8a8 or self.mma) else (64, 128)
+            ok = (64,) if w1.wfmt == "nvfp4" and w8a8 and not self.mma else (64, 128)
             if self.tiled and cfg.block_k not in ok:
                 raise UnsupportedError(f"{w1.wfmt} weights in the tiled layout need block_k in {ok} (4 scale blocks "
                                        f"per step; mxfp4 also 2), got {cfg.block_k} for K={kd}")

@@ -27,8 +27,8 @@ KERNELS = ("gate_up", "down")
 def search_space(wfmt: str, w8a8: bool, bucket: int, fp4_layout: str | None = None) -> dict[str, tuple]:
     """The values tried for each field at tokens-per-expert ``bucket``: ``block_m`` 16, 32, 64 (and 128 from 32 tokens
     per expert on; 64 only from 4 on: larger blocks only pad), ``block_n`` 32..256, warps 4 or 8, stages 2..5,
-    ``block_k`` 64..256 (fp8_block: at most 128, one 128 x 128 scale per step; fp4: the tiled layout's 64 or 128,
-    nvfp4 with w4a8 or in the MMA layout, ``fp4_layout="mma"``, 64 only), the tile order ``group_m`` 0 (token block
+    ``block_k`` 64..256 (fp8_block: at most 128, one 128 x 128 scale per step; fp4 64 or 128, nvfp4 with w4a8
+    in the tiled layout 64 only), the tile order ``group_m`` 0 (token block
     fastest), 1 or 4 (groups of one or four token blocks, weight tile fastest within a group), a persistent launch
     or not, and for formats decoded in registers (fp8 w8a16, fp4) a register cap of 128 or none and register
     prefetch of the next step.
@@ -38,7 +38,7 @@ def search_space(wfmt: str, w8a8: bool, bucket: int, fp4_layout: str | None = No
     check_wfmt(wfmt)
     fp4 = wfmt in ("nvfp4", "mxfp4")
     bm = (16, 32) + ((64,) if bucket >= 4 else ()) + ((128,) if bucket >= 32 else ())
-    if wfmt == "nvfp4" and (w8a8 or fp4_layout == "mma"):
+    if wfmt == "nvfp4" and w8a8 and fp4_layout != "mma":
         bk: tuple = (64,)
     else:
         bk = (64, 128) if fp4 or wfmt == "fp8_block" else (64, 128, 256)
