@@ -60,6 +60,60 @@ def test_json_round_trip_and_lookup_by_bucket():
     assert back.lookup("bf16", None, 8) is None and back.lookup("fp8", "fp8", 16) is None
 
 
+def test_token_blocks_per_expert_counts_blocks_of_active_experts():
+    # (ceil(1/16) + ceil(20/16) + ceil(3/16)) / 3 active experts = (1 + 2 + 1) / 3
+    assert tt.token_blocks_per_expert([1, 0, 20, 3], 16) == pytest.approx(4 / 3)
+    assert tt.token_blocks_per_expert([1, 0, 20, 3], 32) == 1.0
+    assert tt.token_blocks_per_expert([0, 0], 16) == 1.0  # no expert has tokens
+    with pytest.raises(TruepeakError, match="block_m must be a positive integer, got 0"):
+        tt.token_blocks_per_expert([1], 0)
+    with pytest.raises(TruepeakError, match="token counts must be >= 0, got -1"):
+        tt.token_blocks_per_expert([1, -1], 16)
+
+
+def _skew_table():
+    def entry(bm, frac, layout=None):
+        return tt.TunedEntry(KernelConfig(bm, 64, 128, 4, 3), KernelConfig(bm, 64, 128, 4, 3), tokens_per_expert=8.0,
+                             time_s=1e-3, read_bandwidth_fraction=frac, fp4_layout=layout)
+    return tt.TunedTable(device_name="NVIDIA H200", E=256, N=2048, H=7168, entries={
+        ("bf16", "bf16", 4): entry(16, 0.999), ("bf16", "bf16", 8): entry(16, 0.999),
+        ("bf16", "bf16", 16): entry(32, 0.982), ("bf16", "bf16", 32): entry(64, 0.942),
+        ("bf16", "bf16", 64): entry(128, 0.74), ("nvfp4", "fp16", 8): entry(16, 0.7, "mma"),
+        ("nvfp4", "fp16", 16): entry(32, 0.69, "tiles"), ("nvfp4", "fp16", 32): entry(64, 0.6, "mma")})
+
+
+def test_a_skewed_routing_takes_the_entry_that_rereads_busy_experts_least():
+    t = _skew_table()
+    # 200 active experts: four busy ones (256, 128, 64, 32 tokens) and 196 with one token. Blocks per active expert:
+    # 16 rows (16 + 8 + 4 + 2 + 196) / 200 = 1.13, 32 rows 211 / 200 = 1.055,
+    # 64 rows 204 / 200 = 1.02, 128 rows 201 / 200 = 1.005; fraction / blocks: bucket 8 0.884, bucket 16 0.931,
+    # bucket 32 0.924, bucket 64 0.736 -> bucket 16
+    skew = [256, 128, 64, 32] + [1] * 196 + [0] * 56
+    bucket, e = t.lookup_for_counts("bf16", None, 8, skew)
+    assert bucket == 16 and e.gate_up.block_m == 32
+    # uniform: 8 tokens each, one block per expert for every entry -> the mean's own entry (the highest fraction;
+    # bucket 4's equal fraction is below the mean's bucket and never a candidate)
+    assert t.lookup_for_counts("bf16", None, 8, [8] * 256)[0] == 8
+    # no entry for the mean's bucket: None, as lookup (choose_config's rules then)
+    assert t.lookup_for_counts("bf16", None, 2, skew) is None
+    # fp4: only entries of the launch's layout are candidates (bucket 16 is for "tiles"): bucket 8 0.7 / 1.13 = 0.619
+    # against bucket 32 0.6 / 1.02 = 0.588; one expert of 300 tokens and 10 of one: 0.7 / (29 / 11) = 0.266 against
+    # 0.6 / (15 / 11) = 0.44 -> bucket 32
+    assert t.lookup_for_counts("nvfp4", "fp16", 8, skew, "mma")[0] == 8
+    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10, "mma")[0] == 32
+
+
+def test_tuned_pair_names_the_bucket_a_skewed_routing_takes(tmp_path):
+    path = tt.write_table(_skew_table(), tmp_path)
+    skew = [256, 128, 64, 32] + [1] * 196 + [0] * 56
+    pair, note = tt.tuned_pair("NVIDIA H200", "bf16", None, 256, 2048, 7168, 8, path, counts=skew)
+    assert pair[0].block_m == 32 and note == (f"tuned table {path}, bf16, bf16 activations, bucket 8, skewed routing: "
+                                              "the entry of bucket 16 (1.05 token blocks per active expert against "
+                                              "1.13)")
+    pair, note = tt.tuned_pair("NVIDIA H200", "bf16", None, 256, 2048, 7168, 8, path, counts=[8] * 256)
+    assert pair[0].block_m == 16 and note == f"tuned table {path}, bf16, bf16 activations, bucket 8"
+
+
 @pytest.mark.parametrize("edit,message", [
     (lambda d: d.update(schema="other"), "schema 'other', expected 'truepeak.moe_tuned/1'"),
     (lambda d: d.update(E=0), "E=0, expected a positive integer"),
@@ -209,6 +263,20 @@ for dev in ("cpu", "NVIDIA H200"):
                                      float(f().float().abs().max())]
 out["loader"] = res
 out["file"] = tt.table_file_name("cpu", E, I, H)
+# a skewed routing: expert 0 receives all 18 tokens, experts 1-3 two, one and one (22 slots, mean 5.5: bucket 4);
+# bucket 4's 16-token blocks run (2 + 1 + 1 + 1) / 4 = 1.25 blocks per active expert, bucket 16's 32-token blocks 1
+ids_s = torch.tensor([[0, 1], [0, 1], [0, 2], [0, 3]] + [[0, -1]] * 14)
+tw_s = torch.rand(ids_s.shape)
+x_s = (torch.rand(ids_s.shape[0], H) * 2 - 1).bfloat16()
+e4 = tt.TunedEntry(*cfg, tokens_per_expert=4.0, time_s=1.0, read_bandwidth_fraction=0.9)
+e16 = tt.TunedEntry(mt.KernelConfig(32, 64, 64, 4, 1), mt.KernelConfig(32, 64, 128, 4, 1), tokens_per_expert=16.0,
+                    time_s=1.0, read_bandwidth_fraction=0.8)
+p = tt.write_table(tt.TunedTable(device_name="cpu", E=E, N=I, H=H, entries={("bf16", "bf16", 4): e4,
+                                                                             ("bf16", "bf16", 16): e16}),
+                   tempfile.mkdtemp())
+f = mt.FusedMoE(x_s, w1, w2, ids_s, tw_s, tuned_table=str(p))
+ref_s = mt.moe_reference(x_s, w1.dequantize(), w2.dequantize(), ids_s, tw_s)
+out["skew"] = [f.cfg1.block_m, f.config_note, float((f().float() - ref_s).abs().max() / ref_s.abs().max())]
 print("RESULT " + json.dumps(out))
 """
 
@@ -264,10 +332,20 @@ def test_fused_moe_takes_its_config_from_the_table_or_falls_back(interpreted):
                                             "NVIDIA H200, not cpu: choose_config's rules")
 
 
+def test_fused_moe_takes_a_larger_token_block_for_a_skewed_routing(interpreted):
+    out, _ = interpreted
+    block_m, note, err = out["skew"]
+    # 0.9 / 1.25 = 0.72 against 0.8 / 1 = 0.8: bucket 16's entry, named in the note, and the output still right
+    assert block_m == 32 and note.endswith("bf16, bf16 activations, bucket 4, skewed routing: the entry of bucket 16 "
+                                           "(1.00 token blocks per active expert against 1.25)")
+    assert err < 2e-2
+
+
 @pytest.mark.gpu
 def test_gpu_tuned_tables_of_this_gpu_match_the_reference():
     """Every shipped table of this GPU, at its own expert shape: FusedMoE built without a configuration reads the
-    table (its note says so) and every entry's configuration matches the float32 reference of the first 16 tokens."""
+    table (its note says so) and takes the entry TunedTable.lookup_for_counts picks for the routing, and every
+    entry's configuration matches the float32 reference of the first 16 tokens."""
     import torch
 
     from truepeak.bench import moe
@@ -286,11 +364,14 @@ def test_gpu_tuned_tables_of_this_gpu_match_the_reference():
                 if w != wfmt:
                     continue
                 x, ids, tw = moe.decode_inputs(shape, e.tokens_per_expert)
-                f = FusedMoE(x, w1, w2, ids, tw, tokens_per_expert=e.tokens_per_expert,
-                             activations=None if w == "bf16" else acts, fp4_layout=e.fp4_layout)
+                kw = dict(activations=None if w == "bf16" else acts, fp4_layout=e.fp4_layout)
+                f = FusedMoE(x, w1, w2, ids, tw, tokens_per_expert=e.tokens_per_expert, **kw)
                 assert f.config_note.startswith(f"tuned table {t.file_name}"), f.config_note
-                assert (f.cfg1.block_m, f.cfg1.block_n, f.cfg2.block_n) == (e.gate_up.block_m, e.gate_up.block_n,
-                                                                             e.down.block_n)
+                counts = torch.bincount(ids[ids >= 0], minlength=t.E).tolist()
+                _, chosen = t.lookup_for_counts(w, acts, e.tokens_per_expert, counts, e.fp4_layout)
+                assert (f.cfg1, f.cfg2) == (chosen.gate_up, chosen.down)
+                if chosen != e:  # this routing's counts take another bucket's entry: run this entry's as given
+                    f = FusedMoE(x, w1, w2, ids, tw, config=(e.gate_up, e.down), **kw)
                 ref = moe.reference_rows(x, w1, w2, ids, tw)
                 err = float((f()[:ref.shape[0]].float() - ref).abs().max() / ref.abs().max())
                 assert err < (2e-2 if w == "bf16" else 1e-1 if acts == "fp8" else 8e-2), (t.file_name, w, bucket, err)

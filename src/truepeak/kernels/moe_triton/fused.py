@@ -46,7 +46,10 @@ class FusedMoE:
         tokens_per_expert: the configuration key (docs/method.md, 'Padding per expert'); default the mean over experts
             with tokens.
         config: override the kernels' configuration: one :class:`KernelConfig` for both, or a pair (gate/up, down)
-            sharing ``block_m``; None: the tuned table of this GPU and expert shape, else :func:`choose_config`.
+            sharing ``block_m``; None: the tuned table of this GPU and expert shape (the entry of
+            ``tokens_per_expert``'s bucket, or of a larger bucket whose larger token block re-reads the busiest
+            experts' weights less often under a skewed routing: :meth:`TunedTable.lookup_for_counts`), else
+            :func:`choose_config`.
         smem_limit: device or bytes for :func:`choose_config`'s shared-memory check (docs/method.md, 'Shared memory per
             block').
         tune: KernelConfig field overrides applied to both kernels (e.g. ``{"prefetch": True, "num_stages": 1}``).
@@ -163,8 +166,11 @@ class FusedMoE:
             from truepeak.kernels.moe_triton.tuned import tuned_pair
 
             device_name = torch.cuda.get_device_name(x.device) if x.device.type == "cuda" else x.device.type
+            valid = (topk_ids >= 0) & (topk_ids < self.E)
+            counts = torch.bincount(topk_ids[valid].reshape(-1).long(), minlength=self.E).tolist()
             config_pair, self.config_note = tuned_pair(device_name, w1.wfmt, activations, self.E, self.I, self.H,
-                                                       tokens_per_expert, tuned_table, fp4_layout if fp4 else None)
+                                                       tokens_per_expert, tuned_table, fp4_layout if fp4 else None,
+                                                       counts)
         else:
             self.config_note = "given" if config_pair else "choose_config's rules"
         if config_pair is None:
