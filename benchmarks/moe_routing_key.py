@@ -1,7 +1,7 @@
 """Which tuned-table entry serves a skewed routing best, on the device: for each routing and mean tokens per expert,
 the whole MoE unit (as ``truepeak moe bench`` times it: a CUDA graph, % of the read bandwidth measured in the same
 run) with the shipped table's entry of every bucket in turn (a bucket without an entry: the default rules at that
-many tokens per expert), beside the per-expert token counts, so that the key a lookup should use (the mean over
+many tokens per expert), then as FusedMoE's lookup chooses for the routing ("lookup"), beside the per-expert token counts, so that the key a lookup should use (the mean over
 active experts, the token-weighted mean sum(n^2)/sum(n), the largest count) can be read off against the entry
 that was fastest. The outputs of every entry are checked against the float32 reference.
 
@@ -20,6 +20,7 @@ import torch
 from truepeak.bench import moe
 from truepeak.bench.cuda_timer import time_cuda
 from truepeak.kernels.moe_triton import FusedMoE
+from truepeak.kernels.moe_triton.tuned import find_table
 
 
 def keys(counts: list[int]) -> dict:
@@ -42,6 +43,7 @@ def main() -> None:
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     shape = moe.expert_shape(a.model)
+    table = find_table(torch.cuda.get_device_name(), shape.E_local, shape.I, shape.H)[0]
     read_bw = moe.measure_read_bandwidth()
     rows: list[dict] = []
     buckets = [int(b) for b in a.buckets.split(",")]
@@ -56,10 +58,17 @@ def main() -> None:
                 ref = moe.reference_rows(x, w1, w2, ids, topw)
                 point = dict(model=a.model, weights=wfmt, routing=routing, tokens_per_expert=tpe, counts=counts,
                              keys=keys(counts), entries=[])
-                for b in buckets:
+                acts = "bf16" if wfmt == "bf16" else "fp8"
+                for b in buckets + ["lookup"]:
                     t0 = time.monotonic()
                     try:
-                        fn = FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=b)
+                        entry = table.entries.get((wfmt, acts, b)) if table is not None else None
+                        if b == "lookup":  # the product's choice: FusedMoE keyed as moe bench keys it
+                            fn = FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe)
+                        elif entry is not None:  # this bucket's entry as it stands
+                            fn = FusedMoE(x, w1, w2, ids, topw, config=(entry.gate_up, entry.down))
+                        else:  # no entry: the default rules at b tokens per expert
+                            fn = FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=b)
                         o = fn()[:16].float()
                         err = float((o - ref).abs().max() / ref.abs().max())
                         m = time_cuda(lambda _i: fn(), n_sets=1, warmup_s=0.05, budget_s=0.3, graph=True,
