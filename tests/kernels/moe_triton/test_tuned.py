@@ -5,6 +5,7 @@ shape on the GPU it was tuned for (gpu)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -91,9 +92,15 @@ def test_a_skewed_routing_takes_the_entry_that_rereads_busy_experts_least():
     skew = [256, 128, 64, 32] + [1] * 196 + [0] * 56
     bucket, e = t.lookup_for_counts("bf16", None, 8, skew)
     assert bucket == 16 and e.gate_up.block_m == 32
-    # uniform: 8 tokens each, one block per expert for every entry -> the mean's own entry (the highest fraction;
-    # bucket 4's equal fraction is below the mean's bucket and never a candidate)
+    # uniform: 8 tokens each, one block per expert for every entry -> the mean's own entry (bucket 4's equal
+    # fraction is below the mean's bucket and never a candidate)
     assert t.lookup_for_counts("bf16", None, 8, [8] * 256)[0] == 8
+    # a larger bucket with a higher fraction but no fewer blocks is not taken: bucket 4 (0.999) at 4 tokens each
+    # against bucket 8's equal 16-token block
+    assert t.lookup_for_counts("bf16", None, 4, [4] * 256)[0] == 4
+    t2 = dataclasses.replace(t, entries={**t.entries, ("bf16", "bf16", 8): dataclasses.replace(
+        t.entries[("bf16", "bf16", 8)], read_bandwidth_fraction=1.0)})
+    assert t2.lookup_for_counts("bf16", None, 4, [4] * 256)[0] == 4
     # no entry for the mean's bucket: None, as lookup (choose_config's rules then)
     assert t.lookup_for_counts("bf16", None, 2, skew) is None
     # fp4: only entries of the launch's layout are candidates (bucket 16 is for "tiles"): bucket 8 0.7 / 1.13 = 0.619

@@ -147,30 +147,32 @@ class TunedTable:
     def lookup_for_counts(self, wfmt: str, activations: str | None, tokens_per_expert: float, counts: Any,
                           fp4_layout: str | None = None) -> tuple[int, TunedEntry] | None:
         """The entry for a routing whose local experts received ``counts`` tokens (a sequence of ints, one per
-        expert): among the entries of ``tokens_per_expert``'s bucket and the larger buckets (same format,
-        activations and, for fp4, ``fp4_layout``), the one with the highest ``read_bandwidth_fraction /``
-        :func:`token_blocks_per_expert` ``(counts, block_m)``; ``(bucket, entry)``, or None when the table has no
-        entry for ``tokens_per_expert``'s bucket (as :meth:`lookup`).
+        expert): among the entry of ``tokens_per_expert``'s bucket and those of larger buckets (same format,
+        activations and, for fp4, ``fp4_layout``) whose token block runs fewer :func:`token_blocks_per_expert` for
+        ``counts`` than it, the one with the highest ``read_bandwidth_fraction`` / token blocks per expert;
+        ``(bucket, entry)``, or None when the table has no entry for ``tokens_per_expert``'s bucket (as
+        :meth:`lookup`).
 
         Why: an expert with n tokens runs ceil(n / block_m) token blocks, each reading the expert's weight tiles
         again, so under a skewed routing (the busiest experts receive far more than the mean) the small token block
         of the mean's entry re-reads the busy experts' weights, while a larger block reads them once at a small
-        cost in padding. With uniform routing the mean's entry has about one block per active expert and stays the
-        choice. Measured on an H200 (docs/results/h200/moe-routing/README.md): DeepSeek-V3, power-law 1.2 at a mean
+        cost in padding. With uniform routing a larger block saves no block and the mean's entry stays the choice. Measured on an H200 (docs/results/h200/moe-routing/README.md): DeepSeek-V3, power-law 1.2 at a mean
         of 8 tokens per expert, bf16 83.8 % of the read bandwidth with the mean's entry, 95.4 % with the entry this
         picks (bucket 32), the fastest of the table's entries there."""
         a = activations_key(wfmt, activations)
         b0 = bucket_of(tokens_per_expert)
         if (wfmt, a, b0) not in self.entries:
             return None
-        best: tuple[float, int, TunedEntry] | None = None
+        base = self.entries[(wfmt, a, b0)]
+        r0 = token_blocks_per_expert(counts, base.gate_up.block_m)
+        best = (base.read_bandwidth_fraction / r0, b0, base)
         for (w, ac, b), e in sorted(self.entries.items(), key=lambda kv: kv[0][2]):
-            if w != wfmt or ac != a or b < b0 or (b != b0 and e.fp4_layout != fp4_layout):
+            if w != wfmt or ac != a or b <= b0 or e.fp4_layout != fp4_layout:
                 continue
-            score = e.read_bandwidth_fraction / token_blocks_per_expert(counts, e.gate_up.block_m)
-            if best is None or score > best[0]:
-                best = (score, b, e)
-        return None if best is None else (best[1], best[2])
+            r = token_blocks_per_expert(counts, e.gate_up.block_m)
+            if r < r0 and e.read_bandwidth_fraction / r > best[0]:
+                best = (e.read_bandwidth_fraction / r, b, e)
+        return best[1], best[2]
 
     def mismatch(self, device_name: str, E: int, N: int, H: int) -> str | None:
         """Why this table does not serve ``device_name`` and shape (E, N, H), or None when it does."""
