@@ -25,7 +25,9 @@ HELP = help_text([
     "activations and tokens-per-expert bucket of one model's expert shape, and write the fastest as a tuned table: "
     "E=..,N=..,H=..,device_name=...json, which the kernels load when they are built (copy it into "
     "truepeak/kernels/moe_triton/tuned/ or pass its folder as FusedMoE(tuned_table=...)). A table is tuned for "
-    "one routing (--routing; the shipped tables: uniform) and, for fp4, the weight layout it ran.",
+    "one routing (--routing; the shipped tables: uniform) and, for fp4, the weight layout it ran; under a skewed "
+    "routing the kernels take a larger bucket's entry where its token block re-reads the busiest experts' weights "
+    "fewer times.",
     "Each candidate is fitted to the device's shared memory (dropped if it cannot fit), checked against a float32 "
     "reference, and timed as `truepeak moe bench` times (the whole unit from a CUDA graph, the median); the search "
     "times the default rules and the shipped table's entry first (for a shape with no table, the nearest shape's on "
