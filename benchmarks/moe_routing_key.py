@@ -5,7 +5,7 @@ many tokens per expert), then as FusedMoE's lookup chooses for the routing ("loo
 active experts, the token-weighted mean sum(n^2)/sum(n), the largest count) can be read off against the entry
 that was fastest. The outputs of every entry are checked against the float32 reference.
 
-Usage: PYTHONPATH=src python3 benchmarks/moe_routing_key.py OUT [--model deepseek-v3] [--weights bf16,fp8]
+Usage: PYTHONPATH=src python3 benchmarks/moe_routing_key.py OUT [--model deepseek-v3] [--ep 8] [--weights bf16,fp8]
   [--routings uniform,powerlaw:1.2] [--tokens-per-expert 1,2,4,8,16,32,64] [--buckets 1,2,4,8,16,32,64,128,256]
   writes OUT/routing_key.json (rewritten after every point)
 """
@@ -35,6 +35,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--model", default="deepseek-v3")
+    ap.add_argument("--ep", type=int, default=1, help="8: the EP8-local experts (E/8 on the GPU, their tokens only)")
     ap.add_argument("--weights", default="bf16,fp8")
     ap.add_argument("--routings", default="uniform,powerlaw:1.2")
     ap.add_argument("--tokens-per-expert", default="1,2,4,8,16,32,64")
@@ -42,7 +43,7 @@ def main() -> None:
     a = ap.parse_args()
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    shape = moe.expert_shape(a.model)
+    shape = moe.expert_shape(a.model, 1, a.ep)
     table = find_table(torch.cuda.get_device_name(), shape.E_local, shape.I, shape.H)[0]
     read_bw = moe.measure_read_bandwidth()
     rows: list[dict] = []
@@ -56,7 +57,7 @@ def main() -> None:
                 counts = torch.bincount(ids[ids >= 0], minlength=shape.E_local).tolist()
                 nbytes = moe.active_bytes(w1, w2, counts)
                 ref = moe.reference_rows(x, w1, w2, ids, topw)
-                point = dict(model=a.model, weights=wfmt, routing=routing, tokens_per_expert=tpe, counts=counts,
+                point = dict(model=a.model, ep=a.ep, weights=wfmt, routing=routing, tokens_per_expert=tpe, counts=counts,
                              keys=keys(counts), entries=[])
                 acts = "bf16" if wfmt == "bf16" else "fp8"
                 for b in buckets + ["lookup"]:
