@@ -9,20 +9,9 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH=src
 out=$1
 mkdir -p "$out"
-sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats
-          --section Occupancy --section LaunchStats --section InstructionStats)
-prof() {
-  local name=$1; shift
-  echo "== $(date -u +%H:%M:%S) ncu $name"
-  timeout 130 ncu --clock-control none --kernel-name regex:'gate_up|down' --launch-skip 4 --launch-count 2 \
-    "${sections[@]}" "$@" > "$out/ncu_$name.txt" 2>&1
-  grep -E "configs|us per call|Duration|DRAM Throughput|Issue Slots Busy|Registers Per|Achieved Occ" \
-    "$out/ncu_$name.txt" | head -24
-}
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv
-  python3 -c "import torch, triton, sys; print(sys.version.split()[0], torch.__version__, triton.__version__)"
-  } > "$out/device.txt" 2>&1
-cat "$out/device.txt"
+source benchmarks/ncu_lib.sh
+PROF_TIMEOUT=130
+device_info
 prof nvfp4_8 python3 benchmarks/moe_kernel_profile_point.py nvfp4 8
 prof nvfp4_8_k64 python3 benchmarks/moe_kernel_profile_point.py nvfp4 8 - '{"block_k": 64}'
 prof mxfp4_8 python3 benchmarks/moe_kernel_profile_point.py mxfp4 8

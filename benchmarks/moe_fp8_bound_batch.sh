@@ -10,20 +10,8 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH=src
 out=$1
 mkdir -p "$out"
-sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats
-          --section Occupancy --section LaunchStats --section InstructionStats)
-prof() {
-  local name=$1; shift
-  echo "== $(date -u +%H:%M:%S) ncu $name"
-  timeout 170 ncu --clock-control none --kernel-name regex:'gate_up|down' --launch-skip 4 --launch-count 2 \
-    "${sections[@]}" "$@" > "$out/ncu_$name.txt" 2>&1
-  grep -E "configs|us per call|Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Registers Per|Achieved Occ" \
-    "$out/ncu_$name.txt" | head -24
-}
-{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv
-  python3 -c "import torch, triton, sys; print(sys.version.split()[0], torch.__version__, triton.__version__)"
-  } > "$out/device.txt" 2>&1
-cat "$out/device.txt"
+source benchmarks/ncu_lib.sh
+device_info
 prof fp8_32 python3 benchmarks/moe_kernel_profile_point.py fp8 32
 prof bf16_32 python3 benchmarks/moe_kernel_profile_point.py bf16 32
 MOE_MODEL=glm-5 prof glm5_fp8_16 python3 benchmarks/moe_kernel_profile_point.py fp8 16
