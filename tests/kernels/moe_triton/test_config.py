@@ -155,7 +155,8 @@ def test_default_fp4_layout_is_the_measured_one():
     with pytest.raises(UnknownNameError, match="fp4 layouts are for nvfp4 or mxfp4 weights, not 'bf16'"):
         mt.default_fp4_layout("bf16")
     cfg = mt.choose_config(1, "nvfp4", True, None, 7168, mma=True)
-    # 128-element steps where K allows (docs/results/h200/moe-fp4/ncu_nvfp4_8*.txt: 1.08x at 8 tokens per expert)
+    # 128-element steps where K allows: 1.08x at 8 tokens per expert (docs/results/h200/moe-fp4/ncu_nvfp4_8.txt
+    # against docs/results/h200/moe-fp4/ncu_nvfp4_8_k64.txt)
     assert (cfg.block_m, cfg.block_n, cfg.block_k, cfg.num_stages) == (16, 128, 128, 3)
     assert mt.choose_config(32, "nvfp4", True, None, 2880, mma=True).block_k == 64  # K = 2880: 64-element steps
     assert mt.choose_config(32, "mxfp4", True, None, 2880, True, mma=True).block_k == 64

@@ -170,8 +170,9 @@ def choose_config(tokens_per_expert: float, wfmt: str, gated: bool, smem_limit: 
         stages = 2 if bm == 32 else 3
         warps = 8 if bm == 128 else 4
     if fp4 and mma:  # the MMA layout: the tiled w4a16's token blocks and 128 weight rows; 128-element steps (two
-        # 64-element chunks) where K is a multiple of 128, else 64: nvfp4 at 8 tokens per expert 1,847 against 1,987
-        # us per unit on the H200 (docs/results/h200/moe-fp4/ncu_nvfp4_8*.txt), as for mxfp4's w4a8 step
+        # 64-element chunks) where K is a multiple of 128, else 64, as for mxfp4's w4a8 step: nvfp4 at 8 tokens per
+        # expert 1,847 against 1,987 us per unit on the H200 (docs/results/h200/moe-fp4/ncu_nvfp4_8.txt against
+        # docs/results/h200/moe-fp4/ncu_nvfp4_8_k64.txt)
         bm = 16 if t <= 10 else 32 if t <= 20 else 64 if t <= 40 else 128
         bk = 128 if k_dim is None or k_dim % 128 == 0 else 64
         bn, stages, warps = 128, 3, 4 if bm <= 64 else 8
