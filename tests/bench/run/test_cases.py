@@ -21,6 +21,10 @@ def test_default_gpu_sweep():
     dev = _h200()
     cases = R.plan_cases(dev, R.default_formats(dev))
     assert cases[0].kind == "membw" and cases[0].nbytes == 2 * 2**30 and cases[0].label == "copy 2 GiB"
+    # the progress bar names the copy once ("copy 2 GiB", not "copy copy 2 GiB") and a GEMM by format and shape
+    assert cases[0].progress_label == "copy 2 GiB"
+    gemm = next(c for c in cases if c.kind == "gemm")
+    assert gemm.progress_label == f"{gemm.format} {gemm.m}x{gemm.n}x{gemm.k}"
     gemms = [c for c in cases if c.kind == "gemm" and not c.skip_reason]
     # 9 decode M x 2 model shapes + 2 squares, for each of 10 variants: fp32, tf32, bf16, fp16, fp8_e4m3 (tensor,
     # row, 128-block scales), fp8_e5m2 (tensor, row; e4m3 x e5m2), int8

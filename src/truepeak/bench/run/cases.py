@@ -76,6 +76,11 @@ class Case:
             return f"copy {fmt_size(self.nbytes)}"
         return f"{self.m}x{self.n}x{self.k}"
 
+    @property
+    def progress_label(self) -> str:
+        """What the progress bar shows for this case: ``"copy 256 MiB"``, ``"bf16 8192x8192x8192"``."""
+        return self.label if self.kind == "membw" else f"{self.format} {self.label}"
+
     def workload(self) -> CopyWorkload | GemmWorkload:
         """The record's ``workload``: parameters, FLOP and minimum bytes (deterministic, so it can key ``--resume``)."""
         if self.kind == "membw":

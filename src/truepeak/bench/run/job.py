@@ -167,7 +167,7 @@ def run_main_job(out_dir: str | os.PathLike | None = None, *, device: str | Devi
                               settled=dev.kind != "cuda" or budgets.settle_s <= 0)
         with RecordWriter(path) as writer, Progress(len(cases), progress) as bar:
             for case in cases:
-                bar.update(f"{case.format or 'copy'} {case.label}")
+                bar.update(case.progress_label)
                 key = case_key(case, dev)
                 if key in done:
                     rec = previous[key]
