@@ -80,3 +80,9 @@ def require(module: str, purpose: str, install: str | None = None):
         cmd = install or INSTALL_HINT
         raise MissingDependencyError(f"{module} is needed for {purpose} but is not installed ({exc}); "
                                      f"install it with: {cmd}") from exc
+
+
+def shown(v: object) -> str:
+    """A value in a message as the user typed it: numbers with ``:g`` (``0``, not ``0.0``), anything else as its
+    repr (``'abc'``)."""
+    return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v)

@@ -47,6 +47,19 @@ def test_tokens_per_expert_stop_at_the_largest_bucket():
         TuneConfig(**base, tokens_per_expert=(1, 1449))
 
 
+def test_under_one_token_in_the_layer_is_refused_before_anything_runs(tmp_path):
+    pytest.importorskip("torch")
+    from truepeak.bench.moe_tune import run_tune
+    from truepeak.errors import TruepeakError
+
+    # DeepSeek-V3: T = tpe * 256 / 8, so 0.02 tokens per expert is 0.64 tokens; the fewest is 1 / 32 = 0.03125
+    cfg = TuneConfig(model="deepseek-v3", weights=("bf16",), tokens_per_expert=(0.02,))
+    with pytest.raises(TruepeakError, match=r"^tokens per expert 0.02 is 0.64 tokens in the layer \(T = tpe·E/k with "
+                                            r"E=256, k=8\); the fewest is one token, 0.03125 per expert$"):
+        run_tune(cfg, tmp_path / "t", read_bw=1e9)
+    assert not (tmp_path / "t").exists()
+
+
 def test_config_layout_names():
     base = {"model": "m", "weights": ("bf16",), "tokens_per_expert": (1,)}
     assert [TuneConfig(**base, **kw).layout for kw in ({}, {"tp": 8}, {"ep": 8})] == ["single", "tp8", "ep8"]

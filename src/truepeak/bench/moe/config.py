@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from truepeak.bench.moe.backends import BACKENDS
 from truepeak.bench.moe.shapes import ExpertShape, expert_shape, tokens_for
-from truepeak.errors import ConfigError, TruepeakError, closest
+from truepeak.errors import ConfigError, TruepeakError, closest, shown
 
 #: Weight formats: bf16, fp8 (e4m3, per-channel fp32 scales), fp8_block (128 x 128 scales), nvfp4, mxfp4.
 WEIGHT_FORMATS = ("bf16", "fp8", "fp8_block", "nvfp4", "mxfp4")
@@ -43,7 +43,7 @@ def _seconds(value: Any, name: str, low_ok: bool, meaning: str) -> None:
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and (
         0 <= value < math.inf if low_ok else 0 < value < math.inf)
     if not ok:
-        raise ConfigError(f"`{name}` {value} must be a finite number of seconds {'>=' if low_ok else '>'} 0"
+        raise ConfigError(f"`{name}` {shown(value)} must be a finite number of seconds {'>=' if low_ok else '>'} 0"
                           f"{meaning}", field=name)
 
 
@@ -159,11 +159,13 @@ class MoeBenchConfig:
             raise ConfigError(f"tokens per expert must be numbers, got {tpe!r}", field="tokens_per_expert") from None
         if not tpes:
             raise ConfigError("no tokens per expert given (e.g. [1, 8, 32])", field="tokens_per_expert")
-        for t in tpes:
+        for i, t in enumerate(tpes):
             try:
                 tokens_for(t, self.shape)
             except TruepeakError as exc:
                 raise ConfigError(str(exc), field="tokens_per_expert") from None
+            if t in tpes[:i]:
+                raise ConfigError(f"tokens per expert {t:g} is given twice", field="tokens_per_expert")
         put("tokens_per_expert", tpes)
         weights, backends = _names(self.weights, "weights"), _names(self.backends, "backends")
         for name, names in (("weights", weights), ("backends", backends)):
@@ -182,6 +184,9 @@ class MoeBenchConfig:
         for w in weights:
             if w not in WEIGHT_FORMATS:
                 hint = closest(w, WEIGHT_FORMATS)
+                if ":" in w:  # moe tune's FORMAT:ACTIVATIONS
+                    raise ConfigError(f"`weights` {w!r}: give the format alone ({', '.join(WEIGHT_FORMATS)}) and "
+                                      "the activations with --fp8-activations or --fp4-activations", field="weights")
                 raise ConfigError(f"unknown `weights` {w!r}; expected one of {', '.join(WEIGHT_FORMATS)}"
                                   + (f" (did you mean {hint[0]}?)" if hint else ""), field="weights")
         backends = tuple(b.lower() for b in backends)

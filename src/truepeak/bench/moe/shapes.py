@@ -82,11 +82,15 @@ def tokens_for(tpe: float, shape: ExpertShape) -> int:
     """Tokens T in the layer for a target mean of ``tpe`` tokens per (global) expert: ``T = tpe · E / k``.
 
     Raises:
-        TruepeakError: ``tpe`` <= 0, not a number or infinite.
+        TruepeakError: ``tpe`` <= 0, not a number or infinite, or under one token in the layer (``tpe · E / k`` < 1).
     """
     if not (tpe > 0 and math.isfinite(tpe)):
-        raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tpe}; give e.g. 1,2,4,8,16,32")
-    return max(1, round(tpe * shape.E / shape.top_k))
+        raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tpe:g}; give e.g. 1,2,4,8,16,32")
+    raw = tpe * shape.E / shape.top_k
+    if raw < 1:
+        raise TruepeakError(f"tokens per expert {tpe:g} is {raw:.3g} tokens in the layer (T = tpe·E/k with E={shape.E}, "
+                            f"k={shape.top_k}); the fewest is one token, {shape.top_k / shape.E:g} per expert")
+    return round(raw)
 
 
 def local_ids(ids: Any, shape: ExpertShape, rank: int = 0) -> Any:

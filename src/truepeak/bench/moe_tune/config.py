@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from truepeak.errors import ConfigError, TruepeakError
+from truepeak.errors import shown as _shown
 from truepeak.kernels.moe_triton.config import WEIGHT_FORMATS, default_activations
 from truepeak.kernels.moe_triton.tuned import BUCKETS, activations_key, bucket_of
 
@@ -46,9 +47,6 @@ def parse_weights(items: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _shown(v: Any) -> str:
-    """A value as the user typed it: numbers with ``:g`` (``0``, not ``0.0``), anything else as its repr."""
-    return f"{v:g}" if isinstance(v, (int, float)) and not isinstance(v, bool) else repr(v)
 
 
 @dataclass(frozen=True)

@@ -121,7 +121,8 @@ def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
     Raises (before anything is measured):
         UnsupportedError: no CUDA GPU (and not interpreting); a format, activations or shape this device cannot run
             (:func:`~truepeak.kernels.moe_triton.search_space.refusal`: the reason).
-        TruepeakError: a bad model, layout or routing; ``resume`` without, or a new run with, a records file.
+        TruepeakError: a bad model, layout or routing; tokens per expert under one token in the layer; ``resume``
+            without, or a new run with, a records file.
     """
     torch = require("torch", "truepeak moe tune")
     from truepeak.bench import moe
@@ -131,6 +132,8 @@ def run_tune(config: TuneConfig, out_dir: str | Path, *, resume: bool = False,
 
     shape = shape if shape is not None else moe.expert_shape(config.model, config.tp, config.ep)
     parse_routing(config.routing, shape.E, shape.top_k)
+    for tpe in config.tokens_per_expert:
+        moe.tokens_for(tpe, shape)  # at least one token in the layer
     cuda = torch.cuda.is_available() and not interpreting()
     if not cuda and not interpreting():
         raise UnsupportedError("truepeak moe tune needs a CUDA GPU (torch sees none)")
