@@ -9,6 +9,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,35 @@ def test_token_blocks_per_expert_counts_blocks_of_active_experts():
         tt.token_blocks_per_expert([1, -1], 16)
 
 
+@pytest.mark.parametrize("bad,message", [
+    ("123", "token counts must be a sequence of integers >= 0 (one per expert), got '123'"),
+    (None, "token counts must be a sequence of integers >= 0 (one per expert), got None"),
+    (5, "token counts must be a sequence of integers >= 0 (one per expert), got 5"),
+    ([1.5, 2], "token counts must be integers >= 0, got 1.5"),
+    ([True, 1], "token counts must be integers >= 0, got True"),
+    (["3"], "token counts must be integers >= 0, got '3'"),
+    ([float("nan")], "token counts must be integers >= 0, got nan"),
+    ([[1, 2]], "token counts must be integers >= 0, got [1, 2]"),
+])
+def test_counts_that_are_not_token_counts_are_refused(bad, message):
+    with pytest.raises(TruepeakError, match="^" + re.escape(message) + "$"):
+        tt.token_blocks_per_expert(bad, 16)
+    with pytest.raises(TruepeakError, match="^" + re.escape(message) + "$"):
+        _skew_table().lookup_for_counts("bf16", None, 8, bad)
+
+
+def test_tuned_pair_refuses_what_is_no_device_or_shape():
+    for kw, message in (({"E": "256"}, "E must be a positive integer, got '256'"),
+                        ({"E": -256}, "E must be a positive integer, got -256"),
+                        ({"H": True}, "H must be a positive integer, got True"),
+                        ({"device_name": None}, "device_name must be a GPU's name as torch reports it, got None")):
+        args = {"device_name": "NVIDIA H200", "E": 256, "N": 2048, "H": 7168, **kw}
+        with pytest.raises(TruepeakError, match="^" + re.escape(message) + "$"):
+            tt.tuned_pair(args["device_name"], "bf16", None, args["E"], args["N"], args["H"], 8)
+    with pytest.raises(TruepeakError, match="tokens per expert must be a finite number > 0, got True"):
+        tt.tuned_pair("NVIDIA H200", "bf16", None, 256, 2048, 7168, True)
+
+
 def _skew_table():
     def entry(bm, frac, layout=None):
         return tt.TunedEntry(KernelConfig(bm, 64, 128, 4, 3), KernelConfig(bm, 64, 128, 4, 3), tokens_per_expert=8.0,
@@ -108,6 +138,11 @@ def test_a_skewed_routing_takes_the_entry_that_rereads_busy_experts_least():
     # 0.6 / (15 / 11) = 0.44 -> bucket 32
     assert t.lookup_for_counts("nvfp4", "fp16", 8, skew, "mma")[0] == 8
     assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10, "mma")[0] == 32
+    # no layout named: nvfp4's default (mma), as tuned_pair; an entry of another layout is no entry; a bad layout
+    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10)[0] == 32
+    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10, "tiles") is None
+    with pytest.raises(TruepeakError, match="fp4_layout must be 'mma' or 'tiles' .*got 'bogus'"):
+        t.lookup_for_counts("nvfp4", "fp16", 8, skew, "bogus")
 
 
 def test_tuned_pair_names_the_bucket_a_skewed_routing_takes(tmp_path):

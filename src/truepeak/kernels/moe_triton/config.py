@@ -104,6 +104,8 @@ def check_tokens_per_expert(tokens_per_expert: Any) -> float:
     Raises:
         TruepeakError: not a finite number > 0."""
     try:
+        if isinstance(tokens_per_expert, (bool, str, bytes)):
+            raise TypeError
         t = float(tokens_per_expert)
     except (TypeError, ValueError):
         t = math.nan

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -50,14 +51,34 @@ def token_blocks_per_expert(counts: Any, block_m: int) -> float:
     Example: counts [1, 0, 20, 3] with 16-row blocks: (1 + 2 + 1) / 3 = 1.33.
 
     Raises:
-        TruepeakError: ``block_m`` not a positive integer, or a negative count."""
+        TruepeakError: ``block_m`` not a positive integer, ``counts`` not a sequence of integers >= 0."""
     if isinstance(block_m, bool) or not isinstance(block_m, int) or block_m <= 0:
         raise TruepeakError(f"block_m must be a positive integer, got {block_m!r}")
-    n = [int(c) for c in counts]
-    if any(c < 0 for c in n):
-        raise TruepeakError(f"token counts must be >= 0, got {min(n)}")
-    active = [c for c in n if c > 0]
+    active = [c for c in check_counts(counts) if c > 0]
     return sum(-(-c // block_m) for c in active) / len(active) if active else 1.0
+
+
+def check_counts(counts: Any) -> list[int]:
+    """``counts`` (tokens per local expert: a sequence of integers >= 0, Python or numpy / torch integers) as a list
+    of ints.
+
+    Raises:
+        TruepeakError: not a sequence (a string included), an item that is not an integer (a float, a bool), or a
+            negative one."""
+    if isinstance(counts, (str, bytes)) or not hasattr(counts, "__iter__"):
+        raise TruepeakError(f"token counts must be a sequence of integers >= 0 (one per expert), got {counts!r}")
+    out = []
+    for c in counts:
+        try:
+            if isinstance(c, bool):
+                raise TypeError
+            n = operator.index(c)
+        except TypeError:
+            raise TruepeakError(f"token counts must be integers >= 0, got {c!r}") from None
+        if n < 0:
+            raise TruepeakError(f"token counts must be >= 0, got {n}")
+        out.append(n)
+    return out
 
 
 def device_token(device_name: str) -> str:
@@ -148,22 +169,29 @@ class TunedTable:
                           fp4_layout: str | None = None) -> tuple[int, TunedEntry] | None:
         """The entry for a routing whose local experts received ``counts`` tokens (a sequence of ints, one per
         expert): among the entry of ``tokens_per_expert``'s bucket and those of larger buckets (same format,
-        activations and, for fp4, ``fp4_layout``) whose token block runs fewer :func:`token_blocks_per_expert` for
-        ``counts`` than it, the one with the highest ``read_bandwidth_fraction`` / token blocks per expert;
-        ``(bucket, entry)``, or None when the table has no entry for ``tokens_per_expert``'s bucket (as
-        :meth:`lookup`).
+        activations and, for fp4, ``fp4_layout``: None is the format's :func:`default_fp4_layout`) whose token
+        block runs fewer :func:`token_blocks_per_expert` for ``counts`` than it, the one with the highest
+        ``read_bandwidth_fraction`` / token blocks per expert; ``(bucket, entry)``, or None when the table has no
+        entry for ``tokens_per_expert``'s bucket (as :meth:`lookup`) or, for fp4, that entry was tuned for another
+        layout.
 
         Why: an expert with n tokens runs ceil(n / block_m) token blocks, each reading the expert's weight tiles
         again, so under a skewed routing (the busiest experts receive far more than the mean) the small token block
         of the mean's entry re-reads the busy experts' weights, while a larger block reads them once at a small
         cost in padding. With uniform routing a larger block saves no block and the mean's entry stays the choice. Measured on an H200 (docs/results/h200/moe-routing/README.md): DeepSeek-V3, power-law 1.2 at a mean
         of 8 tokens per expert, bf16 83.8 % of the read bandwidth with the mean's entry, 95.4 % with the entry this
-        picks (bucket 32), the fastest of the table's entries there."""
+        picks (bucket 32), the fastest of the table's entries there.
+
+        Raises:
+            TruepeakError: ``counts`` not integers >= 0 (:func:`check_counts`), ``fp4_layout`` other than None,
+                ``"mma"`` or ``"tiles"``, or what :func:`bucket_of` and :func:`activations_key` refuse."""
         a = activations_key(wfmt, activations)
         b0 = bucket_of(tokens_per_expert)
-        if (wfmt, a, b0) not in self.entries:
+        fp4_layout = _fp4_layout_of(wfmt, fp4_layout)
+        counts = check_counts(counts)
+        base = self.entries.get((wfmt, a, b0))
+        if base is None or base.fp4_layout != fp4_layout:
             return None
-        base = self.entries[(wfmt, a, b0)]
         r0 = token_blocks_per_expert(counts, base.gate_up.block_m)
         best = (base.read_bandwidth_fraction / r0, b0, base)
         for (w, ac, b), e in sorted(self.entries.items(), key=lambda kv: kv[0][2]):
@@ -353,12 +381,14 @@ def tuned_pair(device_name: str, wfmt: str, activations: str | None, E: int, N: 
     mean's.
 
     Raises:
-        TruepeakError: ``fp4_layout`` other than None, ``"mma"`` or ``"tiles"``."""
-    if fp4_layout not in (None, "mma", "tiles"):
-        raise TruepeakError(f"fp4_layout must be 'mma' or 'tiles' (or None: the format's default), got "
-                            f"{fp4_layout!r}")
-    if wfmt in ("nvfp4", "mxfp4") and fp4_layout is None:
-        fp4_layout = default_fp4_layout(wfmt)
+        TruepeakError: ``fp4_layout`` other than None, ``"mma"`` or ``"tiles"`` (ignored for other formats),
+            ``device_name`` not a name, E, N or H not positive integers, ``counts`` not integers >= 0."""
+    fp4_layout = _fp4_layout_of(wfmt, fp4_layout)
+    if not isinstance(device_name, str) or not device_name.strip():
+        raise TruepeakError(f"device_name must be a GPU's name as torch reports it, got {device_name!r}")
+    for name, v in (("E", E), ("N", N), ("H", H)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise TruepeakError(f"{name} must be a positive integer, got {v!r}")
     table, note = find_table(device_name, E, N, H, path)
     if table is None:
         return None, note
@@ -378,6 +408,17 @@ def tuned_pair(device_name: str, wfmt: str, activations: str | None, E: int, N: 
                     f"against {token_blocks_per_expert(counts, entry.gate_up.block_m):.2f})")
             entry = chosen
     return (entry.gate_up, entry.down), f"{note}, {key}" + (f", {fp4_layout} layout" if fp4_layout else "")
+
+
+def _fp4_layout_of(wfmt: str, fp4_layout: str | None) -> str | None:
+    """The fp4 layout a launch of ``wfmt`` weights runs: ``fp4_layout``, or the format's default when None; None for
+    formats that are not fp4."""
+    if fp4_layout not in (None, "mma", "tiles"):
+        raise TruepeakError(f"fp4_layout must be 'mma' or 'tiles' (or None: the format's default), got "
+                            f"{fp4_layout!r}")
+    if wfmt not in ("nvfp4", "mxfp4"):
+        return None
+    return fp4_layout or default_fp4_layout(wfmt)
 
 
 def write_table(table: TunedTable, folder: str | os.PathLike[str]) -> Path:
