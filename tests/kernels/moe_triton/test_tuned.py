@@ -137,12 +137,16 @@ def test_a_skewed_routing_takes_the_entry_that_rereads_busy_experts_least():
     # against bucket 32 0.6 / 1.02 = 0.588; one expert of 300 tokens and 10 of one: 0.7 / (29 / 11) = 0.266 against
     # 0.6 / (15 / 11) = 0.44 -> bucket 32
     assert t.lookup_for_counts("nvfp4", "fp16", 8, skew, "mma")[0] == 8
-    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10, "mma")[0] == 32
+    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10 + [0] * 245, "mma")[0] == 32
     # no layout named: nvfp4's default (mma), as tuned_pair; an entry of another layout is no entry; a bad layout
-    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10)[0] == 32
-    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10, "tiles") is None
+    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10 + [0] * 245)[0] == 32
+    assert t.lookup_for_counts("nvfp4", "fp16", 8, [300] + [1] * 10 + [0] * 245, "tiles") is None
     with pytest.raises(TruepeakError, match="fp4_layout must be 'mma' or 'tiles' .*got 'bogus'"):
         t.lookup_for_counts("nvfp4", "fp16", 8, skew, "bogus")
+    # one count per local expert of the table's shape
+    with pytest.raises(TruepeakError, match=r"^token counts for 11 experts; this table is for E=256 \(one count per "
+                                            r"local expert\)$"):
+        t.lookup_for_counts("bf16", None, 8, [300] + [1] * 10)
 
 
 def test_tuned_pair_names_the_bucket_a_skewed_routing_takes(tmp_path):

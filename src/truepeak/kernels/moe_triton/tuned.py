@@ -183,12 +183,15 @@ class TunedTable:
         picks (bucket 32), the fastest of the table's entries there.
 
         Raises:
-            TruepeakError: ``counts`` not integers >= 0 (:func:`check_counts`), ``fp4_layout`` other than None,
+            TruepeakError: ``counts`` not E integers >= 0 (:func:`check_counts`), ``fp4_layout`` other than None,
                 ``"mma"`` or ``"tiles"``, or what :func:`bucket_of` and :func:`activations_key` refuse."""
         a = activations_key(wfmt, activations)
         b0 = bucket_of(tokens_per_expert)
         fp4_layout = _fp4_layout_of(wfmt, fp4_layout)
         counts = check_counts(counts)
+        if len(counts) != self.E:
+            raise TruepeakError(f"token counts for {len(counts)} experts; this table is for E={self.E} (one count per "
+                                "local expert)")
         base = self.entries.get((wfmt, a, b0))
         if base is None or base.fp4_layout != fp4_layout:
             return None
