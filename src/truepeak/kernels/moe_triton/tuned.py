@@ -178,9 +178,10 @@ class TunedTable:
         Why: an expert with n tokens runs ceil(n / block_m) token blocks, each reading the expert's weight tiles
         again, so under a skewed routing (the busiest experts receive far more than the mean) the small token block
         of the mean's entry re-reads the busy experts' weights, while a larger block reads them once at a small
-        cost in padding. With uniform routing a larger block saves no block and the mean's entry stays the choice. Measured on an H200 (docs/results/h200/moe-routing/README.md): DeepSeek-V3, power-law 1.2 at a mean
-        of 8 tokens per expert, bf16 83.8 % of the read bandwidth with the mean's entry, 95.4 % with the entry this
-        picks (bucket 32), the fastest of the table's entries there.
+        cost in padding. With uniform routing a larger block saves no block and the mean's entry stays the choice.
+        Measured on an H200 (docs/results/h200/moe-routing/README.md): DeepSeek-V3, power-law 1.2 at a mean of 8
+        tokens per expert, bf16 83.8 % of the read bandwidth with the mean's entry, 95.4 % with the entry this picks
+        (bucket 32), the fastest of the table's entries there.
 
         Raises:
             TruepeakError: ``counts`` not E integers >= 0 (:func:`check_counts`), ``fp4_layout`` other than None,
