@@ -88,8 +88,9 @@ def tokens_for(tpe: float, shape: ExpertShape) -> int:
         raise TruepeakError(f"tokens per expert must be a finite number > 0, got {tpe:g}; give e.g. 1,2,4,8,16,32")
     raw = tpe * shape.E / shape.top_k
     if raw < 1:
-        raise TruepeakError(f"tokens per expert {tpe:g} is {raw:.3g} tokens in the layer (T = tpe·E/k with E={shape.E}, "
-                            f"k={shape.top_k}); the fewest is one token, {shape.top_k / shape.E:g} per expert")
+        raise TruepeakError(f"tokens per expert {tpe:g} is {raw:.3g} tokens in the layer (T = tpe·E/k with "
+                            f"E={shape.E}, k={shape.top_k}); the fewest is one token, {shape.top_k / shape.E:g} per "
+                            "expert")
     return round(raw)
 
 
