@@ -11,7 +11,7 @@ from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton.checks import check_inputs
 from truepeak.kernels.moe_triton.config import (WFMT_ID, KernelConfig, choose_config, default_activations,
                                                 default_fp4_layout)
-from truepeak.kernels.moe_triton.routing import align_routing, mean_tokens_per_expert
+from truepeak.kernels.moe_triton.routing import align_routing, expert_counts, mean_of_counts
 from truepeak.kernels.moe_triton.smem import device_programs, device_smem_limit, fit_shared_memory
 from truepeak.kernels.moe_triton.weights import ExpertWeights
 
@@ -134,8 +134,9 @@ class FusedMoE:
                                 "weights take 'fp8' (w8a8 / w4a8) or 'fp16' (w8a16 / w4a16), bf16 only the default")
         if activations is None:
             activations = default_activations(w1.wfmt)
+        counts = expert_counts(topk_ids, self.E)  # the key's default and the tuned-table lookup's routing
         if tokens_per_expert is None:
-            tokens_per_expert = mean_tokens_per_expert(topk_ids, self.E)
+            tokens_per_expert = mean_of_counts(counts)
         w8a8 = (fp8 or fp4) and activations != "fp16"
         if untiled_w4a16 and fp4_layout == "mma":
             raise TruepeakError("untiled_w4a16=True runs the untiled kernel of the 'tiles' kernels; pass "
@@ -166,8 +167,6 @@ class FusedMoE:
             from truepeak.kernels.moe_triton.tuned import tuned_pair
 
             device_name = torch.cuda.get_device_name(x.device) if x.device.type == "cuda" else x.device.type
-            valid = (topk_ids >= 0) & (topk_ids < self.E)
-            counts = torch.bincount(topk_ids[valid].reshape(-1).long(), minlength=self.E).tolist()
             config_pair, self.config_note = tuned_pair(device_name, w1.wfmt, activations, self.E, self.I, self.H,
                                                        tokens_per_expert, tuned_table, fp4_layout if fp4 else None,
                                                        counts)

@@ -70,10 +70,22 @@ def align_routing(topk_ids: Any, num_experts: int, block_m: int) -> Alignment:
     return Alignment(sorted_slots, block_expert, num_blocks, block_m, counts, n_slots)
 
 
+def expert_counts(topk_ids: Any, num_experts: int) -> list[int]:
+    """Tokens routed to each of the ``num_experts`` local experts (ids outside ``[0, num_experts)`` are another
+    rank's and are not counted), as ints. Reads back to the host (call it outside any CUDA graph)."""
+    torch = require("torch", "counting tokens per expert")
+    valid = (topk_ids >= 0) & (topk_ids < num_experts)
+    return torch.bincount(topk_ids[valid].reshape(-1).long(), minlength=num_experts).tolist()
+
+
+def mean_of_counts(counts: list[int]) -> float:
+    """Routed slots per expert that received any, and 1 when none did: the mean of :func:`expert_counts`."""
+    active = [c for c in counts if c > 0]
+    return max(1.0, sum(active) / max(1, len(active)))
+
+
 def mean_tokens_per_expert(topk_ids: Any, num_experts: int) -> float:
     """The configuration key (docs/method.md, 'Padding per expert') when none is given: routed slots per local expert
     that received any (ids outside ``[0, num_experts)`` are another rank's), and 1 when no expert is local (T = 0 too).
     Reads back to the host (call it outside any CUDA graph)."""
-    torch = require("torch", "counting tokens per expert")
-    valid = (topk_ids >= 0) & (topk_ids < num_experts)
-    return max(1.0, float(valid.sum().item()) / max(1, int(torch.unique(topk_ids[valid]).numel())))
+    return mean_of_counts(expert_counts(topk_ids, num_experts))
