@@ -11,7 +11,7 @@ from truepeak.kernels._moe_jit_common import e4m3_round_interp, row_amax
 @triton.jit
 def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: tl.constexpr, BLOCK: tl.constexpr,
                       INTERP: tl.constexpr = False, SPLIT16: tl.constexpr = False, F16: tl.constexpr = False,
-                      PERM: tl.constexpr = False):
+                      PERM: tl.constexpr = False, rows_ptr=None, ROWS: tl.constexpr = False):
     """Dynamic per-row e4m3 quantisation (program r = row r): s[r] = max(max|x[r, :]|, 1e-12) / 448 (fp32) and
     q[r, :] = x[r, :] / s[r] rounded to e4m3 (448 = e4m3's largest finite value: OCP OFP8 spec). The same scales as
     the bench's torch w8a8 backend. SPLIT16 (the nvfp4 w4a8 kernel's activations): two planes ``q_plane`` elements
@@ -19,8 +19,11 @@ def quant_rows_kernel(x_ptr, q_ptr, s_ptr, stride_x, stride_q, q_plane, n_cols: 
     w4a16 kernels' activations): fp16 with s[r] = 2^(ceil(log2 max|x[r, :]|) - 14), a power of two (exact), so the
     row's largest magnitude lands in (2^13, 2^14]: no fp16 overflow (65,504) and fp16's normal range below it.
     PERM (the fp4 MMA layout's kernel): each 64-element chunk stored in moe_triton.mma_logical_order's K order
-    (element 16c + 4s + 2i1 + i0 at position i0 + 2c + 8i1 + 16s)."""
+    (element 16c + 4s + 2i1 + i0 at position i0 + 2c + 8i1 + 16s). ROWS: program p quantises row ``rows[p]`` (int32)
+    instead of row p (the rows of one launch's slots)."""
     r = tl.program_id(0).to(tl.int64)
+    if ROWS:
+        r = tl.load(rows_ptr + r).to(tl.int64)
     amax, has_nan = row_amax(x_ptr, r, stride_x, n_cols, BLOCK)
     # a row holding a NaN gets a NaN scale and NaN values (max and clamps would otherwise drop the NaN, and the row
     # would come out finite and wrong)

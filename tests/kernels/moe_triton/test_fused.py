@@ -178,6 +178,26 @@ mt.FusedMoE._quant_rows(xp, qn, torch.empty(3))
 order = torch.tensor(mt.mma_logical_order(320))
 out["quant_rows_perm"] = {"mismatches": int((qp[0].float() != qn[0].float()[:, order]).sum()),
                           "moved": int((qp[0].float() != qn[0].float()).sum())}
+# a skewed routing (counts [40, 2, 1, 1]: expert 0 has more than 2 x the mean 11, and more than the other experts'
+# 16-token block): expert 0 in a launch of its own (in line here), the sum of both launches against the reference
+ids_s = torch.tensor([[0, -1]] * 36 + [[0, 1], [0, 1], [0, 2], [0, 3]])
+tw_s = torch.rand(ids_s.shape)
+xs_s = (torch.rand(ids_s.shape[0], 128) * 2 - 1).bfloat16()
+out["split"] = {}
+for wfmt, layout in (("bf16", None), ("fp8", None), ("nvfp4", "mma")):
+    torch.manual_seed(5)
+    w1s = mt.quantize_experts(torch.randn(4, 256, 128) * 0.1, wfmt)
+    w2s = mt.quantize_experts(torch.randn(4, 128, 128) * 0.1, wfmt)
+    ref_s = mt.moe_reference(xs_s, w1s.dequantize(), w2s.dequantize(), ids_s, tw_s)
+    for split in (True, False):
+        f = mt.FusedMoE(xs_s, w1s, w2s, ids_s, tw_s, fp4_layout=layout, split_busy=split)
+        y = f().float()
+        out["split"][f"{wfmt}/{split}"] = {
+            "err": float((y - ref_s).abs().max() / ref_s.abs().max()),
+            "busy": None if f.busy is None else f.busy.experts,
+            "counts": f.align.counts.tolist(), "busy_counts": None if f.busy is None else f.busy.align.counts.tolist(),
+            "block_m": [f.cfg1.block_m] + ([] if f.busy is None else [f.busy.cfg1.block_m]),
+            "note": f.config_note}
 out["interpreting"] = mt.interpreting()
 print("RESULT " + json.dumps(out))
 """
@@ -228,6 +248,19 @@ def test_fused_moe_matches_reference_in_interpreter(interpreted, wfmt, routing):
     assert r["persistent"] == [routing == "all_in_one"] * 2
     assert r["programs"] == ([3, 3] if routing == "all_in_one" else [])
     assert r["group_m"] == ([0, 0] if routing == "all_in_one" else [2, 2])
+
+
+@pytest.mark.parametrize("wfmt", ["bf16", "fp8", "nvfp4"])
+def test_busy_experts_run_in_a_launch_of_their_own_in_interpreter(interpreted, wfmt):
+    split, one = interpreted["split"][f"{wfmt}/True"], interpreted["split"][f"{wfmt}/False"]
+    tol = {"bf16": 0.02, "fp8": 0.08, "nvfp4": 0.1}[wfmt]
+    assert split["err"] < tol and one["err"] < tol
+    assert split["busy"] == [True, False, False, False] and one["busy"] is None
+    # the busy expert's 40 slots in its own alignment, the other experts' 2 + 1 + 1 in this one's
+    assert split["busy_counts"] == [40, 0, 0, 0] and split["counts"] == [0, 2, 1, 1]
+    assert one["counts"] == [40, 2, 1, 1]
+    assert split["block_m"][0] == 16 and split["block_m"][1] > 16
+    assert "1 busy experts (more than 2 x the mean 11.0 tokens) in a launch of their own" in split["note"]
 
 
 @pytest.mark.parametrize("wfmt", ["nvfp4", "mxfp4"])
@@ -449,3 +482,39 @@ def test_interpreting_follows_triton(interpreted, monkeypatch):
     assert mt.interpreting() is True
     monkeypatch.setitem(sys.modules, "triton", None)  # not installed: no interpreter either
     assert mt.interpreting() is False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wfmt,acts,layout", [("bf16", None, None), ("fp8", "fp8", None), ("fp8", "fp16", None),
+                                               ("nvfp4", "fp16", "mma"), ("mxfp4", "fp8", "tiles")])
+def test_gpu_busy_experts_on_a_second_stream_match_reference(wfmt, acts, layout):
+    """A skewed routing on the device: the busy experts' launch on a second CUDA stream beside the others', eagerly
+    and replayed from a CUDA graph (the stream forks and joins inside the capture), against the reference and
+    against one launch for all (``split_busy=False``)."""
+    g = torch.Generator(device="cuda").manual_seed(2)
+    E, H, I, T = 16, 1024, 512, 256
+    w1 = mt.quantize_experts(torch.randn(E, 2 * I, H, device="cuda", generator=g) * 0.05, wfmt)
+    w2 = mt.quantize_experts(torch.randn(E, H, I, device="cuda", generator=g) * 0.05, wfmt)
+    # every token's first slot to expert 3 (256 tokens), its second spread over the others (about 17 each)
+    other = torch.randint(0, E - 1, (T,), device="cuda", generator=g)
+    ids = torch.stack([torch.full((T,), 3, device="cuda"), other + (other >= 3).long()], 1)
+    tw = torch.rand(ids.shape, device="cuda", generator=g)
+    x = (torch.rand(T, H, device="cuda", generator=g) * 2 - 1).bfloat16()
+    ref = mt.moe_reference(x, w1.dequantize(), w2.dequantize(), ids, tw)
+    f = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, fp4_layout=layout)
+    one = mt.FusedMoE(x, w1, w2, ids, tw, activations=acts, fp4_layout=layout, split_busy=False)
+    assert f.busy is not None and f.busy.experts == [e == 3 for e in range(E)] and one.busy is None
+    assert f.busy.align.counts.tolist()[3] == T and f.align.counts.tolist()[3] == 0
+    y_one = one().float().clone()
+    y = f().float().clone()
+    tol = 1e-1 if acts == "fp8" else 8e-2
+    err = float((y - ref).abs().max() / ref.abs().max())
+    assert torch.isfinite(y).all() and err < tol, (wfmt, acts, err)
+    assert float((y - y_one).abs().max() / ref.abs().max()) < tol
+    graph = torch.cuda.CUDAGraph()
+    f.out.zero_()
+    with torch.cuda.graph(graph):
+        f()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(f.out.float(), y)

@@ -43,3 +43,22 @@ def test_mean_tokens_per_expert_counts_local_slots_over_experts_with_tokens():
     # no local slot (another rank's experts only) and an empty batch: 1, the smallest key
     assert mt.mean_tokens_per_expert(torch.full((3, 2), -1), 4) == 1.0
     assert mt.mean_tokens_per_expert(torch.zeros(0, 2, dtype=torch.long), 4) == 1.0
+
+
+def test_busy_experts_hand_examples():
+    # counts [1, 0, 20, 3]: mean over the 3 active experts 8, so busy = more than 16 tokens: expert 2
+    assert mt.busy_experts([1, 0, 20, 3]) == [False, False, True, False]
+    # ... unless the other experts' token block holds its 20 tokens anyway
+    assert mt.busy_experts([1, 0, 20, 3], light_block_m=32) is None
+    assert mt.busy_experts([1, 0, 20, 3], light_block_m=16) == [False, False, True, False]
+    # exactly 2 x the mean is not more than it: [4, 1, 1] has mean 2, 4 is not > 4
+    assert mt.busy_experts([4, 1, 1]) is None
+    # uniform counts, no tokens, every active expert busy (impossible: the mean is over them) -> None
+    assert mt.busy_experts([8, 8, 8, 8]) is None and mt.busy_experts([0, 0]) is None
+
+
+@pytest.mark.parametrize("counts, block", [([1, -2], None), ([1.5, 2], None), ([True, 2], None), ([1, 2], 0),
+                                           ([1, 2], True)])
+def test_busy_experts_bad_input(counts, block):
+    with pytest.raises(TruepeakError, match="counts must be integers|light_block_m must be"):
+        mt.busy_experts(counts, block)

@@ -86,21 +86,22 @@ from truepeak.kernels.moe_triton.config import (WEIGHT_FORMATS, WFMT_ID, KernelC
                                                 check_wfmt, choose_config, default_activations,
                                                 default_fp4_layout, fp4_block_k,
                                                 w4a8_block_k)
-from truepeak.kernels.moe_triton.fused import FusedMoE, interpreting
+from truepeak.kernels.moe_triton.fused import BusyLaunch, FusedMoE, interpreting
 from truepeak.kernels.moe_triton.layouts import (W4A8_TILE, from_e4m3_bit_layout, from_kernel_nibble_order,
                                                  from_mma_layout, from_w4a8_layout, mma_logical_order,
                                                  to_e4m3_bit_layout, to_kernel_nibble_order, to_mma_layout,
                                                  to_w4a8_layout)
 from truepeak.kernels.moe_triton.reference import moe_reference
-from truepeak.kernels.moe_triton.routing import Alignment, align_routing, mean_tokens_per_expert
+from truepeak.kernels.moe_triton.routing import (BUSY_FACTOR, Alignment, align_routing, busy_experts,
+                                                 mean_tokens_per_expert)
 from truepeak.kernels.moe_triton.smem import device_smem_limit, fit_shared_memory
 from truepeak.kernels.moe_triton.tuned import TunedEntry, TunedTable, bucket_of, find_table, load_table
 from truepeak.kernels.moe_triton.weights import ExpertWeights, quantize_experts
 
-__all__ = ["Alignment", "ExpertWeights", "FusedMoE", "KernelConfig", "TunedEntry", "TunedTable", "W4A8_TILE",
-           "WEIGHT_FORMATS", "WFMT_ID", "align_routing", "bucket_of", "check_inputs", "check_tokens_per_expert",
-           "check_wfmt", "choose_config", "default_activations", "default_fp4_layout", "device_smem_limit",
-           "find_table", "fit_shared_memory", "fp4_block_k", "from_e4m3_bit_layout", "from_kernel_nibble_order",
-           "from_mma_layout", "from_w4a8_layout", "interpreting", "load_table", "mean_tokens_per_expert",
-           "mma_logical_order", "moe_reference", "quantize_experts", "to_e4m3_bit_layout", "to_kernel_nibble_order",
-           "to_mma_layout", "to_w4a8_layout", "w4a8_block_k"]
+__all__ = ["Alignment", "BUSY_FACTOR", "BusyLaunch", "ExpertWeights", "FusedMoE", "KernelConfig", "TunedEntry",
+           "TunedTable", "W4A8_TILE", "WEIGHT_FORMATS", "WFMT_ID", "align_routing", "bucket_of", "busy_experts",
+           "check_inputs", "check_tokens_per_expert", "check_wfmt", "choose_config", "default_activations",
+           "default_fp4_layout", "device_smem_limit", "find_table", "fit_shared_memory", "fp4_block_k",
+           "from_e4m3_bit_layout", "from_kernel_nibble_order", "from_mma_layout", "from_w4a8_layout", "interpreting",
+           "load_table", "mean_tokens_per_expert", "mma_logical_order", "moe_reference", "quantize_experts",
+           "to_e4m3_bit_layout", "to_kernel_nibble_order", "to_mma_layout", "to_w4a8_layout", "w4a8_block_k"]

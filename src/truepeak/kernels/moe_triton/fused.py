@@ -4,16 +4,40 @@ first use."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from truepeak.errors import TruepeakError, UnsupportedError, require
 from truepeak.kernels.moe_triton.checks import check_inputs
 from truepeak.kernels.moe_triton.config import (WFMT_ID, KernelConfig, choose_config, default_activations,
                                                 default_fp4_layout)
-from truepeak.kernels.moe_triton.routing import align_routing, expert_counts, mean_of_counts
+from truepeak.kernels.moe_triton.routing import (BUSY_FACTOR, Alignment, align_routing, busy_experts, expert_counts,
+                                                 mean_of_counts)
 from truepeak.kernels.moe_triton.smem import device_programs, device_smem_limit, fit_shared_memory
 from truepeak.kernels.moe_triton.weights import ExpertWeights
+
+
+@dataclass
+class BusyLaunch:
+    """The busy experts of a skewed routing, run by :class:`FusedMoE` in a launch of their own (on a second CUDA
+    stream, beside the other experts' launch): which experts, their routing metadata and their configurations.
+
+    Attributes:
+        experts: one bool per local expert, True for the busy ones (:func:`busy_experts`).
+        align: their :class:`Alignment` (the other experts' slots dropped).
+        cfg1, cfg2: their gate/up and down configurations.
+        config_note: where those came from (as :attr:`FusedMoE.config_note`).
+        rows: int32 ``[n]``: their slots (the rows of the intermediate they quantise on their own stream).
+    """
+
+    experts: list
+    align: Alignment
+    cfg1: KernelConfig
+    cfg2: KernelConfig
+    config_note: str
+    rows: Any = None
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,12 +103,22 @@ class FusedMoE:
             by weight format, activations and tokens-per-expert bucket). Used when ``config`` is None (and neither
             ``untiled_w4a16`` nor ``drop_block_scales`` is set); a table for another GPU or shape is rejected, and
             :func:`choose_config`'s rules apply, with the reason in ``config_note``. Keyword only; default None.
+        split_busy: with ``config`` None and no ``tune`` (and neither ``untiled_w4a16`` nor ``drop_block_scales``), run
+            the busy experts of a skewed routing (:func:`busy_experts`: more than 2 x the mean tokens per active
+            expert, when one of them has more tokens than the other experts' token block) in a launch of their own,
+            on a second CUDA stream beside the others' launch, each group with the configuration of its own counts
+            (tuned table, else :func:`choose_config`); ``tokens_per_expert`` is then not used. Under power-law 1.2
+            routing this gained up to 5 points of the read bandwidth (docs/results/h200/moe-routing/README.md, 'Busy
+            experts in a launch of their own'). Keyword only; default True; False: always one launch.
 
     Attributes:
         output_valid: False when ``drop_block_scales`` is set (the output is not the unit's result), else True.
         config_note: one line saying where the configuration came from: the tuned table and bucket, or why
             :func:`choose_config`'s rules were used (no table for this GPU and shape, a table rejected, no entry for
-            the bucket), or ``"given"`` for ``config``.
+            the bucket), or ``"given"`` for ``config``; with busy experts, then where theirs came from.
+        cfg1, cfg2, align: the gate/up and down configurations and the routing metadata of the launch (of the
+            experts that are not busy, when :attr:`busy` is set).
+        busy: the busy experts' :class:`BusyLaunch`, or None (one launch for all).
 
     Range: activations of quantised weights are scaled per row (x and the intermediate ``silu(g) · u``): fp8 by the
     row's largest magnitude / 448, floored at 1e-12 (rows below that quantise to zero); fp16 by a power of two that
@@ -107,7 +141,7 @@ class FusedMoE:
                  tokens_per_expert: float | None = None, config: KernelConfig | None = None, smem_limit: Any = None,
                  tune: dict | None = None, activations: str | None = None, *, fp4_layout: str | None = None,
                  untiled_w4a16: bool = False, drop_block_scales: bool = False, output_unchecked: bool = False,
-                 tuned_table: Any = None):
+                 tuned_table: Any = None, split_busy: bool = True):
         flags = {"untiled_w4a16": untiled_w4a16, "drop_block_scales": drop_block_scales,
                  "output_unchecked": output_unchecked}
         for name, value in flags.items():
@@ -163,20 +197,35 @@ class FusedMoE:
             config_pair = None if config is None else (config, config)
         else:
             raise TruepeakError(f"config must be a KernelConfig or a pair (gate/up, down) of them, got {config!r}")
-        if config_pair is None and not (untiled_w4a16 or drop_block_scales):
-            from truepeak.kernels.moe_triton.tuned import tuned_pair
+        def configure(key: float, group_counts: list[int]) -> tuple[tuple[KernelConfig, KernelConfig], str]:
+            """The tuned table's pair for a group's counts (key: its mean), else choose_config's rules."""
+            pair, note = None, "choose_config's rules"
+            if not (untiled_w4a16 or drop_block_scales):
+                from truepeak.kernels.moe_triton.tuned import tuned_pair
 
-            device_name = torch.cuda.get_device_name(x.device) if x.device.type == "cuda" else x.device.type
-            config_pair, self.config_note = tuned_pair(device_name, w1.wfmt, activations, self.E, self.I, self.H,
-                                                       tokens_per_expert, tuned_table, fp4_layout if fp4 else None,
-                                                       counts)
-        else:
-            self.config_note = "given" if config_pair else "choose_config's rules"
+                device_name = torch.cuda.get_device_name(x.device) if x.device.type == "cuda" else x.device.type
+                pair, note = tuned_pair(device_name, w1.wfmt, activations, self.E, self.I, self.H, key, tuned_table,
+                                        fp4_layout if fp4 else None, group_counts)
+            if pair is None:
+                pair = (choose_config(key, w1.wfmt, True, smem_limit, self.H, w8a8, untiled, self.mma),
+                        choose_config(key, w2.wfmt, False, smem_limit, self.I, w8a8, untiled, self.mma))
+            return pair, note
+
+        if not isinstance(split_busy, bool):
+            raise TruepeakError(f"split_busy must be True or False, got {split_busy!r}")
+        busy = None
         if config_pair is None:
-            config_pair = (choose_config(tokens_per_expert, w1.wfmt, True, smem_limit, self.H, w8a8, untiled,
-                                         self.mma),
-                           choose_config(tokens_per_expert, w2.wfmt, False, smem_limit, self.I, w8a8, untiled,
-                                         self.mma))
+            if split_busy and not tune and not (untiled_w4a16 or drop_block_scales):
+                busy = busy_experts(counts)
+            if busy is not None:  # the other experts' configuration first: its token block decides the split
+                light = [0 if b else c for c, b in zip(counts, busy)]
+                config_pair, self.config_note = configure(mean_of_counts(light), light)
+                if busy_experts(counts, config_pair[0].block_m) is None:
+                    busy = config_pair = None
+            if config_pair is None:
+                config_pair, self.config_note = configure(tokens_per_expert, counts)
+        else:
+            self.config_note = "given"
         self.cfg1, self.cfg2 = config_pair
         if tune is not None and not isinstance(tune, dict):
             raise TruepeakError(f"tune must be a dict of KernelConfig fields (e.g. {{'num_stages': 3}}), got "
@@ -191,22 +240,7 @@ class FusedMoE:
                                     f"{', '.join(fields)}")
             self.cfg1 = dataclasses.replace(self.cfg1, **tune)
             self.cfg2 = dataclasses.replace(self.cfg2, **tune)
-        for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
-            if kd % cfg.block_k:
-                raise UnsupportedError(f"K={kd} is not a multiple of block_k={cfg.block_k}")
-        if self.cfg1.block_m != self.cfg2.block_m:
-            raise TruepeakError("both kernels must share block_m")
-        if w1.wfmt == "fp8_block" and (128 % self.cfg1.block_k or 128 % self.cfg2.block_k):
-            raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
-                                   f"{self.cfg1.block_k} and {self.cfg2.block_k}")
-        for cfg, kd in ((self.cfg1, self.H), (self.cfg2, self.I)):
-            ok = (64,) if w1.wfmt == "nvfp4" and w8a8 and not self.mma else (64, 128)
-            if self.tiled and cfg.block_k not in ok:
-                raise UnsupportedError(f"{w1.wfmt} weights in the tiled layout need block_k in {ok} (4 scale blocks "
-                                       f"per step; mxfp4 also 2), got {cfg.block_k} for K={kd}")
-        if fp4 and (self.cfg1.block_k < 64 or self.cfg2.block_k < 64):
-            raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
-                                   f"{self.cfg1.block_k} and {self.cfg2.block_k}")
+        self._check_pair(self.cfg1, self.cfg2, w1.wfmt, w8a8)
         if x.device.type != "cuda" and not interpreting():
             raise UnsupportedError(f"the MoE kernels run on a CUDA GPU (x is on {x.device}); on a CPU set "
                                    "TRITON_INTERPRET=1 before importing triton to run them in Triton's interpreter")
@@ -223,7 +257,23 @@ class FusedMoE:
         else:
             self.w1 = w1.in_kernel_order(None if tiled else self.cfg1.block_k, w4a8=tiled)
             self.w2 = w2.in_kernel_order(None if tiled else self.cfg2.block_k, w4a8=tiled)
+        self.busy = None
+        if busy is not None:  # the busy experts' slots to their own launch, the others' to this one
+            bt = torch.tensor(busy, dtype=torch.bool, device=topk_ids.device)
+            ids = topk_ids.long()
+            local = (ids >= 0) & (ids < self.E)
+            is_busy = local & bt[ids.clamp(0, self.E - 1)]
+            none = torch.full_like(ids, -1)
+            busy_counts = [c if b else 0 for c, b in zip(counts, busy)]
+            (b1, b2), note = configure(mean_of_counts(busy_counts), busy_counts)
+            self._check_pair(b1, b2, w1.wfmt, w8a8)
+            balign = align_routing(torch.where(is_busy, ids, none), self.E, b1.block_m)
+            self.busy = BusyLaunch(busy, balign, b1, b2, note, _slots_of(balign))
+            topk_ids = torch.where(local & ~is_busy, ids, none)
+            self.config_note += (f"; {sum(busy)} busy experts (more than {BUSY_FACTOR:g} x the mean "
+                                 f"{mean_of_counts(counts):.1f} tokens) in a launch of their own: {note}")
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
+        self._rows = None if self.busy is None else _slots_of(self.align)  # this launch's rows of the intermediate
         self.topw = topk_weights.reshape(-1).float().contiguous()
         dev = x.device
         # Quantised weights multiply activations in fp8 (w8a8, w4a8: e4m3, scale max|row| / 448) or fp16 (w8a16, w4a16:
@@ -260,8 +310,28 @@ class FusedMoE:
         self._dummy = torch.zeros(1, dtype=torch.float32, device=dev)
         self._ones = torch.ones(self.E, dtype=torch.float32, device=dev)  # per-expert scale of formats without one
         self._grid: dict = {}  # persistent launches' program counts (_programs)
-        if dev.type == "cuda" and not interpreting() and self.align.num_blocks:
+        self._side = None  # the busy experts' CUDA stream (_busy_side)
+        if dev.type == "cuda" and not interpreting() and (self.align.num_blocks or self.busy is not None):
             self._fit_shared_memory()
+
+    def _check_pair(self, cfg1: KernelConfig, cfg2: KernelConfig, wfmt: str, w8a8: bool) -> None:
+        """Refuse a (gate/up, down) pair these weights cannot run (see the class's Raises)."""
+        for cfg, kd in ((cfg1, self.H), (cfg2, self.I)):
+            if kd % cfg.block_k:
+                raise UnsupportedError(f"K={kd} is not a multiple of block_k={cfg.block_k}")
+        if cfg1.block_m != cfg2.block_m:
+            raise TruepeakError("both kernels must share block_m")
+        if wfmt == "fp8_block" and (128 % cfg1.block_k or 128 % cfg2.block_k):
+            raise UnsupportedError(f"fp8_block weights need block_k dividing 128 (one 128 x 128 scale per K step), got "
+                                   f"{cfg1.block_k} and {cfg2.block_k}")
+        for cfg, kd in ((cfg1, self.H), (cfg2, self.I)):
+            ok = (64,) if wfmt == "nvfp4" and w8a8 and not self.mma else (64, 128)
+            if self.tiled and cfg.block_k not in ok:
+                raise UnsupportedError(f"{wfmt} weights in the tiled layout need block_k in {ok} (4 scale blocks "
+                                       f"per step; mxfp4 also 2), got {cfg.block_k} for K={kd}")
+        if wfmt in ("nvfp4", "mxfp4") and (cfg1.block_k < 64 or cfg2.block_k < 64):
+            raise UnsupportedError(f"fp4 weights need block_k >= 64 (one mxfp4 scale block per half step), got "
+                                   f"{cfg1.block_k} and {cfg2.block_k}")
 
     def _args(self, w: ExpertWeights, block_k: int) -> tuple[Any, Any, Any]:
         scale = w.scale if w.scale is not None else self._dummy
@@ -271,12 +341,12 @@ class FusedMoE:
             scale = w.w4a8_scale_words(64 if w.wfmt == "nvfp4" else block_k)
         return w.data, scale, (w.global_scale if w.global_scale is not None else self._ones)
 
-    def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False) -> Any:
-        """Launch kernel 1 (gate/up) or 2 (down) with ``cfg``; with ``warmup`` only compile it (Triton's
-        ``JITFunction.warmup``) and return the compiled kernel, whose ``metadata.shared`` is the shared memory it
-        needs."""
+    def _launch(self, which: int, cfg: KernelConfig, warmup: bool = False, align: Alignment | None = None) -> Any:
+        """Launch kernel 1 (gate/up) or 2 (down) with ``cfg`` over ``align``'s token blocks (default: this launch's,
+        :attr:`align`); with ``warmup`` only compile it (Triton's ``JITFunction.warmup``) and return the compiled
+        kernel, whose ``metadata.shared`` is the shared memory it needs."""
         gate_up, down = _kernels()
-        a = self.align
+        a = self.align if align is None else align
         kw = dict(WFMT=self.wfmt, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
                   INTERP=interpreting(), PREFETCH=cfg.prefetch, HOIST=cfg.hoist, ACT8=self._act8_flag(),
                   TILED=self.tiled, XSCALE=self.rowscale, MMAL=self.mma, PERSIST=cfg.persistent, GROUP_M=cfg.group_m,
@@ -321,36 +391,78 @@ class FusedMoE:
         return int(self.act8) | (2 if self.drop_block_scales else 0)
 
     @staticmethod
-    def _quant_rows(src: Any, q: Any, scales: Any, perm: bool = False) -> None:
+    def _quant_rows(src: Any, q: Any, scales: Any, perm: bool = False, rows: Any = None) -> None:
         """Per-row quantisation of ``src [R, C]`` into ``q [P, R, C]`` and ``scales [R]`` (one program per row): e4m3
         (q's dtype float8_e4m3fn; P = 2 planes: even / odd 16-element blocks, for nvfp4 w4a8) or fp16 with a
-        power-of-two scale (q float16); for the MMA layout (``perm``) stored in its K order (:func:`mma_logical_order`)."""
+        power-of-two scale (q float16); for the MMA layout (``perm``) stored in its K order
+        (:func:`mma_logical_order`). ``rows``: int32 row indices, only those rows (default all)."""
         from truepeak.kernels._moe_quant_jit import quant_rows_kernel
 
-        rows, cols = src.shape
+        n_rows, cols = src.shape
         block = min(8192, 1 << max(4, (cols - 1).bit_length()))
-        quant_rows_kernel[(rows,)](src, q, scales, src.stride(0), q.stride(1), q.stride(0), n_cols=cols,
+        grid = n_rows if rows is None else rows.numel()
+        if grid == 0:
+            return
+        quant_rows_kernel[(grid,)](src, q, scales, src.stride(0), q.stride(1), q.stride(0), n_cols=cols,
                                    BLOCK=block, INTERP=interpreting(), SPLIT16=q.shape[0] == 2,
-                                   F16=q.element_size() == 2, PERM=perm, num_warps=4)  # e4m3 1 byte, fp16 2
+                                   F16=q.element_size() == 2, PERM=perm, rows_ptr=rows,
+                                   ROWS=rows is not None, num_warps=4)  # e4m3 1 byte, fp16 2
 
     def _fit_shared_memory(self) -> None:
-        """The shared-memory check with the compiler's own figure (see :func:`fit_shared_memory`)."""
-        self.cfg1, self.cfg2 = fit_shared_memory(self._launch, self.cfg1, self.cfg2, device_smem_limit(self.x.device))
+        """The shared-memory check with the compiler's own figure (see :func:`fit_shared_memory`), for each launch."""
+        limit = device_smem_limit(self.x.device)
+        self.cfg1, self.cfg2 = fit_shared_memory(self._launch, self.cfg1, self.cfg2, limit)
+        b = self.busy
+        if b is not None:
+            b.cfg1, b.cfg2 = fit_shared_memory(functools.partial(self._launch, align=b.align), b.cfg1, b.cfg2, limit)
+
+    def _busy_chain(self) -> Any:
+        """The busy experts' kernels (gate/up, their rows of the intermediate quantised, down) on the second stream,
+        after the work queued so far on the current one; returns the stream to wait for (None without busy experts).
+        In Triton's interpreter they run in line."""
+        b = self.busy
+        if b is None:
+            return None
+        torch = require("torch", "running the MoE kernel")
+        cuda = self.x.device.type == "cuda"
+        if cuda and self._side is None:
+            self._side = torch.cuda.Stream(device=self.x.device)
+        if cuda:
+            self._side.wait_stream(torch.cuda.current_stream(self.x.device))
+        with torch.cuda.stream(self._side) if cuda else contextlib.nullcontext():
+            self._launch(1, b.cfg1, align=b.align)
+            if self.rowscale:
+                self._quant_rows(self.inter, self.interq, self.inters, self.mma, b.rows)
+            self._launch(2, b.cfg2, align=b.align)
+        return self._side if cuda else None
 
     def __call__(self) -> Any:
         a = self.align
-        if a.num_blocks == 0:
+        torch = require("torch", "running the MoE kernel")
+        if a.num_blocks == 0 and self.busy is None:
             self.out.zero_()
             return self.out
         if self.rowscale:
             self._quant_rows(self.x, self.xq, self.xs, self.mma)
         elif self.xin is not self.x:
             self.xin.copy_(self.x)
-        self._launch(1, self.cfg1)
-        if self.rowscale:
-            self._quant_rows(self.inter, self.interq, self.inters, self.mma)
-        self._launch(2, self.cfg2)
+        # the busy experts' kernels run beside the others' on a second stream (their compute-bound tiles overlap the
+        # others' weight reads); each launch quantises its own rows of the intermediate; joined before the combine
+        side = self._busy_chain()
+        if a.num_blocks:
+            self._launch(1, self.cfg1)
+            if self.rowscale:
+                self._quant_rows(self.inter, self.interq, self.inters, self.mma, self._rows)
+            self._launch(2, self.cfg2)
+        if side is not None:
+            torch.cuda.current_stream(self.x.device).wait_stream(side)
         # combine: the k rows of each token (rows of slots routed elsewhere stay zero from construction)
-        require("torch", "running the MoE kernel").sum(self.partial.view(self.T, self.k, self.H), dim=1,
-                                                         out=self.out)
+        torch.sum(self.partial.view(self.T, self.k, self.H), dim=1, out=self.out)
         return self.out
+
+
+def _slots_of(align: Alignment) -> Any:
+    """The slots of ``align``'s token blocks without their padding, as int32 (the rows of the intermediate that its
+    launch writes)."""
+    s = align.sorted_slots
+    return s[s < align.num_slots].contiguous()

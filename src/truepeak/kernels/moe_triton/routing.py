@@ -89,3 +89,38 @@ def mean_tokens_per_expert(topk_ids: Any, num_experts: int) -> float:
     that received any (ids outside ``[0, num_experts)`` are another rank's), and 1 when no expert is local (T = 0 too).
     Reads back to the host (call it outside any CUDA graph)."""
     return mean_of_counts(expert_counts(topk_ids, num_experts))
+
+
+#: An expert is busy when it received more than this many times the mean tokens per active expert
+#: (:func:`busy_experts`). Under power-law 1.2 routing (DeepSeek-V3, bf16 and fp8, 8-32 tokens per expert) 2 and 4
+#: gave the same speed within the noise: docs/results/h200/moe-routing/README.md, 'Busy experts in a launch of their
+#: own'.
+BUSY_FACTOR = 2.0
+
+
+def busy_experts(counts: list[int], light_block_m: int | None = None) -> list[bool] | None:
+    """The experts a skewed routing should run in a launch of their own: those with more than :data:`BUSY_FACTOR`
+    times the mean tokens per active expert (:func:`mean_of_counts`), as one bool per local expert; None when no
+    expert is busy, when every active expert is, or (with ``light_block_m``, the token block of the other experts'
+    configuration) when no busy expert has more than ``light_block_m`` tokens, so that the light configuration would
+    run each of them in one token block anyway.
+
+    Example: counts ``[1, 0, 20, 3]`` (mean 8): expert 2 is busy (20 > 16): ``[False, False, True, False]``; with
+    ``light_block_m=32`` None (20 tokens fit one 32-token block).
+
+    Raises:
+        TruepeakError: counts not integers >= 0, or ``light_block_m`` not a positive integer."""
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise TruepeakError(f"counts must be integers >= 0 (tokens per local expert), got {list(counts)[:8]!r}")
+    if light_block_m is not None and (isinstance(light_block_m, bool) or not isinstance(light_block_m, int)
+                                      or light_block_m <= 0):
+        raise TruepeakError(f"light_block_m must be a positive integer (a token block), got {light_block_m!r}")
+    limit = BUSY_FACTOR * mean_of_counts(counts)
+    busy = [c > limit for c in counts]
+    active = sum(c > 0 for c in counts)
+    n_busy = sum(busy)
+    if n_busy == 0 or n_busy == active:
+        return None
+    if light_block_m is not None and max(c for c, b in zip(counts, busy) if b) <= light_block_m:
+        return None
+    return busy
