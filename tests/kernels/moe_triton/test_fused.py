@@ -461,7 +461,11 @@ def test_gpu_persistent_launch_and_tile_orders_match_reference(wfmt, acts, layou
         y = f().float()
         persist = tune.get("persistent", False)
         assert f.cfg1.persistent == f.cfg2.persistent == persist and len(f._grid) == 2 * persist
-        assert f.cfg1.group_m == f.cfg2.group_m == tune.get("group_m", 0)
+        # the tile order given, else the rules' (grouped near 32 tokens per expert: the random routing here)
+        t = mt.mean_tokens_per_expert(ids, E)
+        rules = [mt.choose_config(t, wfmt, gated, None, kd, acts == "fp8", False, layout == "mma").group_m
+                 for gated, kd in ((True, H), (False, I))]
+        assert [f.cfg1.group_m, f.cfg2.group_m] == ([tune["group_m"]] * 2 if "group_m" in tune else rules)
         n_sm = torch.cuda.get_device_properties(0).multi_processor_count
         assert all(n % n_sm == 0 for n in f._grid.values()), f._grid  # whole programs per SM
         err = float((y - ref).abs().max() / ref.abs().max())
