@@ -320,7 +320,8 @@ e16 = tt.TunedEntry(mt.KernelConfig(32, 64, 64, 4, 1), mt.KernelConfig(32, 64, 1
 p = tt.write_table(tt.TunedTable(device_name="cpu", E=E, N=I, H=H, entries={("bf16", "bf16", 4): e4,
                                                                              ("bf16", "bf16", 16): e16}),
                    tempfile.mkdtemp())
-f = mt.FusedMoE(x_s, w1, w2, ids_s, tw_s, tuned_table=str(p))
+# one launch for all (expert 0 is busy by FusedMoE's rule: its own launch is tested in test_fused.py)
+f = mt.FusedMoE(x_s, w1, w2, ids_s, tw_s, tuned_table=str(p), split_busy=False)
 ref_s = mt.moe_reference(x_s, w1.dequantize(), w2.dequantize(), ids_s, tw_s)
 out["skew"] = [f.cfg1.block_m, f.config_note, float((f().float() - ref_s).abs().max() / ref_s.abs().max())]
 print("RESULT " + json.dumps(out))
