@@ -93,8 +93,8 @@ def mean_tokens_per_expert(topk_ids: Any, num_experts: int) -> float:
 
 #: An expert is busy when it received more than this many times the mean tokens per active expert
 #: (:func:`busy_experts`). Under power-law 1.2 routing (DeepSeek-V3, bf16 and fp8, 8-32 tokens per expert) 2 and 4
-#: gave the same speed within the noise: docs/results/h200/moe-routing/README.md, 'Busy experts in a launch of their
-#: own'.
+#: were within 3 points of the read bandwidth of each other, neither ahead at every point:
+#: docs/results/h200/moe-routing/README.md, 'Busy experts in a launch of their own'.
 BUSY_FACTOR = 2.0
 
 
