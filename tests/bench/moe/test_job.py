@@ -51,3 +51,7 @@ def test_gpu_sweep_writes_records_and_survives_a_failure(tmp_path, monkeypatch):
     assert status[("nvfp4", "per_expert")] == "skipped" and status[("nvfp4", "triton")] == "ok"
     ok = [r for r in recs if r.ok]
     assert all(r.kind == "moe_experts" and 0 < r.derived.read_bandwidth_fraction for r in ok)
+    # the Triton kernel's records say where its configuration came from (FusedMoE.config_note); torch backends none
+    assert all(r.reason.endswith("choose_config's rules") or r.reason.startswith("tuned table")
+               for r in ok if r.backend == "triton")
+    assert all(r.reason == "" for r in ok if r.backend != "triton")

@@ -48,7 +48,9 @@ def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
     reference (:func:`truepeak.bench.moe.reference.check_output`; a point that fails it is a ``failed`` record and is
     not timed). The record's ``workload.activations`` says which activations ran, ``workload.fp4_kernel`` which fp4
     kernel, and for the block-scaled one ``workload.kernel_path`` how the device ran it (native block-scaled MMA or
-    Triton's emulation). ``fp4_kernel="auto"`` resolves here: the block-scaled kernel
+    Triton's emulation); an ok record of the Triton kernel holds in ``reason`` where its configuration came from
+    (:attr:`FusedMoE.config_note <truepeak.kernels.moe_triton.FusedMoE>`: the tuned table and bucket, and the busy
+    experts' launch under a skewed routing). ``fp4_kernel="auto"`` resolves here: the block-scaled kernel
     (:mod:`truepeak.kernels.moe_blockscaled`) where it runs natively (sm_100, sm_103, sm_120), else the dequantising
     :class:`~truepeak.kernels.moe_triton.FusedMoE`.
 
@@ -172,7 +174,8 @@ def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
                                                     bytes_per_s=nbytes / ts, read_bandwidth_bytes_per_s=read_bw,
                                                     read_bandwidth_fraction=nbytes / ts / read_bw,
                                                     roofline_fraction=roof / ts, dense_peak_flop_per_s=peak_bf16)
-                        emit(_moe_record(**rec_kw, measurement=m, status="ok", correctness=correct, derived=derived))
+                        emit(_moe_record(**rec_kw, measurement=m, status="ok", correctness=correct, derived=derived,
+                                         reason=getattr(fn, "config_note", "")))
                     except UnsupportedError as exc:
                         emit(_moe_record(**rec_kw, measurement=None, status="skipped", reason=str(exc)))
                     except Exception as exc:  # noqa: BLE001 - a failed point is data; the sweep goes on
