@@ -53,8 +53,13 @@ def test_busy_experts_hand_examples():
     assert mt.busy_experts([1, 0, 20, 3], light_block_m=16) == [False, False, True, False]
     # exactly 2 x the mean is not more than it: [4, 1, 1] has mean 2, 4 is not > 4
     assert mt.busy_experts([4, 1, 1]) is None
-    # uniform counts, no tokens, every active expert busy (impossible: the mean is over them) -> None
-    assert mt.busy_experts([8, 8, 8, 8]) is None and mt.busy_experts([0, 0]) is None
+    # uniform counts, no tokens, no experts -> None
+    assert mt.busy_experts([8, 8, 8, 8]) is None and mt.busy_experts([0, 0]) is None and mt.busy_experts([]) is None
+    # numpy integers and 1-D integer tensors are counts too
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    for counts in (np.array([1, 0, 20, 3]), torch.tensor([1, 0, 20, 3]), [np.int64(1), 0, 20, 3]):
+        assert mt.busy_experts(counts, np.int64(16)) == [False, False, True, False]
 
 
 @pytest.mark.parametrize("counts, block", [([1, -2], None), ([1.5, 2], None), ([True, 2], None), ([1, 2], 0),
@@ -62,3 +67,10 @@ def test_busy_experts_hand_examples():
 def test_busy_experts_bad_input(counts, block):
     with pytest.raises(TruepeakError, match="counts must be integers|light_block_m must be"):
         mt.busy_experts(counts, block)
+
+
+@pytest.mark.parametrize("counts", [None, {0: 1, 1: 20}, (c for c in [1, 0, 20, 3]), "1,0,20"])
+def test_busy_experts_wants_a_sequence(counts):
+    # a generator would be used up by the check, a dict's keys are not counts
+    with pytest.raises(TruepeakError, match="counts must be a sequence of integers >= 0"):
+        mt.busy_experts(counts)

@@ -98,29 +98,45 @@ def mean_tokens_per_expert(topk_ids: Any, num_experts: int) -> float:
 BUSY_FACTOR = 2.0
 
 
-def busy_experts(counts: list[int], light_block_m: int | None = None) -> list[bool] | None:
+def busy_experts(counts: Any, light_block_m: int | None = None) -> list[bool] | None:
     """The experts a skewed routing should run in a launch of their own: those with more than :data:`BUSY_FACTOR`
     times the mean tokens per active expert (:func:`mean_of_counts`), as one bool per local expert; None when no
-    expert is busy, when every active expert is, or (with ``light_block_m``, the token block of the other experts'
-    configuration) when no busy expert has more than ``light_block_m`` tokens, so that the light configuration would
-    run each of them in one token block anyway.
+    expert is busy or (with ``light_block_m``, the token block of the other experts' configuration) when no busy
+    expert has more than ``light_block_m`` tokens, so that the light configuration would run each of them in one
+    token block anyway. Fewer than half the active experts can be busy (the mean is over them).
+
+    ``counts``: tokens per local expert, a sequence of integers >= 0 (ints, numpy integers, a 1-D integer tensor or
+    array).
 
     Example: counts ``[1, 0, 20, 3]`` (mean 8): expert 2 is busy (20 > 16): ``[False, False, True, False]``; with
     ``light_block_m=32`` None (20 tokens fit one 32-token block).
 
     Raises:
-        TruepeakError: counts not integers >= 0, or ``light_block_m`` not a positive integer."""
-    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
-        raise TruepeakError(f"counts must be integers >= 0 (tokens per local expert), got {list(counts)[:8]!r}")
-    if light_block_m is not None and (isinstance(light_block_m, bool) or not isinstance(light_block_m, int)
-                                      or light_block_m <= 0):
+        TruepeakError: counts not a sequence of integers >= 0, or ``light_block_m`` not a positive integer."""
+    import operator
+
+    def integer(v: Any) -> int | None:
+        if type(v).__name__ in ("bool", "bool_") or isinstance(v, float):
+            return None
+        try:
+            return operator.index(v)
+        except TypeError:
+            return None
+
+    if isinstance(counts, (str, bytes, dict, set)) or not hasattr(counts, "__len__"):
+        raise TruepeakError(f"counts must be a sequence of integers >= 0 (tokens per local expert), got "
+                            f"{type(counts).__name__} {counts!r:.80}")
+    values = [integer(c) for c in counts]
+    if any(v is None or v < 0 for v in values):
+        shown = [c for c, v in zip(counts, values) if v is None or v < 0][:4]
+        raise TruepeakError(f"counts must be integers >= 0 (tokens per local expert), got {shown!r:.120}")
+    block = None if light_block_m is None else integer(light_block_m)
+    if light_block_m is not None and (block is None or block <= 0):
         raise TruepeakError(f"light_block_m must be a positive integer (a token block), got {light_block_m!r}")
-    limit = BUSY_FACTOR * mean_of_counts(counts)
-    busy = [c > limit for c in counts]
-    active = sum(c > 0 for c in counts)
-    n_busy = sum(busy)
-    if n_busy == 0 or n_busy == active:
+    limit = BUSY_FACTOR * mean_of_counts(values)
+    busy = [c > limit for c in values]
+    if not any(busy):
         return None
-    if light_block_m is not None and max(c for c, b in zip(counts, busy) if b) <= light_block_m:
+    if block is not None and max(c for c, b in zip(values, busy) if b) <= block:
         return None
     return busy
