@@ -260,7 +260,26 @@ def test_busy_experts_run_in_a_launch_of_their_own_in_interpreter(interpreted, w
     assert split["busy_counts"] == [40, 0, 0, 0] and split["counts"] == [0, 2, 1, 1]
     assert one["counts"] == [40, 2, 1, 1]
     assert split["block_m"][0] == 16 and split["block_m"][1] > 16
-    assert "; 1 busy expert (more than 2 x the mean 11.0 tokens) in a launch of their own: " in split["note"]
+    # no table on the CPU: the reason once, then each launch's token block
+    assert split["note"].endswith(f": choose_config's rules (16-token blocks); 1 busy expert (more than 2 x the mean "
+                                  f"11.0 tokens) in a launch of their own ({split['block_m'][1]}-token blocks): "
+                                  "choose_config's rules")
+    assert split["note"].count("tuned table") == 1
+
+
+def test_the_busy_experts_note_leaves_out_the_table_it_shares():
+    from truepeak.kernels.moe_triton.fused import _without_shared_table as short
+
+    light = "tuned table E=256,N=2048,H=7168,device_name=NVIDIA_H200.json, bf16, bf16 activations, bucket 8"
+    assert short("tuned table E=256,N=2048,H=7168,device_name=NVIDIA_H200.json has no entry for bf16, bf16 "
+                 "activations, bucket 256: choose_config's rules", light) == \
+        "the same table has no entry for bf16, bf16 activations, bucket 256: choose_config's rules"
+    assert short(light.replace("bucket 8", "bucket 64"), light) == "the same table, bf16, bf16 activations, bucket 64"
+    # the same reason for both: what follows it; another table or reason: the note as it is
+    why = "tuned table X.json is for NVIDIA H100 80GB HBM3, not NVIDIA H200: choose_config's rules"
+    assert short(why, why) == "choose_config's rules"
+    assert short("no tuned table for this GPU: choose_config's rules", light) == \
+        "no tuned table for this GPU: choose_config's rules"
 
 
 @pytest.mark.parametrize("wfmt", ["nvfp4", "mxfp4"])

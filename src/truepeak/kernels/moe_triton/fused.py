@@ -68,7 +68,8 @@ class FusedMoE:
         x: ``[T, H]`` bf16 hidden states. w1 / w2: :class:`ExpertWeights` ``[E, 2I, H]`` / ``[E, H, I]``.
         topk_ids: ``[T, k]`` int (local expert ids; others are dropped). topk_weights: ``[T, k]`` float.
         tokens_per_expert: the configuration key (docs/method.md, 'Padding per expert'); default the mean over experts
-            with tokens.
+            with tokens. Not used when the busy experts get a launch of their own (``split_busy``): each launch is
+            then keyed by the mean of its own experts' counts.
         config: override the kernels' configuration: one :class:`KernelConfig` for both, or a pair (gate/up, down)
             sharing ``block_m``; None: the tuned table of this GPU and expert shape (the entry of
             ``tokens_per_expert``'s bucket, or of a larger bucket whose larger token block re-reads the busiest
@@ -272,8 +273,10 @@ class FusedMoE:
             self.busy = BusyLaunch(busy, balign, b1, b2, note, _slots_of(balign))
             topk_ids = torch.where(local & ~is_busy, ids, none)
             n_busy = sum(busy)
-            self.config_note += (f"; {n_busy} busy expert{'s' * (n_busy != 1)} (more than {BUSY_FACTOR:g} x the mean "
-                                 f"{mean_of_counts(counts):.1f} tokens) in a launch of their own: {note}")
+            self.config_note += (f" ({self.cfg1.block_m}-token blocks); {n_busy} busy expert{'s' * (n_busy != 1)} "
+                                 f"(more than {BUSY_FACTOR:g} x the mean {mean_of_counts(counts):.1f} tokens) in a "
+                                 f"launch of their own ({b1.block_m}-token blocks): "
+                                 f"{_without_shared_table(note, self.config_note)}")
         self.align = align_routing(topk_ids, self.E, self.cfg1.block_m)
         self._rows = None if self.busy is None else _slots_of(self.align)  # this launch's rows of the intermediate
         self.topw = topk_weights.reshape(-1).float().contiguous()
@@ -312,7 +315,8 @@ class FusedMoE:
         self._dummy = torch.zeros(1, dtype=torch.float32, device=dev)
         self._ones = torch.ones(self.E, dtype=torch.float32, device=dev)  # per-expert scale of formats without one
         self._grid: dict = {}  # persistent launches' program counts (_programs)
-        self._side = None  # the busy experts' CUDA stream (_busy_side)
+        # the busy experts' CUDA stream (_busy_chain)
+        self._side = (torch.cuda.Stream(device=dev) if self.busy is not None and dev.type == "cuda" else None)
         if dev.type == "cuda" and not interpreting() and (self.align.num_blocks or self.busy is not None):
             self._fit_shared_memory()
 
@@ -426,9 +430,7 @@ class FusedMoE:
         if b is None:
             return None
         torch = require("torch", "running the MoE kernel")
-        cuda = self.x.device.type == "cuda"
-        if cuda and self._side is None:
-            self._side = torch.cuda.Stream(device=self.x.device)
+        cuda = self._side is not None
         if cuda:
             self._side.wait_stream(torch.cuda.current_stream(self.x.device))
         with torch.cuda.stream(self._side) if cuda else contextlib.nullcontext():
@@ -461,6 +463,20 @@ class FusedMoE:
         # combine: the k rows of each token (rows of slots routed elsewhere stay zero from construction)
         torch.sum(self.partial.view(self.T, self.k, self.H), dim=1, out=self.out)
         return self.out
+
+
+def _without_shared_table(note: str, other: str) -> str:
+    """The busy experts' configuration note without the tuned-table phrase it shares with the other experts' note
+    ``other``: ``"tuned table F.json, bf16, ..."`` -> ``"the same table, bf16, ..."``; a reason that is the same in
+    both (no table, a table rejected) -> what follows it, ``"choose_config's rules"``."""
+    head, sep, rest = note.rpartition(": ")
+    if sep and other.startswith(head + sep):
+        return rest
+    if note.startswith("tuned table "):
+        end = note.find(".json") + len(".json")
+        if end > len(".json") and other.startswith(note[:end]):
+            return "the same table" + note[end:]
+    return note
 
 
 def _slots_of(align: Alignment) -> Any:
