@@ -149,3 +149,16 @@ def test_without_a_gpu_nothing_is_created(capsys, tmp_path, monkeypatch):
     code, _, err = run(capsys, "--model", "deepseek-v3", "--tokens-per-expert", "1")
     assert code == 2 and err == "error: truepeak moe bench needs a CUDA GPU (torch sees none)\n"
     assert list(tmp_path.iterdir()) == []  # the default folder is made with the first record, not before
+
+
+def test_no_split_busy_reaches_the_config(capsys, tmp_path, monkeypatch):
+    """--no-split-busy keeps every expert in one launch (MoeBenchConfig.split_busy False); the default splits."""
+    from truepeak.bench import moe
+
+    seen = []
+    monkeypatch.setattr(moe, "run_bench", lambda config, **kw: seen.append(config.split_busy) or [])
+    monkeypatch.chdir(tmp_path)
+    for flag in ([], ["--no-split-busy"]):
+        code, _, err = run(capsys, "--model", "deepseek-v3", "--out", "o", *flag)
+        assert code == 0, err
+    assert seen == [True, False]

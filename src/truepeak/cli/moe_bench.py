@@ -85,6 +85,9 @@ def bench(
                                       "the plot (default: a new folder ./truepeak-moe-bench-<time>, the time as YYYYmmdd-HHMMSS)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG: % read bandwidth vs tokens per expert "
                                         "(needs matplotlib); a relative path is taken inside the --out folder."),
+    no_split_busy: bool = typer.Option(False, "--no-split-busy", help="Our kernel under a skewed routing: every "
+                                       "expert in one launch, instead of the busy experts (more than 2x the mean "
+                                       "tokens per active expert) in a launch of their own on a second CUDA stream."),
     budget: float = typer.Option(0.2, "--budget", help="Timed seconds per point."),
     as_json: bool = typer.Option(False, "--json", help="Print the records as JSON Lines."),
 ) -> None:
@@ -101,7 +104,8 @@ def bench(
         bks = _names(backends, "--backends", "per_expert,triton")
         config = moe.MoeBenchConfig(model, tp=tp, ep=ep, tokens_per_expert=tpes, routing=routing, weights=fmts,
                                     backends=bks, budget_s=budget, fp8_activations=fp8_activations,
-                                    fp4_activations=fp4_activations, fp4_kernel=fp4_kernel)
+                                    fp4_activations=fp4_activations, fp4_kernel=fp4_kernel,
+                                    split_busy=not no_split_busy)
 
         def progress(rec: Record) -> None:
             if not as_json:

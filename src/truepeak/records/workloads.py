@@ -99,7 +99,8 @@ class MoeExpertsWorkload(Workload):
     ``top_k``, the ``T`` tokens routed and the ``weights_format``; then what the routing drew
     (``active_experts`` with tokens, ``max_tokens_per_expert``) and, where they apply, the activations' precision in
     the GEMMs, the fp4 kernel, how the device ran a block-scaled kernel (``kernel_path``, ``native``), the Triton
-    kernel settings tried (``triton_tune``), and ``gemm`` when the time is one GEMM's (``"gate_up"`` or ``"down"``;
+    kernel settings tried (``triton_tune``), ``split_busy`` False when the busy experts of a skewed routing were not
+    given a launch of their own (absent: they were, where the rule found any), and ``gemm`` when the time is one GEMM's (``"gate_up"`` or ``"down"``;
     absent: the whole block, gate+up, activation and down)."""
 
     KIND: ClassVar[str] = "moe_experts"
@@ -123,6 +124,7 @@ class MoeExpertsWorkload(Workload):
     kernel_path: str | None = None
     native: bool | None = None
     triton_tune: Mapping[str, Any] | None = None
+    split_busy: bool | None = None
     gemm: str | None = None
 
     @property

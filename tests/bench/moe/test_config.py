@@ -29,6 +29,7 @@ def test_a_valid_config_is_normalised():
     # DeepSeek-V3 at EP8: 256 / 8 = 32 local experts of H = 7168, I = 2048, top-8
     assert (c.shape.E, c.shape.E_local, c.shape.H, c.shape.I, c.shape.top_k) == (256, 32, 7168, 2048, 8)
     assert MoeBenchConfig("qwen3-235b-a22b", tp=4).layout == "tp4" and MoeBenchConfig("glm-5").layout == "single"
+    assert c.split_busy is True and MoeBenchConfig("glm-5", split_busy=False).split_busy is False
 
 
 def test_names_and_layouts_are_refused_by_field():
@@ -64,7 +65,9 @@ def test_numbers_and_tuning_are_refused():
                            ({"triton_tune": {"bf16": {"blockk": 64}}}, "triton_tune",
                             r"`triton_tune`\['bf16'\]: .* got 'bf16' with blockk"),
                            ({"triton_tune": {"bf16": 3}}, "triton_tune",
-                            "`triton_tune` must map a weight format to a dict")):
+                            "`triton_tune` must map a weight format to a dict"),
+                           ({"split_busy": 0}, "split_busy", "`split_busy` must be True or False, got 0"),
+                           ({"split_busy": "no"}, "split_busy", "`split_busy` must be True or False, got 'no'")):
         refused(field, msg, **kw)
 
 

@@ -131,13 +131,14 @@ def build_torch_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: 
 
 def build_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any, tpe: float,
                   smem_limit: Any = None, tune: dict | None = None, activations: str | None = None,
-                  fp4_kernel: str = "dequant", fp4_layout: str | None = None) -> Callable[[], Any]:
+                  fp4_kernel: str = "dequant", fp4_layout: str | None = None,
+                  split_busy: bool = True) -> Callable[[], Any]:
     """A no-argument callable for ``backend`` (``triton`` = :class:`truepeak.kernels.moe_triton.FusedMoE`, with
     ``tune`` overriding its :class:`~truepeak.kernels.moe_triton.KernelConfig` fields and ``activations`` its
     activation precision; with fp4 weights and ``fp4_kernel="block-scaled"``,
     :class:`truepeak.kernels.moe_blockscaled.BlockScaledMoE`, whose activations are ``"fp4"`` or ``"fp8"`` and
     which takes no ``tune``; ``fp4_layout``: FusedMoE's fp4 weight layout, ``"mma"``, ``"tiles"`` or None for the
-    format's default; the torch backends ignore them all).
+    format's default; ``split_busy``: FusedMoE's busy-expert launch; the torch backends ignore them all).
 
     Raises:
         UnsupportedError: a combination the backend cannot run on this device (the bench's ``skipped``)."""
@@ -158,6 +159,6 @@ def build_backend(backend: str, x: Any, w1: Any, w2: Any, ids: Any, topw: Any, t
         from truepeak.kernels.moe_triton import FusedMoE
 
         return FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe, smem_limit=smem_limit, tune=tune,
-                        activations=activations,
+                        activations=activations, split_busy=split_busy,
                         fp4_layout=fp4_layout if getattr(w1, "wfmt", None) in ("nvfp4", "mxfp4") else None)
     return build_torch_backend(backend, x, w1, w2, ids, topw)

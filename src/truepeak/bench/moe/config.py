@@ -93,6 +93,9 @@ class MoeBenchConfig:
         fp4_layout: the dequantising kernels' fp4 weight layout (recorded as ``workload.fp4_layout``): ``"auto"``
             (:func:`~truepeak.kernels.moe_triton.default_fp4_layout`: mma for nvfp4, tiles for mxfp4), ``"mma"`` or
             ``"tiles"``.
+        split_busy: the ``triton`` backend runs the busy experts of a skewed routing in a launch of their own
+            (True, :class:`~truepeak.kernels.moe_triton.FusedMoE`'s default) or every expert in one launch (False,
+            recorded as ``workload.split_busy``).
 
     Names are lower-cased and lists become tuples. ``shape`` (not a constructor argument) is the model's
     :class:`~truepeak.bench.moe.shapes.ExpertShape` under the layout.
@@ -118,6 +121,7 @@ class MoeBenchConfig:
     fp4_activations: str = "auto"
     fp4_kernel: str = "auto"
     fp4_layout: str = "auto"
+    split_busy: bool = True
     shape: ExpertShape = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -128,6 +132,9 @@ class MoeBenchConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"`{name}` must be a whole number, got {value!r}", field=name)
+        if type(self.split_busy).__name__ not in ("bool", "bool_"):
+            raise ConfigError(f"`split_busy` must be True or False, got {self.split_busy!r}", field="split_busy")
+        put("split_busy", bool(self.split_busy))
         put("shape", expert_shape(self.model, self.tp, self.ep))
         from truepeak.moe.routing import parse_routing
 

@@ -143,10 +143,13 @@ def run_bench(config: MoeBenchConfig, *, out_path: str | None = None,
                         tune = (triton_tune or {}).get(wfmt) if b == "triton" else None
                         if tune:
                             rec_kw["workload"] = {**wl, "triton_tune": tune}
+                        if b == "triton" and not config.split_busy:  # absent (the default) keeps the keys
+                            rec_kw["workload"] = {**rec_kw["workload"], "split_busy": False}
                         acts_arg = fp8_activations if wfmt.startswith("fp8") else fp4_acts
                         fn = build_backend(b, x, w1, w2, ids, topw, t, smem_limit=dev, tune=tune,
                                            activations=acts_arg, fp4_kernel=fp4_kernel if b == "triton" else
-                                           "dequant", fp4_layout=lay if fp4 else None)
+                                           "dequant", fp4_layout=lay if fp4 else None,
+                                           split_busy=config.split_busy)
                         # the activations' precision in the GEMMs (ours: fp8 weights run w8a8 by default)
                         acts = getattr(fn, "activations", None) or (
                             "fp8 e4m3, per-row scale" if wfmt.startswith("fp8") else "bf16")
