@@ -1,9 +1,10 @@
-"""Which tuned-table entry serves a skewed routing best, on the device: for each routing and mean tokens per expert,
-the whole MoE unit (as ``truepeak moe bench`` times it: a CUDA graph, % of the read bandwidth measured in the same
-run) with the shipped table's entry of every bucket in turn (a bucket without an entry: the default rules at that
-many tokens per expert), then as FusedMoE's lookup chooses for the routing ("lookup"), beside the per-expert token counts, so that the key a lookup should use (the mean over
-active experts, the token-weighted mean sum(n^2)/sum(n), the largest count) can be read off against the entry
-that was fastest. The outputs of every entry are checked against the float32 reference.
+"""Which tuned-table entry serves a skewed routing best, on the device: for each routing and mean tokens per expert, the
+whole MoE unit (as ``truepeak moe bench`` times it: a CUDA graph, % of the read bandwidth measured in the same run)
+with the shipped table's entry of every bucket in turn (a bucket without an entry: the default rules at that many
+tokens per expert), then as FusedMoE's lookup chooses for the routing ("lookup"; every entry in one launch,
+``split_busy=False``), beside the per-expert token counts, so that the key a lookup should use (the mean over active
+experts, the token-weighted mean sum(n^2)/sum(n), the largest count) can be read off against the entry that was
+fastest. The outputs of every entry are checked against the float32 reference.
 
 Usage: PYTHONPATH=src python3 benchmarks/moe_routing_key.py OUT [--model deepseek-v3] [--ep 8] [--weights bf16,fp8]
   [--routings uniform,powerlaw:1.2] [--tokens-per-expert 1,2,4,8,16,32,64] [--buckets 1,2,4,8,16,32,64,128,256]
@@ -64,12 +65,12 @@ def main() -> None:
                     t0 = time.monotonic()
                     try:
                         entry = table.entries.get((wfmt, acts, b)) if table is not None else None
-                        if b == "lookup":  # the product's choice: FusedMoE keyed as moe bench keys it
-                            fn = FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe)
+                        if b == "lookup":  # the lookup's choice, in one launch (moe_split_blocks.py times the split)
+                            fn = FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=tpe, split_busy=False)
                         elif entry is not None:  # this bucket's entry as it stands
                             fn = FusedMoE(x, w1, w2, ids, topw, config=(entry.gate_up, entry.down))
                         else:  # no entry: the default rules at b tokens per expert
-                            fn = FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=b)
+                            fn = FusedMoE(x, w1, w2, ids, topw, tokens_per_expert=b, split_busy=False)
                         o = fn()[:16].float()
                         err = float((o - ref).abs().max() / ref.abs().max())
                         m = time_cuda(lambda _i: fn(), n_sets=1, warmup_s=0.05, budget_s=0.3, graph=True,
