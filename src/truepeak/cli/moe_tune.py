@@ -27,7 +27,9 @@ HELP = help_text([
     "truepeak/kernels/moe_triton/tuned/ or pass its folder as FusedMoE(tuned_table=...)). A table is tuned for "
     "one routing (--routing; the shipped tables: uniform) and, for fp4, the weight layout it ran; under a skewed "
     "routing the kernels take a larger bucket's entry where its token block re-reads the busiest experts' weights "
-    "fewer times.",
+    "fewer times, and run the busy experts (more than 2x the mean tokens per active expert) in a launch of their "
+    "own, each group with the entry of its own counts; the search times every candidate in one launch for the "
+    "whole routing.",
     "Each candidate is fitted to the device's shared memory (dropped if it cannot fit), checked against a float32 "
     "reference, and timed as `truepeak moe bench` times (the whole unit from a CUDA graph, the median); the search "
     "times the default rules and the shipped table's entry first (for a shape with no table, the nearest shape's on "
