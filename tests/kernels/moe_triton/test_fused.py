@@ -370,6 +370,9 @@ def test_fused_moe_tune_bad_values():
         mt.FusedMoE(x, w1, w2, ids, tw, tune={"blockk": 64})
     with pytest.raises(TruepeakError, match="tune must be a dict of KernelConfig fields"):
         mt.FusedMoE(x, w1, w2, ids, tw, tune="maxnreg")
+    for bad in (1, "yes", None):  # checked before anything needs a GPU
+        with pytest.raises(TruepeakError, match=f"split_busy must be True or False, got {bad!r}"):
+            mt.FusedMoE(x, w1, w2, ids, tw, split_busy=bad)
 
 
 def test_fused_moe_refuses_fp8_block_steps_spanning_two_scale_blocks():

@@ -69,8 +69,11 @@ def test_busy_experts_bad_input(counts, block):
         mt.busy_experts(counts, block)
 
 
-@pytest.mark.parametrize("counts", [None, {0: 1, 1: 20}, (c for c in [1, 0, 20, 3]), "1,0,20"])
+@pytest.mark.parametrize("counts", [None, {0: 1, 1: 20}, (c for c in [1, 0, 20, 3]), "1,0,20", "0-d", "2-d"])
 def test_busy_experts_wants_a_sequence(counts):
-    # a generator would be used up by the check, a dict's keys are not counts
-    with pytest.raises(TruepeakError, match="counts must be a sequence of integers >= 0"):
+    # a generator would be used up by the check, a dict's keys are not counts; tensors must be 1-D
+    if counts in ("0-d", "2-d"):
+        torch = pytest.importorskip("torch")
+        counts = torch.tensor(5) if counts == "0-d" else torch.tensor([[1, 0], [20, 3]])
+    with pytest.raises(TruepeakError, match="counts must be a 1-D sequence of integers >= 0"):
         mt.busy_experts(counts)

@@ -109,9 +109,9 @@ class FusedMoE:
             expert, when one of them has more tokens than the other experts' token block) in a launch of their own,
             on a second CUDA stream beside the others' launch, each group with the configuration of its own counts
             (tuned table, else :func:`choose_config`); ``tokens_per_expert`` is then not used. Under power-law 1.2
-            routing on an H200 this gained up to 7.2 points of the read bandwidth at E = 256 and lost up to 2.8 at 64
-            tokens per expert with fp8 (docs/results/h200/moe-routing/README.md, 'Busy experts in a launch of their
-            own'). Keyword only; default True; False: always one launch.
+            routing on an H200 this gained up to 7.2 points of the read bandwidth at E = 256 and 9.8 with EP8's 32
+            local experts, and lost up to 2.8 at E = 256 (fp8 at 64 tokens per expert) and 6.9 at EP8 (bf16 at 2)
+            (docs/results/h200/moe-routing/README.md, 'Busy experts in a launch of their own'). Keyword only; default True; False: always one launch.
 
     Attributes:
         output_valid: False when ``drop_block_scales`` is set (the output is not the unit's result), else True.
@@ -213,8 +213,9 @@ class FusedMoE:
                         choose_config(key, w2.wfmt, False, smem_limit, self.I, w8a8, untiled, self.mma))
             return pair, note
 
-        if not isinstance(split_busy, bool):
+        if type(split_busy).__name__ not in ("bool", "bool_"):  # numpy's bool too; 0 / 1 are not flags
             raise TruepeakError(f"split_busy must be True or False, got {split_busy!r}")
+        split_busy = bool(split_busy)
         busy = None
         if config_pair is None:
             if split_busy and not tune and not (untiled_w4a16 or drop_block_scales):

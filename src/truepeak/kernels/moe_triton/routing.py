@@ -92,9 +92,10 @@ def mean_tokens_per_expert(topk_ids: Any, num_experts: int) -> float:
 
 
 #: An expert is busy when it received more than this many times the mean tokens per active expert
-#: (:func:`busy_experts`). Under power-law 1.2 routing (DeepSeek-V3, bf16 and fp8, 8-32 tokens per expert) 2 and 4
-#: were within 3 points of the read bandwidth of each other, neither ahead at every point:
-#: docs/results/h200/moe-routing/README.md, 'Busy experts in a launch of their own'.
+#: (:func:`busy_experts`). Under power-law 1.2 routing (DeepSeek-V3, bf16 and fp8, 8-32 tokens per expert, the busy
+#: experts on a second stream with their default rules or 64- or 128-row tiles) 2 and 4 were within 3 points of the
+#: read bandwidth of each other, neither ahead at every point: docs/results/h200/moe-routing/README.md, 'Busy experts
+#: in a launch of their own'.
 BUSY_FACTOR = 2.0
 
 
@@ -123,8 +124,9 @@ def busy_experts(counts: Any, light_block_m: int | None = None) -> list[bool] | 
         except TypeError:
             return None
 
-    if isinstance(counts, (str, bytes, dict, set)) or not hasattr(counts, "__len__"):
-        raise TruepeakError(f"counts must be a sequence of integers >= 0 (tokens per local expert), got "
+    if (isinstance(counts, (str, bytes, dict, set)) or not hasattr(counts, "__len__")
+            or getattr(counts, "ndim", 1) != 1):
+        raise TruepeakError(f"counts must be a 1-D sequence of integers >= 0 (tokens per local expert), got "
                             f"{type(counts).__name__} {counts!r:.80}")
     values = [integer(c) for c in counts]
     if any(v is None or v < 0 for v in values):
