@@ -31,7 +31,8 @@ HELP = help_text([
     "own, each group with the entry of its own counts; the search times every candidate in one launch for the "
     "whole routing.",
     "Each candidate is fitted to the device's shared memory (dropped if it cannot fit), checked against a float32 "
-    "reference, and timed as `truepeak moe bench` times (the whole unit from a CUDA graph, the median); the search "
+    "reference, and timed as `truepeak moe bench` times (the whole unit from a CUDA graph, the median; in one "
+    "launch, as with --no-split-busy); the search "
     "times the default rules and the shipped table's entry first (for a shape with no table, the nearest shape's on "
     "this GPU), then goes field by field, adopting a faster value at once so that the two kernels' changes combine, "
     "until a sweep changes nothing or the point's share of --budget-s is spent. The chosen and the default "
